@@ -1,0 +1,140 @@
+"""Default configuration. Every key is documented; YAML files and command-line
+``KEY VALUE`` pairs may only override keys that exist here.
+
+Keys and defaults follow the reference re-implementation so that its YAML
+files load unchanged; additions are marked "(tan)".
+"""
+from yacs.config import CfgNode as CN
+
+_C = CN()
+
+# ---------------------------------------------------------------------------
+# Model
+# ---------------------------------------------------------------------------
+_C.MODEL = CN()
+# Where the model runs: "auto" (CUDA when present, else CPU), "cpu", "cuda"
+# or "cuda:N". Asking for CUDA on a machine without it is an error.
+_C.MODEL.DEVICE = "auto"
+# Name of the meta-architecture in tan.modeling.registry.META_ARCH_REGISTRY.
+_C.MODEL.ARCHITECTURE = "TAN"
+# Path of initial weights (model weights only) used when OUTPUT_DIR holds no
+# checkpoint to resume from. Empty: start from random initialisation.
+_C.MODEL.WEIGHT = ""
+
+_C.MODEL.TAN = CN()
+# N: number of clips of the 2D temporal map (the map is N x N).
+_C.MODEL.TAN.NUM_CLIPS = 128
+
+_C.MODEL.TAN.FEATPOOL = CN()
+# D_in: dimension of the pre-extracted clip features.
+_C.MODEL.TAN.FEATPOOL.INPUT_SIZE = 4096
+# H: channels of the pooled clip features and of the 2D map.
+_C.MODEL.TAN.FEATPOOL.HIDDEN_SIZE = 512
+# Kernel of the average pooling from NUM_PRE_CLIPS rows to NUM_CLIPS rows; its
+# stride is NUM_PRE_CLIPS // NUM_CLIPS.
+_C.MODEL.TAN.FEATPOOL.KERNEL_SIZE = 2
+
+_C.MODEL.TAN.FEAT2D = CN()
+# Sparse sampling of the 2D map: the first count uses stride 1, each later
+# count doubles the stride (see MODEL.md section 2.2). Sum of strided offsets
+# must stay below NUM_CLIPS.
+_C.MODEL.TAN.FEAT2D.POOLING_COUNTS = [15, 8, 8, 8]
+
+_C.MODEL.TAN.INTEGRATOR = CN()
+# Hq: size of the sentence vector (summed over directions when bidirectional).
+_C.MODEL.TAN.INTEGRATOR.QUERY_HIDDEN_SIZE = 512
+_C.MODEL.TAN.INTEGRATOR.LSTM = CN()
+# Number of stacked LSTM layers of the sentence encoder.
+_C.MODEL.TAN.INTEGRATOR.LSTM.NUM_LAYERS = 3
+# Bidirectional LSTM (each direction then has QUERY_HIDDEN_SIZE // 2 units).
+_C.MODEL.TAN.INTEGRATOR.LSTM.BIDIRECTIONAL = False
+
+_C.MODEL.TAN.PREDICTOR = CN()
+# Hp: channels of the stacked 2D convolutions.
+_C.MODEL.TAN.PREDICTOR.HIDDEN_SIZE = 512
+# K: kernel size of each 2D convolution.
+_C.MODEL.TAN.PREDICTOR.KERNEL_SIZE = 5
+# S: number of stacked 2D convolutions.
+_C.MODEL.TAN.PREDICTOR.NUM_STACK_LAYERS = 8
+
+_C.MODEL.TAN.LOSS = CN()
+# Temporal IoU mapped to target 0 (and below).
+_C.MODEL.TAN.LOSS.MIN_IOU = 0.3
+# Temporal IoU mapped to target 1 (and above).
+_C.MODEL.TAN.LOSS.MAX_IOU = 0.7
+
+# ---------------------------------------------------------------------------
+# Input
+# ---------------------------------------------------------------------------
+_C.INPUT = CN()
+# P: rows each video's features are resampled to before the feature pooling.
+_C.INPUT.NUM_PRE_CLIPS = 256
+# E: dimension of the word vectors (300 for GloVe).
+_C.INPUT.PRE_QUERY_SIZE = 300
+# (tan) GloVe-format text file of word vectors ("word v1 ... vE" per line).
+# A relative path is taken from DATASETS.ROOT.
+_C.INPUT.WORD_VECTORS = "glove/glove.840B.300d.txt"
+# (tan) Resampled videos kept in memory per dataset (and per loader worker);
+# 0 keeps none and reads each item's video from the feature file.
+_C.INPUT.FEATURE_CACHE_SIZE = 256
+
+# ---------------------------------------------------------------------------
+# Datasets
+# ---------------------------------------------------------------------------
+_C.DATASETS = CN()
+# (tan) Folder that relative dataset and word-vector paths are taken from.
+_C.DATASETS.ROOT = "datasets"
+# (tan) Optional YAML or JSON file registering more datasets by name (see
+# README "Registering a dataset"). A relative path is taken from ROOT.
+_C.DATASETS.CATALOG = ""
+# Names of the training datasets (concatenated).
+_C.DATASETS.TRAIN = ()
+# (tan) Names of the datasets evaluated every SOLVER.TEST_PERIOD epochs during
+# training. Empty: the reference's habit, evaluate DATASETS.TEST.
+_C.DATASETS.VAL = ()
+# Names of the datasets evaluated after training, each reported separately.
+_C.DATASETS.TEST = ()
+
+# ---------------------------------------------------------------------------
+# Data loader
+# ---------------------------------------------------------------------------
+_C.DATALOADER = CN()
+# Loader worker processes per training process (0 loads in the main process).
+_C.DATALOADER.NUM_WORKERS = 4
+
+# ---------------------------------------------------------------------------
+# Solver
+# ---------------------------------------------------------------------------
+_C.SOLVER = CN()
+# Number of training epochs (epochs are counted from 1).
+_C.SOLVER.MAX_EPOCH = 12
+# Adam learning rate.
+_C.SOLVER.LR = 0.01
+# Save model_{epoch}e.pth every this many epochs (0: only model_final.pth).
+_C.SOLVER.CHECKPOINT_PERIOD = 1
+# Evaluate on the validation datasets every this many epochs (0: never).
+_C.SOLVER.TEST_PERIOD = 1
+# Training batch size (queries per optimisation step, over all processes).
+_C.SOLVER.BATCH_SIZE = 32
+# Epochs after which the learning rate is multiplied by 0.1.
+_C.SOLVER.MILESTONES = (8, 11)
+# (tan) Log (and append to metrics.jsonl) every this many iterations, besides
+# the end of each epoch.
+_C.SOLVER.LOG_PERIOD = 20
+
+# ---------------------------------------------------------------------------
+# Test
+# ---------------------------------------------------------------------------
+_C.TEST = CN()
+# Evaluation batch size (queries per step, over all processes).
+_C.TEST.BATCH_SIZE = 64
+# Greedy NMS: drop a candidate whose temporal IoU with a kept one is above this.
+_C.TEST.NMS_THRESH = 0.4
+
+# ---------------------------------------------------------------------------
+# Misc
+# ---------------------------------------------------------------------------
+# Folder for logs, config.yml, metrics, checkpoints and results.
+_C.OUTPUT_DIR = "outputs/default"
+# (tan) Seed of Python, NumPy and torch random generators (model init, shuffle).
+_C.SEED = 0

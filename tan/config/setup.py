@@ -1,0 +1,185 @@
+"""Config assembly: defaults <- YAML file <- command-line ``KEY VALUE`` pairs.
+
+yacs alone reports unknown keys and bad types with terse messages (and an
+odd-length override list as a bare assertion); here every mistake becomes a
+:class:`TanError` naming the key, and for unknown keys the closest valid ones.
+"""
+import difflib
+import os
+
+import yaml
+from yacs.config import CfgNode
+
+from ..errors import TanError
+from ..utils.io import atomic_write_text
+from .defaults import _C
+
+
+def get_cfg_defaults():
+    """A fresh, mutable copy of the defaults."""
+    return _C.clone()
+
+
+def _all_keys(node, prefix=""):
+    keys = []
+    for name, value in node.items():
+        full = prefix + name
+        keys.append(full)
+        if isinstance(value, CfgNode):
+            keys.extend(_all_keys(value, full + "."))
+    return keys
+
+
+def _unknown_key_error(key, source):
+    valid = _all_keys(_C)
+    close = difflib.get_close_matches(key, valid, n=3, cutoff=0.5)
+    if not close:  # a typo in the last part only: compare leaf names
+        leaf = key.rsplit(".", 1)[-1]
+        close = [k for k in valid if difflib.get_close_matches(leaf, [k.rsplit(".", 1)[-1]], cutoff=0.7)][:3]
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return TanError(f"{source}: unknown config key {key!r}{hint}")
+
+
+def _check_keys(node, defaults, source, prefix=""):
+    for name, value in node.items():
+        full = prefix + name
+        if name not in defaults:
+            raise _unknown_key_error(full, source)
+        if isinstance(value, dict):
+            if not isinstance(defaults[name], CfgNode):
+                raise TanError(f"{source}: {full} is a value ({defaults[name]!r}), not a section")
+            _check_keys(value, defaults[name], source, full + ".")
+        elif isinstance(defaults[name], CfgNode):
+            raise TanError(f"{source}: {full} is a section; give its keys, e.g. {full}.{next(iter(defaults[name]))}")
+
+
+def _merge(cfg, other, source):
+    try:
+        cfg.merge_from_other_cfg(other)
+    except (ValueError, KeyError, AssertionError) as e:
+        raise TanError(f"{source}: {e}") from None
+
+
+def _merge_file(cfg, path):
+    if not os.path.isfile(path):
+        raise TanError(f"config file {path!r} not found")
+    try:
+        with open(path) as f:
+            data = yaml.safe_load(f)
+    except yaml.YAMLError as e:
+        raise TanError(f"config file {path!r} is not valid YAML: {e}") from None
+    if data is None:
+        return
+    if not isinstance(data, dict):
+        raise TanError(f"config file {path!r}: expected a mapping of keys at the top level, got {type(data).__name__}")
+    _check_keys(data, _C, f"config file {path!r}")
+    _merge(cfg, CfgNode(data), f"config file {path!r}")
+
+
+def _merge_overrides(cfg, opts):
+    opts = list(opts)
+    if len(opts) % 2:
+        raise TanError(
+            f"command-line overrides must be KEY VALUE pairs; got an odd number ({len(opts)}): "
+            f"{' '.join(opts)}; the last key without a value is {opts[-1]!r}"
+        )
+    valid = set(_all_keys(_C))
+    for key in opts[0::2]:
+        if key not in valid:
+            raise _unknown_key_error(key, "command line")
+        node = _C
+        for part in key.split("."):
+            node = node[part]
+        if isinstance(node, CfgNode):
+            raise TanError(f"command line: {key} is a section, not a key")
+    try:
+        cfg.merge_from_list(opts)
+    except (ValueError, KeyError, AssertionError) as e:
+        raise TanError(f"command line: {e}") from None
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def validate_config(cfg):
+    """Reject values that are of the right type but cannot work together."""
+    tan = cfg.MODEL.TAN
+    n, p = tan.NUM_CLIPS, cfg.INPUT.NUM_PRE_CLIPS
+
+    def need(cond, key, msg):
+        if not cond:
+            raise TanError(f"config key {key}: {msg}")
+
+    for key, value in [
+        ("MODEL.TAN.NUM_CLIPS", n), ("INPUT.NUM_PRE_CLIPS", p),
+        ("MODEL.TAN.FEATPOOL.INPUT_SIZE", tan.FEATPOOL.INPUT_SIZE),
+        ("MODEL.TAN.FEATPOOL.HIDDEN_SIZE", tan.FEATPOOL.HIDDEN_SIZE),
+        ("MODEL.TAN.FEATPOOL.KERNEL_SIZE", tan.FEATPOOL.KERNEL_SIZE),
+        ("MODEL.TAN.INTEGRATOR.QUERY_HIDDEN_SIZE", tan.INTEGRATOR.QUERY_HIDDEN_SIZE),
+        ("MODEL.TAN.INTEGRATOR.LSTM.NUM_LAYERS", tan.INTEGRATOR.LSTM.NUM_LAYERS),
+        ("MODEL.TAN.PREDICTOR.HIDDEN_SIZE", tan.PREDICTOR.HIDDEN_SIZE),
+        ("MODEL.TAN.PREDICTOR.KERNEL_SIZE", tan.PREDICTOR.KERNEL_SIZE),
+        ("MODEL.TAN.PREDICTOR.NUM_STACK_LAYERS", tan.PREDICTOR.NUM_STACK_LAYERS),
+        ("INPUT.PRE_QUERY_SIZE", cfg.INPUT.PRE_QUERY_SIZE),
+        ("SOLVER.MAX_EPOCH", cfg.SOLVER.MAX_EPOCH), ("SOLVER.BATCH_SIZE", cfg.SOLVER.BATCH_SIZE),
+        ("TEST.BATCH_SIZE", cfg.TEST.BATCH_SIZE), ("SOLVER.LOG_PERIOD", cfg.SOLVER.LOG_PERIOD),
+    ]:
+        need(_is_int(value) and value > 0, key, f"expected a positive integer, got {value!r}")
+    for key, value in [
+        ("SOLVER.CHECKPOINT_PERIOD", cfg.SOLVER.CHECKPOINT_PERIOD), ("SOLVER.TEST_PERIOD", cfg.SOLVER.TEST_PERIOD),
+        ("DATALOADER.NUM_WORKERS", cfg.DATALOADER.NUM_WORKERS), ("INPUT.FEATURE_CACHE_SIZE", cfg.INPUT.FEATURE_CACHE_SIZE),
+    ]:
+        need(_is_int(value) and value >= 0, key, f"expected an integer >= 0, got {value!r}")
+
+    need(p % n == 0, "INPUT.NUM_PRE_CLIPS",
+         f"must be a multiple of MODEL.TAN.NUM_CLIPS ({n}); got {p}")
+    stride, kernel = p // n, tan.FEATPOOL.KERNEL_SIZE
+    need((p - kernel) // stride + 1 == n, "MODEL.TAN.FEATPOOL.KERNEL_SIZE",
+         f"pooling {p} rows with kernel {kernel} and stride {stride} gives {(p - kernel) // stride + 1} clips, "
+         f"not MODEL.TAN.NUM_CLIPS = {n}; use a kernel between {stride} and {2 * stride - 1}")
+
+    counts = list(tan.FEAT2D.POOLING_COUNTS)
+    need(len(counts) > 0 and all(_is_int(c) and c > 0 for c in counts), "MODEL.TAN.FEAT2D.POOLING_COUNTS",
+         f"expected a non-empty list of positive integers, got {counts}")
+    largest = counts[0] + sum(c * 2 ** (g + 1) for g, c in enumerate(counts[1:]))
+    need(largest < n, "MODEL.TAN.FEAT2D.POOLING_COUNTS",
+         f"{counts} reaches offset {largest}, which must stay below MODEL.TAN.NUM_CLIPS = {n}")
+
+    need((tan.PREDICTOR.KERNEL_SIZE - 1) * tan.PREDICTOR.NUM_STACK_LAYERS % 2 == 0, "MODEL.TAN.PREDICTOR.KERNEL_SIZE",
+         "(KERNEL_SIZE - 1) * NUM_STACK_LAYERS must be even so that the map returns to N x N")
+    if tan.INTEGRATOR.LSTM.BIDIRECTIONAL:
+        need(tan.INTEGRATOR.QUERY_HIDDEN_SIZE % 2 == 0, "MODEL.TAN.INTEGRATOR.QUERY_HIDDEN_SIZE",
+             "must be even when the LSTM is bidirectional (it is split between the two directions)")
+    need(0.0 <= tan.LOSS.MIN_IOU < tan.LOSS.MAX_IOU <= 1.0, "MODEL.TAN.LOSS.MIN_IOU",
+         f"need 0 <= MIN_IOU < MAX_IOU <= 1; got MIN_IOU {tan.LOSS.MIN_IOU}, MAX_IOU {tan.LOSS.MAX_IOU}")
+    need(0.0 <= cfg.TEST.NMS_THRESH <= 1.0, "TEST.NMS_THRESH", f"expected a value in [0, 1], got {cfg.TEST.NMS_THRESH}")
+    need(cfg.SOLVER.LR > 0, "SOLVER.LR", f"expected a positive learning rate, got {cfg.SOLVER.LR}")
+    milestones = list(cfg.SOLVER.MILESTONES)
+    need(all(_is_int(m) and m > 0 for m in milestones) and milestones == sorted(milestones), "SOLVER.MILESTONES",
+         f"expected increasing positive epoch numbers, got {milestones}")
+    for key in ("TRAIN", "VAL", "TEST"):
+        names = cfg.DATASETS[key]
+        need(all(isinstance(x, str) and x for x in names), f"DATASETS.{key}",
+             f"expected a list of dataset names, got {names!r}")
+
+    device = cfg.MODEL.DEVICE
+    need(device in ("auto", "cpu", "cuda") or (device.startswith("cuda:") and device[5:].isdigit()),
+         "MODEL.DEVICE", f"expected 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+
+
+def load_config(config_file=None, opts=(), freeze=True):
+    """Defaults, then ``config_file`` (if given), then ``opts`` pairs; validated."""
+    cfg = get_cfg_defaults()
+    if config_file:
+        _merge_file(cfg, config_file)
+    _merge_overrides(cfg, opts)
+    validate_config(cfg)
+    if freeze:
+        cfg.freeze()
+    return cfg
+
+
+def save_config(cfg, path):
+    """Write the merged config as YAML that :func:`load_config` reads back."""
+    atomic_write_text(path, cfg.dump())

@@ -1,0 +1,124 @@
+"""Checkpoints: model, optimizer, scheduler and the loop's arguments.
+
+Files are ``OUTPUT_DIR/model_{epoch}e.pth`` and ``model_final.pth``; the file
+``last_checkpoint`` holds the name of the latest one, relative to OUTPUT_DIR.
+Every write is atomic, so an interrupted save leaves the previous state.
+"""
+import os
+
+import torch
+
+from ..errors import TanError
+from .io import atomic_torch_save, atomic_write_text
+from .logger import get_logger
+
+LAST_CHECKPOINT = "last_checkpoint"
+FINAL = "model_final.pth"
+
+
+def _strip_prefix(state_dict, prefix="module."):
+    if state_dict and all(k.startswith(prefix) for k in state_dict):
+        return {k[len(prefix):]: v for k, v in state_dict.items()}
+    return state_dict
+
+
+def model_state_from(checkpoint, path):
+    """The model's state dict from a training checkpoint or a bare state dict."""
+    if isinstance(checkpoint, dict) and isinstance(checkpoint.get("model"), dict):
+        state = checkpoint["model"]
+    elif isinstance(checkpoint, dict) and checkpoint and all(torch.is_tensor(v) for v in checkpoint.values()):
+        state = checkpoint
+    else:
+        raise TanError(f"checkpoint {path!r} holds neither a 'model' state dict nor a bare state dict")
+    return _strip_prefix(state)
+
+
+def load_model_weights(model, state, path):
+    """Strict load with an error that lists what does not match."""
+    own = model.state_dict()
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    mismatched = [f"{k}: checkpoint {list(state[k].shape)} vs model {list(own[k].shape)}"
+                  for k in own if k in state and state[k].shape != own[k].shape]
+    if missing or unexpected or mismatched:
+        def show(items):
+            return ", ".join(items[:8]) + (f" (+{len(items) - 8} more)" if len(items) > 8 else "")
+        parts = []
+        if mismatched:
+            parts.append(f"shape mismatch: {show(mismatched)}")
+        if missing:
+            parts.append(f"missing from the checkpoint: {show(missing)}")
+        if unexpected:
+            parts.append(f"not in the model: {show(unexpected)}")
+        raise TanError(f"checkpoint {path!r} does not fit the configured model ({'; '.join(parts)}); "
+                       f"is it from another config?")
+    model.load_state_dict(state)
+
+
+def read_checkpoint(path):
+    if not os.path.isfile(path):
+        raise TanError(f"checkpoint {path!r} not found")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:  # truncated or not a torch file
+        raise TanError(f"checkpoint {path!r} cannot be read ({type(e).__name__}: {e})") from None
+
+
+class Checkpointer:
+    def __init__(self, model, optimizer=None, scheduler=None, save_dir="", save_to_disk=True):
+        self.model = model.module if hasattr(model, "module") else model
+        self.optimizer = optimizer
+        self.scheduler = scheduler
+        self.save_dir = save_dir
+        self.save_to_disk = save_to_disk
+        self.logger = get_logger("checkpoint")
+
+    def save(self, name, **arguments):
+        if not (self.save_dir and self.save_to_disk):
+            return
+        data = {"model": self.model.state_dict()}
+        if self.optimizer is not None:
+            data["optimizer"] = self.optimizer.state_dict()
+        if self.scheduler is not None:
+            data["scheduler"] = self.scheduler.state_dict()
+        data.update(arguments)
+        path = os.path.join(self.save_dir, f"{name}.pth")
+        atomic_torch_save(data, path)
+        # Only once the checkpoint is complete does last_checkpoint point to it.
+        atomic_write_text(os.path.join(self.save_dir, LAST_CHECKPOINT), os.path.basename(path))
+        self.logger.info("saved checkpoint %s", path)
+
+    def last_checkpoint(self):
+        """Path of the latest checkpoint in save_dir, or None."""
+        marker = os.path.join(self.save_dir, LAST_CHECKPOINT)
+        if not (self.save_dir and os.path.isfile(marker)):
+            return None
+        with open(marker) as f:
+            name = f.read().strip()
+        # Relative names keep a moved output folder resumable; old absolute ones still work.
+        return name if os.path.isabs(name) else os.path.join(self.save_dir, name)
+
+    def has_checkpoint(self):
+        return self.last_checkpoint() is not None
+
+    def load(self, weight="", use_latest=True):
+        """Resume from the latest checkpoint (model, optimizer, scheduler); else
+        load ``weight`` (model only); else start fresh. Returns the saved
+        loop arguments (empty unless resuming)."""
+        latest = self.last_checkpoint() if use_latest else None
+        if latest:
+            self.logger.info("resuming from %s", latest)
+            checkpoint = read_checkpoint(latest)
+            load_model_weights(self.model, model_state_from(checkpoint, latest), latest)
+            if self.optimizer is not None and "optimizer" in checkpoint:
+                self.optimizer.load_state_dict(checkpoint["optimizer"])
+            if self.scheduler is not None and "scheduler" in checkpoint:
+                self.scheduler.load_state_dict(checkpoint["scheduler"])
+            return {k: v for k, v in checkpoint.items() if k not in ("model", "optimizer", "scheduler")}
+        if weight:
+            self.logger.info("loading model weights from %s (MODEL.WEIGHT)", weight)
+            checkpoint = read_checkpoint(weight)
+            load_model_weights(self.model, model_state_from(checkpoint, weight), weight)
+            return {}
+        self.logger.info("no checkpoint in %s and no MODEL.WEIGHT: starting from scratch", self.save_dir)
+        return {}

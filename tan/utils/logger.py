@@ -1,0 +1,31 @@
+"""Logging to stdout and OUTPUT_DIR/log.txt on rank 0; other ranks warn only."""
+import logging
+import os
+import sys
+
+LOGGER_NAME = "tan"
+
+
+def setup_logger(output_dir=None, rank=0, filename="log.txt"):
+    logger = logging.getLogger(LOGGER_NAME)
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    for h in list(logger.handlers):  # idempotent when called twice (tests, resume)
+        logger.removeHandler(h)
+        h.close()
+    fmt = logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s", datefmt="%Y-%m-%d %H:%M:%S")
+    stream = logging.StreamHandler(stream=sys.stdout)
+    stream.setFormatter(fmt)
+    stream.setLevel(logging.INFO if rank == 0 else logging.WARNING)
+    logger.addHandler(stream)
+    if rank == 0 and output_dir:
+        os.makedirs(output_dir, exist_ok=True)
+        fh = logging.FileHandler(os.path.join(output_dir, filename))
+        fh.setFormatter(fmt)
+        fh.setLevel(logging.DEBUG)
+        logger.addHandler(fh)
+    return logger
+
+
+def get_logger(name=None):
+    return logging.getLogger(LOGGER_NAME if name is None else f"{LOGGER_NAME}.{name}")
