@@ -1,0 +1,105 @@
+"""``make_data_loader``: config -> datasets -> samplers -> loaders."""
+import functools
+import os
+
+import torch
+from torch.utils.data import ConcatDataset, DataLoader, DistributedSampler
+
+from ..errors import TanError
+from ..utils import comm
+from ..utils.logger import get_logger
+from .annotations import load_annotations
+from .catalog import DatasetCatalog, resolve_path
+from .collate import BatchCollator
+from .dataset import MomentDataset
+from .synthetic import ensure_synthetic
+from .text import Vocabulary, read_word_vectors, tokenize
+
+_GENERATORS = {"synthetic": ensure_synthetic}
+
+
+def _catalog_entries(cfg, names):
+    if cfg.DATASETS.CATALOG:
+        DatasetCatalog.register_file(resolve_path(cfg.DATASETS.ROOT, cfg.DATASETS.CATALOG))
+    entries = [DatasetCatalog.get(name, cfg.DATASETS.ROOT) for name in names]
+    generators = {e["generator"] for e in entries if e.get("generator")}
+    if generators:
+        # One process writes generated files; the others wait for them.
+        if comm.is_main_process():
+            for g in sorted(generators):
+                _GENERATORS[g](cfg.DATASETS.ROOT)
+        comm.synchronize()
+    return entries
+
+
+@functools.lru_cache(maxsize=2)
+def _vocabulary(path, dim, annotation_files, file_stamp):
+    """Vectors of every word of the configured datasets, read once per process."""
+    words = set()
+    for annotations, fmt in annotation_files:
+        queries, _ = load_annotations(annotations, fmt)
+        for q in queries:
+            words.update(tokenize(q.sentence))
+    vectors = read_word_vectors(path, words, dim)
+    get_logger("data").info("word vectors: %d of %d words found in %s", len(vectors), len(words), path)
+    return Vocabulary(vectors, dim)
+
+
+def build_vocabulary(cfg):
+    names = list(dict.fromkeys(cfg.DATASETS.TRAIN + cfg.DATASETS.VAL + cfg.DATASETS.TEST))
+    entries = _catalog_entries(cfg, names)
+    files = tuple(sorted({(e["annotations"], e["format"]) for e in entries}))
+    path = resolve_path(cfg.DATASETS.ROOT, cfg.INPUT.WORD_VECTORS)
+    stamp = (os.stat(path).st_mtime_ns, os.stat(path).st_size) if os.path.isfile(path) else None
+    return _vocabulary(path, cfg.INPUT.PRE_QUERY_SIZE, files, stamp)
+
+
+def build_datasets(cfg, names):
+    if not names:
+        raise TanError("no dataset named; set DATASETS.TRAIN / DATASETS.TEST")
+    vocabulary = build_vocabulary(cfg)
+    datasets = []
+    for entry in _catalog_entries(cfg, names):
+        datasets.append(MomentDataset(
+            entry["name"], entry["annotations"], entry["features"], entry["format"], vocabulary,
+            cfg.INPUT.NUM_PRE_CLIPS, cfg.MODEL.TAN.FEATPOOL.INPUT_SIZE,
+            feature_key=entry.get("feature_key", "c3d_features"), cache_size=cfg.INPUT.FEATURE_CACHE_SIZE))
+    return datasets
+
+
+def _per_process_batch(total, key):
+    world = comm.get_world_size()
+    if total % world:
+        raise TanError(f"{key} = {total} is a global batch size and must be divisible by the number of "
+                       f"processes ({world})")
+    return total // world
+
+
+def _loader(cfg, dataset, batch_size, shuffle, is_distributed):
+    world, rank = (comm.get_world_size(), comm.get_rank()) if is_distributed else (1, 0)
+    # One sampler for one or many processes: shuffled from SEED and the epoch
+    # (set_epoch), so a resumed run sees the same order as an uninterrupted one.
+    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=shuffle, seed=cfg.SEED)
+    workers = cfg.DATALOADER.NUM_WORKERS
+    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
+                      collate_fn=BatchCollator(), pin_memory=torch.cuda.is_available(),
+                      persistent_workers=workers > 0)
+
+
+def make_data_loader(cfg, is_train=True, is_distributed=False, is_for_period=False):
+    """Training: one loader over the concatenated DATASETS.TRAIN. Otherwise a list
+    of loaders, one per dataset of DATASETS.TEST, or of DATASETS.VAL (falling
+    back to TEST) when ``is_for_period``."""
+    if is_train:
+        datasets = build_datasets(cfg, cfg.DATASETS.TRAIN)
+        dataset = datasets[0] if len(datasets) == 1 else ConcatDataset(datasets)
+        batch = _per_process_batch(cfg.SOLVER.BATCH_SIZE, "SOLVER.BATCH_SIZE")
+        return _loader(cfg, dataset, batch, True, is_distributed)
+    names = cfg.DATASETS.TEST
+    if is_for_period and cfg.DATASETS.VAL:
+        names = cfg.DATASETS.VAL
+    elif is_for_period:
+        get_logger("data").warning("DATASETS.VAL is empty: evaluating DATASETS.TEST during training "
+                                   "(the reference's habit; select epochs on a validation split instead)")
+    batch = _per_process_batch(cfg.TEST.BATCH_SIZE, "TEST.BATCH_SIZE")
+    return [_loader(cfg, d, batch, False, is_distributed) for d in build_datasets(cfg, names)]

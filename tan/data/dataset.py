@@ -1,0 +1,118 @@
+"""One item per query: prepared video features, word vectors and the moment."""
+from collections import OrderedDict
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from ..errors import TanError
+from ..utils.logger import get_logger
+from .annotations import load_annotations
+from .features import FeatureFile, l2_normalize_rows, resample
+from .text import tokenize
+
+
+class MomentDataset(Dataset):
+    """Queries of one annotation file over one HDF5 feature file.
+
+    Per-query data is kept in flat arrays (token ids share one buffer), and
+    video features are read on demand with a small LRU cache, so a process
+    never holds every video's features.
+    """
+
+    def __init__(self, name, annotations, features, fmt, vocabulary, num_pre_clips, input_size,
+                 feature_key="c3d_features", cache_size=256):
+        self.name = name
+        self.num_pre_clips = num_pre_clips
+        self.vocabulary = vocabulary
+        self.features = FeatureFile(features, feature_key)
+        self.cache_size = cache_size
+        self._cache = OrderedDict()
+
+        queries, dropped = load_annotations(annotations, fmt)
+        shapes = self.features.shapes(sorted({q.video for q in queries}))
+        for video, shape in shapes.items():
+            if len(shape) != 2 or shape[1] != input_size:
+                raise TanError(f"{features}: video {video!r} has features of shape {tuple(shape)}; expected "
+                               f"[T, {input_size}] (MODEL.TAN.FEATPOOL.INPUT_SIZE)")
+
+        self.videos = sorted(v for v, s in shapes.items() if s[0] > 0)
+        video_index = {v: i for i, v in enumerate(self.videos)}
+        kept, token_ids, unknown, total_words = [], [], 0, 0
+        for q in queries:
+            if q.video not in shapes:
+                dropped["video missing from the feature file"] += 1
+                continue
+            if q.video not in video_index:
+                dropped["video with no feature rows"] += 1
+                continue
+            ids = vocabulary.encode(tokenize(q.sentence))
+            if len(ids) == 0:
+                dropped["sentence without words"] += 1
+                continue
+            unknown += int((ids == 0).sum())
+            total_words += len(ids)
+            kept.append(q)
+            token_ids.append(ids)
+        if not kept:
+            raise TanError(f"dataset {name!r} ({annotations}) has no usable query after filtering: {dict(dropped)}")
+
+        self.video_ids = np.asarray([video_index[q.video] for q in kept], dtype=np.int32)
+        self.moments = np.asarray([[q.start, q.end] for q in kept], dtype=np.float32)
+        self.durations = np.asarray([q.duration for q in kept], dtype=np.float32)
+        self.sentences = [q.sentence for q in kept]
+        self.word_offsets = np.cumsum([0] + [len(t) for t in token_ids])
+        self.word_ids = np.concatenate(token_ids)
+        self.dropped = dropped
+        self.unknown_words = unknown
+        get_logger("data").info(
+            "dataset %s: %d queries over %d videos kept; %s; %d of %d words (%.1f%%) have no word vector",
+            name, len(kept), len(set(self.video_ids.tolist())),
+            ("dropped or clipped: " + ", ".join(f"{k} {v}" for k, v in sorted(dropped.items()))) if dropped
+            else "nothing dropped or clipped",
+            unknown, total_words, 100.0 * unknown / max(total_words, 1))
+
+    def __len__(self):
+        return len(self.video_ids)
+
+    def video_features(self, video):
+        """[P, D_in] float32: L2-normalised rows resampled to NUM_PRE_CLIPS."""
+        feats = self._cache.get(video)
+        if feats is None:
+            feats = resample(l2_normalize_rows(self.features.read(video)), self.num_pre_clips)
+            if self.cache_size:
+                self._cache[video] = feats
+                if len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(video)
+        return feats
+
+    def query(self, index):
+        return self.vocabulary.matrix[self.word_ids[self.word_offsets[index]:self.word_offsets[index + 1]]]
+
+    def __getitem__(self, index):
+        video = self.videos[self.video_ids[index]]
+        return {
+            "feats": torch.from_numpy(self.video_features(video)),  # [P, D_in]
+            "query": torch.from_numpy(self.query(index)),  # [L, E]
+            "moment": torch.from_numpy(self.moments[index]),  # [2] seconds
+            "duration": float(self.durations[index]),
+            "index": index,
+        }
+
+    def record(self, index):
+        """Human-readable description of one query (for logs and results)."""
+        return {
+            "video": self.videos[self.video_ids[index]],
+            "sentence": self.sentences[index],
+            "moment": self.moments[index].tolist(),
+            "duration": float(self.durations[index]),
+        }
+
+    def __getstate__(self):  # workers start with an empty cache
+        state = dict(self.__dict__)
+        state["_cache"] = OrderedDict()
+        return state
+
+
