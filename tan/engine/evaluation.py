@@ -1,0 +1,72 @@
+"""Score maps -> top moments (greedy NMS) -> recall and mIoU (MODEL.md 4)."""
+import torch
+
+from ..modeling.loss import candidate_moments, temporal_iou
+
+RECALL_AT = (1, 5)
+IOU_THRESHOLDS = (0.1, 0.3, 0.5, 0.7)
+
+
+def metric_names():
+    return [f"R@{k},IoU@{m}" for k in RECALL_AT for m in IOU_THRESHOLDS] + ["mIoU"]
+
+
+def top_moments(scores, durations, nms_thresh, topk=5):
+    """Greedy NMS over each query's candidates, stopped once ``topk`` are kept.
+
+    scores: [B, N, N] (0 outside valid cells), durations: [B].
+    Returns moments [B, topk, 2] (seconds), their scores [B, topk] and a
+    [B, topk] bool of which slots are filled (fewer candidates than topk).
+
+    Equal to the full greedy definition: candidates are the non-zero cells in
+    order of descending score (ties: row-major cell order); a candidate is kept
+    unless its IoU with an already kept one exceeds ``nms_thresh``. Each step
+    keeps the best candidate still alive and drops those it suppresses, which
+    is the same sequence of decisions, done for the whole batch at once.
+    """
+    b, n, _ = scores.shape
+    flat_scores = scores.reshape(b, n * n).float()
+    moments = candidate_moments(n, durations.to(scores.device).float()).reshape(b, n * n, 2)
+    # IoU is scale-free: NMS compares cells in clip units, where the ends are
+    # small integers, so ties at the threshold (IoU exactly 0.5, say) are
+    # decided exactly instead of by rounding of seconds.
+    units = candidate_moments(n, torch.full((1,), float(n), device=scores.device))[0].reshape(n * n, 2)
+    alive = flat_scores > 0
+    rows = torch.arange(b, device=scores.device)
+    kept_moments = moments.new_zeros(b, topk, 2)
+    kept_scores = flat_scores.new_zeros(b, topk)
+    filled = torch.zeros(b, topk, dtype=torch.bool, device=scores.device)
+    for k in range(topk):
+        masked = torch.where(alive, flat_scores, torch.full_like(flat_scores, -1.0))
+        best = masked.argmax(dim=1)  # first index among equal maxima: row-major tie order
+        has = alive[rows, best]
+        kept_moments[:, k] = moments[rows, best]
+        kept_scores[:, k] = torch.where(has, flat_scores[rows, best], kept_scores[:, k])
+        filled[:, k] = has
+        suppress = temporal_iou(units[None], units[best][:, None, :]) > nms_thresh  # [B, N * N]
+        alive &= ~suppress
+        alive[rows, best] = False
+    return kept_moments, kept_scores, filled
+
+
+def evaluate_moments(kept_moments, filled, gt_moments):
+    """Metrics (percent) from top moments [Q, k, 2], filled [Q, k], ground truth [Q, 2]."""
+    ious = temporal_iou(kept_moments, gt_moments[:, None, :]) * filled  # [Q, k]
+    results = {}
+    for k in RECALL_AT:
+        best = ious[:, :k].max(dim=1).values
+        for m in IOU_THRESHOLDS:
+            results[f"R@{k},IoU@{m}"] = 100.0 * (best > m).double().mean().item()
+    results["mIoU"] = 100.0 * ious[:, 0].double().mean().item()
+    return results
+
+
+def format_table(results, title=""):
+    """A small text table: rows R@1 / R@5, columns IoU thresholds, and mIoU."""
+    head = "       " + "".join(f"IoU@{m:<6}" for m in IOU_THRESHOLDS)
+    lines = [title] if title else []
+    lines.append(head)
+    for k in RECALL_AT:
+        lines.append(f"R@{k:<5}" + "".join(f"{results[f'R@{k},IoU@{m}']:<10.2f}" for m in IOU_THRESHOLDS))
+    lines.append(f"mIoU   {results['mIoU']:.2f}")
+    return "\n".join(lines)

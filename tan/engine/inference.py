@@ -1,0 +1,67 @@
+"""Run a model over test loaders, gather predictions and report metrics."""
+import json
+import os
+import time
+
+import torch
+
+from ..utils import comm
+from ..utils.io import atomic_write_text
+from ..utils.logger import get_logger
+from .evaluation import evaluate_moments, format_table, top_moments
+
+
+def unwrap(model):
+    return model.module if hasattr(model, "module") else model
+
+
+@torch.no_grad()
+def compute_predictions(model, data_loader, device, nms_thresh, topk=5):
+    """Top moments of every query of this process's shard: {index: (moments, filled, scores)} on CPU."""
+    was_training = model.training
+    model.eval()
+    core = unwrap(model)
+    outputs = {}
+    for batch in data_loader:
+        logits = model(batch["feats"].to(device, non_blocking=True),
+                       batch["queries"].to(device, non_blocking=True), batch["wordlens"])
+        scores = core.scores(logits)  # [B, N, N]
+        moments, kept_scores, filled = top_moments(scores, batch["durations"].to(device), nms_thresh, topk)
+        for row, index in enumerate(batch["indices"].tolist()):
+            outputs[index] = (moments[row].cpu(), filled[row].cpu(), kept_scores[row].cpu())
+    model.train(was_training)
+    return outputs
+
+
+def _gather(predictions):
+    """Merge every rank's predictions on rank 0; the sampler's padding repeats indices and drops out."""
+    merged = {}
+    for part in comm.all_gather(predictions):
+        merged.update(part)
+    return merged
+
+
+def inference(model, data_loader, dataset_name, nms_thresh, device, output_folder=None, checkpoint=None):
+    """Evaluate one test loader. Returns the metrics dict on rank 0, None elsewhere."""
+    logger = get_logger("inference")
+    dataset = data_loader.dataset
+    logger.info("evaluating on %s (%d queries)", dataset_name, len(dataset))
+    start = time.perf_counter()
+    predictions = _gather(compute_predictions(model, data_loader, device, nms_thresh))
+    if not comm.is_main_process():
+        return None
+    order = sorted(predictions)
+    if order != list(range(len(dataset))):
+        raise RuntimeError(f"predictions cover {len(order)} of {len(dataset)} queries of {dataset_name}")
+    kept = torch.stack([predictions[i][0] for i in order])
+    filled = torch.stack([predictions[i][1] for i in order])
+    gt = torch.from_numpy(dataset.moments)
+    results = evaluate_moments(kept, filled, gt)
+    logger.info("%s: %d queries evaluated in %.1f s\n%s", dataset_name, len(order), time.perf_counter() - start,
+                format_table(results, f"results on {dataset_name}:"))
+    if output_folder:
+        record = dict(results)
+        record["checkpoint"] = checkpoint or ""
+        record["num_queries"] = len(order)
+        atomic_write_text(os.path.join(output_folder, "metrics.json"), json.dumps(record, indent=2) + "\n")
+    return results

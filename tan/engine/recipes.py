@@ -1,0 +1,57 @@
+"""The two things the tools do: train from a config, and test a model."""
+import os
+
+import torch
+
+from ..data import make_data_loader
+from ..modeling import build_model
+from ..solver import build_lr_scheduler, build_optimizer
+from ..utils import comm
+from ..utils.checkpoint import FINAL, Checkpointer, load_model_weights, model_state_from, read_checkpoint
+from ..utils.logger import get_logger
+from .inference import inference
+from .trainer import do_train
+
+
+def wrap_distributed(model, device, distributed):
+    """DistributedDataParallel around the model when running under several processes."""
+    if not distributed:
+        return model
+    ids = [device.index] if device.type == "cuda" else None
+    return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids, output_device=device.index if ids else None,
+                                                     broadcast_buffers=False)
+
+
+def train(cfg, device, distributed):
+    """Build, resume or initialise, and train; returns (model, checkpoint name)."""
+    logger = get_logger("train")
+    model = build_model(cfg).to(device)
+    final = os.path.join(cfg.OUTPUT_DIR, FINAL)
+    if os.path.isfile(final):
+        logger.info("%s exists: nothing to train", final)
+        load_model_weights(model, model_state_from(read_checkpoint(final), final), final)
+        return model, final
+    optimizer = build_optimizer(cfg, model)
+    scheduler = build_lr_scheduler(cfg, optimizer)
+    checkpointer = Checkpointer(model, optimizer, scheduler, cfg.OUTPUT_DIR, comm.is_main_process())
+    arguments = {"epoch": 1, "iteration": 0}
+    arguments.update(checkpointer.load(cfg.MODEL.WEIGHT))
+    model = wrap_distributed(model, device, distributed)
+    data_loader = make_data_loader(cfg, is_train=True, is_distributed=distributed)
+    data_loader_val = None
+    if cfg.SOLVER.TEST_PERIOD > 0:
+        data_loader_val = make_data_loader(cfg, is_train=False, is_distributed=distributed, is_for_period=True)
+    do_train(cfg, model, data_loader, data_loader_val, optimizer, scheduler, checkpointer, device,
+             cfg.SOLVER.CHECKPOINT_PERIOD, cfg.SOLVER.TEST_PERIOD, arguments)
+    return model, final
+
+
+def run_test(cfg, model, device, distributed, checkpoint=""):
+    """Evaluate on every dataset of DATASETS.TEST; results under OUTPUT_DIR/inference/{name}/."""
+    results = {}
+    for loader in make_data_loader(cfg, is_train=False, is_distributed=distributed):
+        name = loader.dataset.name
+        folder = os.path.join(cfg.OUTPUT_DIR, "inference", name) if comm.is_main_process() else None
+        results[name] = inference(model, loader, name, cfg.TEST.NMS_THRESH, device, folder, checkpoint)
+        comm.synchronize()
+    return results

@@ -1,0 +1,128 @@
+"""The training loop: epochs of (fetch, forward, loss, backward, step), with
+logging, checkpoints and periodic evaluation around it."""
+import datetime
+import json
+import math
+import os
+import time
+
+import torch
+
+from ..utils import comm
+from ..utils.logger import get_logger
+from ..utils.metric_logger import MetricLogger
+from .inference import inference, unwrap
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The loss became NaN or infinite; the run must stop without saving."""
+
+
+def _append_jsonl(path, record):
+    with open(path, "a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def _to_device(batch, device):
+    return {k: (v.to(device, non_blocking=True) if k != "wordlens" else v) for k, v in batch.items()}
+
+
+def do_train(cfg, model, data_loader, data_loader_val, optimizer, scheduler, checkpointer, device,
+             checkpoint_period, test_period, arguments):
+    logger = get_logger("trainer")
+    max_epoch = cfg.SOLVER.MAX_EPOCH
+    log_period = cfg.SOLVER.LOG_PERIOD
+    start_epoch = arguments["epoch"]
+    iters_per_epoch = len(data_loader)
+    metrics_path = None
+    if comm.is_main_process():
+        os.makedirs(cfg.OUTPUT_DIR, exist_ok=True)
+        metrics_path = os.path.join(cfg.OUTPUT_DIR, "metrics.jsonl")
+    loss_fn = unwrap(model).loss
+    meters = MetricLogger(window_size=log_period)
+    logger.info("start training: epochs %d..%d, %d iterations per epoch", start_epoch, max_epoch, iters_per_epoch)
+
+    model.train()
+    run_start = time.perf_counter()
+    timed_iters, timer_start = 0, time.perf_counter()
+    pending = []  # (iteration, loss tensor) since the last log: read back in one sync
+    for epoch in range(start_epoch, max_epoch + 1):
+        data_loader.sampler.set_epoch(epoch)
+        tick = time.perf_counter()
+        for it, batch in enumerate(data_loader, 1):
+            data_time = time.perf_counter() - tick
+            batch = _to_device(batch, device)
+            logits = model(batch["feats"], batch["queries"], batch["wordlens"])  # [B, N, N]
+            loss = loss_fn(logits, batch["moments"], batch["durations"])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            arguments["iteration"] = arguments.get("iteration", 0) + 1
+            pending.append((arguments["iteration"], loss.detach()))
+            meters.update(data_time=data_time, iter_time=time.perf_counter() - tick)
+            timed_iters += 1
+            if it % log_period == 0 or it == iters_per_epoch:
+                _flush_losses(pending, meters, epoch, it)
+                done = (epoch - start_epoch) * iters_per_epoch + it
+                remaining = (max_epoch - epoch + 1) * iters_per_epoch - it
+                per_iter = (time.perf_counter() - timer_start) / max(timed_iters, 1)
+                _log(logger, metrics_path, meters, optimizer, device, epoch, it, iters_per_epoch,
+                     arguments["iteration"], remaining * per_iter)
+                if done == log_period:  # warm-up (workers starting, first allocations) out of the ETA
+                    timed_iters, timer_start = 0, time.perf_counter()
+            tick = time.perf_counter()
+
+        scheduler.step()
+        arguments["epoch"] = epoch + 1
+        if checkpoint_period and epoch % checkpoint_period == 0:
+            checkpointer.save(f"model_{epoch}e", **arguments)
+        if data_loader_val and test_period and epoch % test_period == 0:
+            _evaluate_period(cfg, model, data_loader_val, device, epoch, metrics_path)
+            model.train()
+    checkpointer.save("model_final", **arguments)
+    total = time.perf_counter() - run_start
+    logger.info("training finished in %s (%.3f s / iteration)", datetime.timedelta(seconds=int(total)),
+                total / max(1, (max_epoch - start_epoch + 1) * iters_per_epoch))
+    return model
+
+
+def _flush_losses(pending, meters, epoch, it):
+    values = torch.stack([loss for _, loss in pending]).float().cpu().tolist()
+    for (iteration, _), value in zip(pending, values):
+        if not math.isfinite(value):
+            raise NonFiniteLossError(
+                f"loss is {value} at iteration {iteration} (epoch {epoch}); stopping without saving. "
+                f"Lower SOLVER.LR or check the inputs.")
+    pending.clear()
+    for value in values:
+        meters.update(loss=value)
+
+
+def _log(logger, metrics_path, meters, optimizer, device, epoch, it, iters_per_epoch, iteration, eta_seconds):
+    loss = comm.reduce_mean(meters["loss"].median)
+    loss_avg = comm.reduce_mean(meters["loss"].global_avg)
+    record = {
+        "epoch": epoch, "iter": it, "iteration": iteration,
+        "loss": loss, "loss_avg": loss_avg,
+        "lr": optimizer.param_groups[0]["lr"],
+        "time": meters["iter_time"].avg, "data_time": meters["data_time"].avg,
+        "eta_seconds": eta_seconds,
+    }
+    memory = ""
+    if device.type == "cuda":
+        record["max_mem_mb"] = torch.cuda.max_memory_allocated(device) / 2 ** 20
+        memory = f"  max mem: {record['max_mem_mb']:.0f} MB"
+    logger.info("eta: %s  epoch: %d  iter: %d/%d  loss: %.4f (%.4f)  lr: %.6f  time: %.4f  data: %.4f%s",
+                datetime.timedelta(seconds=int(eta_seconds)), epoch, it, iters_per_epoch, loss, loss_avg,
+                record["lr"], record["time"], record["data_time"], memory)
+    if metrics_path:
+        _append_jsonl(metrics_path, record)
+
+
+def _evaluate_period(cfg, model, loaders, device, epoch, metrics_path):
+    for loader in loaders:
+        name = loader.dataset.name
+        results = inference(model, loader, name, cfg.TEST.NMS_THRESH, device)
+        if metrics_path and results is not None:
+            _append_jsonl(metrics_path, {"epoch": epoch, "dataset": name, **results})
+    comm.synchronize()
