@@ -1,0 +1,114 @@
+"""End-to-end runs of tools/train_net.py and tools/test_net.py."""
+import json
+import os
+
+import pytest
+import torch
+
+from tan.config import load_config
+
+from conftest import SYNTHETIC_CONFIG, run_tool
+
+FAST = ["SOLVER.LOG_PERIOD", "10", "DATALOADER.NUM_WORKERS", "0", "MODEL.DEVICE", "cpu"]
+
+
+def train_args(root, out, *extra):
+    return ["--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", root, "OUTPUT_DIR", str(out), *FAST, *extra]
+
+
+@pytest.fixture(scope="module")
+def trained(synthetic_root, tmp_path_factory):
+    """One short training run shared by the tests below (2 epochs)."""
+    out = tmp_path_factory.mktemp("run") / "out"
+    proc = run_tool("train_net", *train_args(synthetic_root, out, "SOLVER.MAX_EPOCH", "2",
+                                             "SOLVER.MILESTONES", "(1,)", "SOLVER.TEST_PERIOD", "1"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out, proc
+
+
+def test_training_run_writes_the_documented_outputs(trained):
+    out, proc = trained
+    assert sorted(p for p in os.listdir(out) if p.endswith(".pth")) == ["model_1e.pth", "model_2e.pth",
+                                                                          "model_final.pth"]
+    assert (out / "last_checkpoint").read_text() == "model_final.pth"
+    metrics = json.loads((out / "inference" / "synthetic_test" / "metrics.json").read_text())
+    assert metrics["checkpoint"].endswith("model_final.pth")
+    assert 0 <= metrics["R@1,IoU@0.5"] <= 100 and "mIoU" in metrics and "R@5,IoU@0.7" in metrics
+    assert "results on synthetic_test" in proc.stdout and "R@1" in proc.stdout
+    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    train_lines = [r for r in lines if "loss" in r]
+    assert {"eta_seconds", "epoch", "iter", "loss", "loss_avg", "lr", "time", "data_time"} <= set(train_lines[0])
+    assert [r["lr"] for r in train_lines if r["epoch"] == 2][0] == pytest.approx(1e-4)  # milestone (1,)
+    assert sum(1 for r in lines if r.get("dataset") == "synthetic_val") == 2  # TEST_PERIOD 1
+    assert "eta:" in (out / "log.txt").read_text()
+
+
+def test_saved_config_reloads_to_the_run_config(trained, synthetic_root):
+    out, _ = trained
+    saved = load_config(str(out / "config.yml"))
+    expected = load_config(SYNTHETIC_CONFIG, ["DATASETS.ROOT", synthetic_root, "OUTPUT_DIR", str(out), *FAST,
+                                              "SOLVER.MAX_EPOCH", "2", "SOLVER.MILESTONES", "(1,)",
+                                              "SOLVER.TEST_PERIOD", "1"])
+    assert saved == expected
+
+
+def test_second_run_does_not_train_again_and_reports_the_same_figures(trained, synthetic_root):
+    out, first = trained
+    before = json.loads((out / "inference" / "synthetic_test" / "metrics.json").read_text())
+    proc = run_tool("train_net", *train_args(synthetic_root, out, "SOLVER.MAX_EPOCH", "2",
+                                             "SOLVER.MILESTONES", "(1,)", "SOLVER.TEST_PERIOD", "1"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "nothing to train" in proc.stdout and "epoch: 1" not in proc.stdout
+    after = json.loads((out / "inference" / "synthetic_test" / "metrics.json").read_text())
+    assert after == before
+
+
+def test_test_net_evaluates_the_latest_checkpoint_like_training_did(trained, synthetic_root):
+    out, _ = trained
+    before = json.loads((out / "inference" / "synthetic_test" / "metrics.json").read_text())
+    proc = run_tool("test_net", "--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", synthetic_root,
+                    "OUTPUT_DIR", str(out), *FAST)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    after = json.loads((out / "inference" / "synthetic_test" / "metrics.json").read_text())
+    assert after == before
+
+
+def test_test_net_says_loudly_when_the_model_is_untrained(synthetic_root, tmp_path):
+    proc = run_tool("test_net", "--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", synthetic_root,
+                    "OUTPUT_DIR", str(tmp_path / "none"), *FAST)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "UNTRAINED" in proc.stdout + proc.stderr
+    assert (tmp_path / "none" / "inference" / "synthetic_test" / "metrics.json").exists()
+
+
+def test_run_stopped_after_epoch_k_resumes_at_epoch_k_plus_1(trained, synthetic_root, tmp_path):
+    src, _ = trained
+    out = tmp_path / "resume"
+    out.mkdir()
+    # The state of a run stopped right after epoch 1's checkpoint.
+    (out / "model_1e.pth").write_bytes((src / "model_1e.pth").read_bytes())
+    (out / "last_checkpoint").write_text("model_1e.pth")
+    proc = run_tool("train_net", *train_args(synthetic_root, out, "SOLVER.MAX_EPOCH", "2", "SOLVER.MILESTONES",
+                                             "(1,)", "SOLVER.TEST_PERIOD", "0"), "--skip-test")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "resuming from" in proc.stdout and "epochs 2..2" in proc.stdout
+    assert "epoch: 1 " not in proc.stdout and "epoch: 2 " in proc.stdout
+    assert torch.load(out / "model_final.pth", weights_only=False)["epoch"] == 3
+    assert not (out / "inference").exists()  # --skip-test
+
+
+def test_diverging_loss_stops_with_a_critical_message_and_no_checkpoint(synthetic_root, tmp_path):
+    out = tmp_path / "nan"
+    proc = run_tool("train_net", *train_args(synthetic_root, out, "SOLVER.LR", "1e30", "SOLVER.MAX_EPOCH", "1",
+                                             "SOLVER.TEST_PERIOD", "0"))
+    assert proc.returncode == 3
+    assert "CRITICAL" in proc.stdout and "at iteration" in proc.stdout
+    assert not any(p.endswith(".pth") for p in os.listdir(out))
+
+
+def test_config_errors_fail_before_any_work(tmp_path):
+    proc = run_tool("train_net", "--config-file", SYNTHETIC_CONFIG, "OUTPUT_DIR", str(tmp_path / "x"),
+                    "SOLVER.MAX_EPOHC", "3")
+    assert proc.returncode == 2
+    assert "SOLVER.MAX_EPOHC" in proc.stderr and "SOLVER.MAX_EPOCH" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "x").exists()

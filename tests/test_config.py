@@ -1,0 +1,145 @@
+import os
+
+import pytest
+import yaml
+
+from tan.config import get_cfg_defaults, load_config, save_config
+from tan.engine.defaults import resolve_device
+from tan.errors import TanError
+
+from conftest import REPO, SYNTHETIC_CONFIG
+
+# A config in the reference re-implementation's own style (tuple strings, all its keys).
+REFERENCE_STYLE_YAML = """
+MODEL:
+  ARCHITECTURE: "TAN"
+  TAN:
+    NUM_CLIPS: 128
+    FEATPOOL:
+      INPUT_SIZE: 4096
+      HIDDEN_SIZE: 512
+      KERNEL_SIZE: 2
+    FEAT2D:
+      POOLING_COUNTS: [15,8,8,8]
+    INTEGRATOR:
+      QUERY_HIDDEN_SIZE: 512
+      LSTM:
+        NUM_LAYERS: 3
+        BIDIRECTIONAL: False
+    PREDICTOR:
+      HIDDEN_SIZE: 512
+      KERNEL_SIZE: 5
+      NUM_STACK_LAYERS: 8
+    LOSS:
+      MIN_IOU: 0.3
+      MAX_IOU: 0.7
+DATASETS:
+  TRAIN: ("tacos_train", "tacos_val",)
+  TEST: ("tacos_test",)
+INPUT:
+  NUM_PRE_CLIPS: 256
+  PRE_QUERY_SIZE: 300
+DATALOADER:
+  NUM_WORKERS: 4
+SOLVER:
+  LR: 0.0001
+  BATCH_SIZE: 32
+  MILESTONES: (7, 9)
+  MAX_EPOCH: 10
+  TEST_PERIOD: 1
+  CHECKPOINT_PERIOD: 1
+TEST:
+  BATCH_SIZE: 32
+  NMS_THRESH: 0.4
+"""
+
+
+def write(tmp_path, text, name="cfg.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_every_default_key_has_a_comment():
+    source = open(os.path.join(REPO, "tan", "config", "defaults.py")).read().splitlines()
+    for index, line in enumerate(source):
+        if line.startswith("_C.") and "CN()" not in line:
+            previous = source[index - 1].strip()
+            assert previous.startswith("#") or "CN()" in previous and source[index - 2].strip().startswith("#"), line
+
+
+def test_reference_style_yaml_loads_unchanged(tmp_path):
+    cfg = load_config(write(tmp_path, REFERENCE_STYLE_YAML))
+    assert cfg.DATASETS.TRAIN == ("tacos_train", "tacos_val")
+    assert cfg.SOLVER.MILESTONES == (7, 9)
+    assert cfg.MODEL.TAN.FEAT2D.POOLING_COUNTS == [15, 8, 8, 8]
+
+
+@pytest.mark.parametrize("name", sorted(os.listdir(os.path.join(REPO, "configs"))))
+def test_shipped_configs_load(name):
+    load_config(os.path.join(REPO, "configs", name))
+
+
+def test_order_is_defaults_then_file_then_command_line(tmp_path):
+    path = write(tmp_path, "SOLVER:\n  LR: 0.5\n  MAX_EPOCH: 3\n")
+    cfg = load_config(path, ["SOLVER.MAX_EPOCH", "7"])
+    assert cfg.SOLVER.LR == 0.5 and cfg.SOLVER.MAX_EPOCH == 7
+    assert cfg.TEST.NMS_THRESH == get_cfg_defaults().TEST.NMS_THRESH
+
+
+def test_unknown_key_in_file_names_it_and_suggests(tmp_path):
+    path = write(tmp_path, "SOLVER:\n  MAX_EPOCHS: 3\n")
+    with pytest.raises(TanError, match=r"SOLVER.MAX_EPOCHS.*did you mean SOLVER.MAX_EPOCH"):
+        load_config(path)
+
+
+def test_unknown_key_on_command_line_suggests_closest():
+    with pytest.raises(TanError, match=r"'MODEL.TAN.NUM_CLIP'.*MODEL.TAN.NUM_CLIPS"):
+        load_config(None, ["MODEL.TAN.NUM_CLIP", "16"])
+
+
+def test_wrong_type_names_the_key():
+    with pytest.raises(TanError, match="SOLVER.MAX_EPOCH"):
+        load_config(None, ["SOLVER.MAX_EPOCH", "'ten'"])
+
+
+def test_odd_override_list_is_refused():
+    with pytest.raises(TanError, match="odd number.*'SOLVER.LR'"):
+        load_config(None, ["SOLVER.MAX_EPOCH", "3", "SOLVER.LR"])
+
+
+def test_num_pre_clips_must_be_a_multiple_of_num_clips():
+    with pytest.raises(TanError, match="INPUT.NUM_PRE_CLIPS.*multiple of MODEL.TAN.NUM_CLIPS"):
+        load_config(None, ["INPUT.NUM_PRE_CLIPS", "200"])
+
+
+def test_pooling_counts_must_fit_the_map():
+    with pytest.raises(TanError, match="POOLING_COUNTS"):
+        load_config(None, ["MODEL.TAN.FEAT2D.POOLING_COUNTS", "[15, 8, 8, 9]"])
+
+
+def test_malformed_yaml_names_the_file(tmp_path):
+    path = write(tmp_path, "SOLVER:\n  LR: [0.1\n")
+    with pytest.raises(TanError, match="not valid YAML"):
+        load_config(path)
+
+
+def test_unknown_device_value_is_refused():
+    with pytest.raises(TanError, match="MODEL.DEVICE"):
+        load_config(None, ["MODEL.DEVICE", "tpu"])
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
+def test_cuda_without_cuda_is_a_clear_error():
+    with pytest.raises(TanError, match="CUDA is not available"):
+        resolve_device("cuda")
+    assert resolve_device("auto").type == "cpu"
+
+
+def test_saved_config_loads_back_to_the_same_config(tmp_path):
+    cfg = load_config(SYNTHETIC_CONFIG, ["SOLVER.LR", "0.02", "DATASETS.TRAIN", "('a_train', 'b_train')"])
+    path = str(tmp_path / "config.yml")
+    save_config(cfg, path)
+    again = load_config(path)
+    assert again == cfg
+    assert yaml.safe_load(open(path))["SOLVER"]["LR"] == 0.02

@@ -1,0 +1,153 @@
+import json
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from tan.config import load_config
+from tan.data import DatasetCatalog, make_data_loader
+from tan.data.collate import BatchCollator
+from tan.data.dataset import MomentDataset
+from tan.data.features import l2_normalize_rows, resample
+from tan.data.text import Vocabulary, read_word_vectors, tokenize
+from tan.errors import TanError
+
+from conftest import SYNTHETIC_CONFIG
+
+
+def direct_resample(feats, p):
+    """MODEL.md 1.3 as written, one bucket at a time."""
+    t = feats.shape[0]
+    bounds = [min(int(torch.round(torch.tensor(k / p * t, dtype=torch.float32))), t - 1) for k in range(p + 1)]
+    rows = []
+    for k in range(p):
+        s, e = bounds[k], bounds[k + 1]
+        rows.append(feats[s:e].mean(axis=0) if s < e else feats[s])
+    return np.stack(rows)
+
+
+@pytest.mark.parametrize("t,p", [(100, 16), (10, 16), (16, 16), (257, 256), (3, 8)])
+def test_resample_matches_the_bucket_definition(t, p):
+    feats = np.random.default_rng(t).normal(size=(t, 6)).astype(np.float32)
+    np.testing.assert_allclose(resample(feats, p), direct_resample(feats, p), rtol=1e-5, atol=1e-6)
+
+
+def test_rows_are_l2_normalised_and_zero_rows_stay_zero():
+    x = np.array([[3.0, 4.0], [0.0, 0.0]], dtype=np.float32)
+    np.testing.assert_allclose(l2_normalize_rows(x), [[0.6, 0.8], [0.0, 0.0]])
+
+
+def test_tokenize_lower_cases_and_splits_punctuation():
+    assert tokenize(" The person's knife, rinsed.") == ["the", "person", "'s", "knife", ",", "rinsed", "."]
+
+
+def test_glove_text_with_spaces_in_tokens(tmp_path):
+    path = tmp_path / "glove.txt"
+    path.write_text("the 1 2 3\n. . 4 5 6\nat name@domain.com 7 8 9\nunused 0 0 0\n")
+    vectors = read_word_vectors(str(path), {"the", ". .", "at name@domain.com", "missing"}, 3)
+    assert sorted(vectors) == [". .", "at name@domain.com", "the"]
+    np.testing.assert_array_equal(vectors[". ."], [4, 5, 6])
+    vocab = Vocabulary(vectors, 3)
+    ids = vocab.encode(["the", "missing"])
+    assert ids[1] == 0 and (vocab.matrix[0] == 0).all() and (vocab.matrix[ids[0]] == [1, 2, 3]).all()
+
+
+def test_glove_errors_name_the_file(tmp_path):
+    with pytest.raises(TanError, match="word-vector file .*nowhere.txt.*not found"):
+        read_word_vectors(str(tmp_path / "nowhere.txt"), {"a"}, 3)
+    bad = tmp_path / "bad.txt"
+    bad.write_text("a 1 2\n")
+    with pytest.raises(TanError, match="bad.txt:1: expected a word and 3 numbers"):
+        read_word_vectors(str(bad), {"a"}, 3)
+
+
+@pytest.fixture
+def tacos_like(tmp_path):
+    """A TACoS-format file (frames + fps) with rough edges, and group-layout features."""
+    ann = {
+        "s1.avi": {"num_frames": 300, "fps": 30.0, "timestamps": [[30, 90], [90, 30], [240, 400], [0, 60]],
+                   "sentences": ["He cuts the pan.", "reversed", "runs past the end", "   "]},
+        "s2.avi": {"num_frames": 150, "fps": 30.0, "timestamps": [[0, 60]], "sentences": ["not in features"]},
+    }
+    (tmp_path / "ann.json").write_text(json.dumps(ann))
+    with h5py.File(tmp_path / "feats.hdf5", "w") as f:
+        f.create_group("s1.avi").create_dataset("c3d_features", data=np.random.rand(40, 8).astype(np.float32))
+    vocab = Vocabulary({"cuts": np.ones(4, np.float32), "pan": np.full(4, 2, np.float32)}, 4)
+    return tmp_path, vocab
+
+
+def test_dataset_reads_frames_drops_and_clips_bad_records(tacos_like):
+    root, vocab = tacos_like
+    ds = MomentDataset("t", str(root / "ann.json"), str(root / "feats.hdf5"), "tacos", vocab, 16, 8)
+    assert len(ds) == 2
+    np.testing.assert_allclose(ds.moments, [[1.0, 3.0], [8.0, 10.0]])  # frames / fps, clipped to 10 s
+    assert ds.dropped == {"start >= end": 1, "moment clipped to the video": 1, "empty sentence": 1,
+                          "video missing from the feature file": 1}
+    item = ds[0]
+    assert item["feats"].shape == (16, 8) and item["query"].shape == (5, 4)
+    assert ds.unknown_words == 3 + 4  # he, the, . / runs, past, the, end
+
+
+def test_feature_dimension_mismatch_is_a_clear_error(tacos_like):
+    root, vocab = tacos_like
+    with pytest.raises(TanError, match=r"feats.hdf5: video 's1.avi' has features of shape \(40, 8\); expected \[T, 500\]"):
+        MomentDataset("t", str(root / "ann.json"), str(root / "feats.hdf5"), "tacos", vocab, 16, 500)
+
+
+def test_empty_dataset_after_filtering_is_a_clear_error(tmp_path):
+    (tmp_path / "ann.json").write_text(json.dumps({"v": {"duration": 5, "timestamps": [[3, 1]], "sentences": ["x"]}}))
+    with h5py.File(tmp_path / "f.hdf5", "w") as f:
+        f.create_dataset("v", data=np.ones((4, 2), np.float32))
+    with pytest.raises(TanError, match="no usable query"):
+        MomentDataset("e", str(tmp_path / "ann.json"), str(tmp_path / "f.hdf5"), "seconds", Vocabulary({}, 3), 4, 2)
+
+
+def test_collator_pads_queries_and_keeps_lengths():
+    items = [{"feats": torch.ones(4, 2), "query": torch.ones(n, 3), "moment": torch.tensor([0.0, 1.0]),
+              "duration": 2.0, "index": i} for i, n in enumerate([2, 5])]
+    batch = BatchCollator()(items)
+    assert batch["queries"].shape == (2, 5, 3) and batch["wordlens"].tolist() == [2, 5]
+    assert batch["queries"][0, 2:].abs().sum() == 0 and batch["feats"].shape == (2, 4, 2)
+
+
+def test_data_loaders_on_the_synthetic_dataset(synthetic_root):
+    cfg = load_config(SYNTHETIC_CONFIG, ["DATASETS.ROOT", synthetic_root])
+    loader = make_data_loader(cfg, is_train=True)
+    batch = next(iter(loader))
+    assert batch["feats"].shape == (32, 64, 128) and batch["queries"].shape[0] == 32
+    assert batch["queries"].shape[2] == 300 and (batch["wordlens"] > 0).all()
+    [val] = make_data_loader(cfg, is_train=False, is_for_period=True)
+    [test] = make_data_loader(cfg, is_train=False)
+    assert val.dataset.name == "synthetic_val" and test.dataset.name == "synthetic_test"
+    assert len(test.dataset) > 400
+
+
+def test_synthetic_dataset_is_deterministic(tmp_path):
+    from tan.data.synthetic import generate
+
+    generate(str(tmp_path / "a"))
+    generate(str(tmp_path / "b"))
+    for rel in ["synthetic/annotations/train.json", "synthetic/word_vectors.txt"]:
+        assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes()
+    with h5py.File(tmp_path / "a/synthetic/features/synthetic_features.hdf5") as fa, \
+            h5py.File(tmp_path / "b/synthetic/features/synthetic_features.hdf5") as fb:
+        assert sorted(fa) == sorted(fb)
+        np.testing.assert_array_equal(fa["syn_test_0007"][()], fb["syn_test_0007"][()])
+
+
+def test_a_dataset_registered_from_a_catalog_file(tmp_path, synthetic_root):
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text(f"mine_test:\n  annotations: {synthetic_root}/synthetic/annotations/val.json\n"
+                       f"  features: {synthetic_root}/synthetic/features/synthetic_features.hdf5\n")
+    cfg = load_config(SYNTHETIC_CONFIG, ["DATASETS.ROOT", synthetic_root, "DATASETS.CATALOG", str(catalog),
+                                         "DATASETS.TEST", "('mine_test',)"])
+    [loader] = make_data_loader(cfg, is_train=False)
+    assert loader.dataset.name == "mine_test" and len(loader.dataset) > 100
+    assert "mine_test" in DatasetCatalog.names()
+
+
+def test_unknown_dataset_name_lists_the_known_ones(synthetic_root):
+    cfg = load_config(SYNTHETIC_CONFIG, ["DATASETS.ROOT", synthetic_root, "DATASETS.TEST", "('tacos_tset',)"])
+    with pytest.raises(TanError, match="unknown dataset 'tacos_tset'.*tacos_test"):
+        make_data_loader(cfg, is_train=False)
