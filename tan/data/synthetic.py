@@ -6,11 +6,14 @@ vectors), so the first run takes the same code path as real data.
 
 What makes it learnable but not trivial: every sentence names a verb and an
 object ("the person washes the cup"); the clips of its moment carry the sum
-of a verb pattern and an object pattern on top of noise. Each video holds
-two to four such moments of different actions, and the other moments often
-share the verb or the object with the queried one, so a model must read both
-words to pick the right moment; moment lengths and positions vary widely, so
-a fixed guess does poorly. A few filler words have no vector (unknown words).
+of a verb pattern and an object pattern on top of noise. Each video is
+tiled by two to four such moments of different actions with short stretches
+of background between them, and every moment is queried: "where is some
+action" does not help, and the other moments often share the verb or the
+object with the queried one, so a model must read both words to pick the
+right one. Moment lengths (8% to 90% of the video) and positions vary widely,
+so a fixed guess does poorly. A few filler words have no vector (unknown
+words).
 """
 import json
 import os
@@ -20,13 +23,18 @@ import numpy as np
 
 from ..utils.io import atomic_write_text
 from ..utils.logger import get_logger
+from .text import tokenize
 
-VERSION = 1
+VERSION = 2
 SEED = 20261129
 FEATURE_DIM = 128
 WORD_DIM = 300
 CLIP_SECONDS = 0.5
 SPLITS = {"train": 600, "val": 100, "test": 200}  # videos per split
+SHARE_VERB = 0.25  # chance that another moment of the video has the queried moment's verb
+SHARE_OBJECT = 0.25  # ... its object
+PATTERN_NORM = 8.0  # norm of each verb / object pattern; the clip noise has norm ~sqrt(FEATURE_DIM) = 11.3
+TILE_GAP = 0.1  # background left at each end of a moment's tile, as a fraction of the tile
 
 VERBS = ["opens", "closes", "washes", "cuts", "holds", "throws", "pours", "stirs", "folds", "cleans",
          "lifts", "drops"]
@@ -45,8 +53,6 @@ NO_VECTOR = {"carefully", "cook"}
 
 
 def _tokens_of_templates():
-    from .text import tokenize
-
     words = set(VERBS) | set(OBJECTS)
     for template in TEMPLATES:
         for subj in SUBJECTS:
@@ -55,22 +61,15 @@ def _tokens_of_templates():
 
 
 def _place_moments(rng, num_clips, count):
-    """Non-overlapping [start, end] in clips (fractional), lengths 6% to 45% of the video."""
-    moments = []
-    for _ in range(200):
-        if len(moments) == count:
+    """``count`` moments tiling the video: consecutive tiles of at least 8% of
+    it, each shrunk at both ends by up to TILE_GAP of its length (background)."""
+    while True:
+        cuts = np.sort(rng.uniform(0, num_clips, size=count - 1))
+        bounds = np.concatenate([[0.0], cuts, [float(num_clips)]])
+        if np.diff(bounds).min() >= 0.08 * num_clips:
             break
-        length = rng.uniform(0.06, 0.45) * num_clips
-        start = rng.uniform(0, num_clips - length)
-        end = start + length
-        if all(end <= s or start >= e for s, e in moments):
-            moments.append((start, end))
-    return sorted(moments)
-
-
-SHARE_VERB = 0.35  # chance that another moment of the video has the same verb
-SHARE_OBJECT = 0.35  # ... the same object
-PATTERN_NORM = 4.24  # norm of each verb / object pattern; the noise has norm ~sqrt(FEATURE_DIM)
+    gaps = rng.uniform(0, TILE_GAP, size=(count, 2)) * np.diff(bounds)[:, None]
+    return [(float(a + g0), float(b - g1)) for a, b, (g0, g1) in zip(bounds[:-1], bounds[1:], gaps)]
 
 
 def _pick_actions(rng, count):

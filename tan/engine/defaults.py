@@ -18,9 +18,34 @@ DEFAULT_CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs",
                               "2dtan_128x128_pool_k5l8_tacos.yaml")
 
 
+class _ArgumentParser(argparse.ArgumentParser):
+    """Options may also follow the trailing KEY VALUE pairs (``... SOLVER.LR 0.1 --skip-test``).
+
+    Config keys and values never start with "--", so such tokens (and the value
+    of an option that takes one) are moved in front before parsing.
+    """
+
+    def parse_args(self, args=None, namespace=None):
+        args = list(sys.argv[1:] if args is None else args)
+        takes_value = {s: a.nargs != 0 for a in self._actions for s in a.option_strings}
+        front, rest, k = [], [], 0
+        while k < len(args):
+            token = args[k]
+            name = token.split("=", 1)[0]
+            if name in takes_value:
+                front.append(token)
+                if takes_value[name] and "=" not in token and k + 1 < len(args):
+                    front.append(args[k + 1])
+                    k += 1
+            else:
+                rest.append(token)
+            k += 1
+        return super().parse_args(front + rest, namespace)
+
+
 def default_argument_parser(description, epilog=""):
-    parser = argparse.ArgumentParser(description=description, epilog=epilog,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _ArgumentParser(description=description, epilog=epilog,
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config-file", default=os.path.normpath(DEFAULT_CONFIG), metavar="FILE",
                         help="YAML config file (default: the TACoS reference config)")
     # Legacy launchers pass --local_rank / --local-rank; torchrun sets LOCAL_RANK.
