@@ -101,15 +101,6 @@ class MomentDataset(Dataset):
             "index": index,
         }
 
-    def record(self, index):
-        """Human-readable description of one query (for logs and results)."""
-        return {
-            "video": self.videos[self.video_ids[index]],
-            "sentence": self.sentences[index],
-            "moment": self.moments[index].tolist(),
-            "duration": float(self.durations[index]),
-        }
-
     def __getstate__(self):  # workers start with an empty cache
         state = dict(self.__dict__)
         state["_cache"] = OrderedDict()
