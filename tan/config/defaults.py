@@ -76,7 +76,7 @@ _C.INPUT.PRE_QUERY_SIZE = 300
 _C.INPUT.WORD_VECTORS = "glove/glove.840B.300d.txt"
 # (tan) Resampled videos kept in memory per dataset (and per loader worker);
 # 0 keeps none and reads each item's video from the feature file.
-_C.INPUT.FEATURE_CACHE_SIZE = 256
+_C.INPUT.FEATURE_CACHE_SIZE = 32
 
 # ---------------------------------------------------------------------------
 # Datasets
@@ -87,6 +87,9 @@ _C.DATASETS.ROOT = "datasets"
 # (tan) Optional YAML or JSON file registering more datasets by name (see
 # README "Registering a dataset"). A relative path is taken from ROOT.
 _C.DATASETS.CATALOG = ""
+# (tan) Folder for caches of prepared data (the word vectors the datasets use),
+# relative to ROOT; OUTPUT_DIR/cache when it cannot be written.
+_C.DATASETS.CACHE_DIR = "cache"
 # Names of the training datasets (concatenated).
 _C.DATASETS.TRAIN = ()
 # (tan) Names of the datasets evaluated every SOLVER.TEST_PERIOD epochs during
@@ -116,6 +119,9 @@ _C.SOLVER.CHECKPOINT_PERIOD = 1
 _C.SOLVER.TEST_PERIOD = 1
 # Training batch size (queries per optimisation step, over all processes).
 _C.SOLVER.BATCH_SIZE = 32
+# (tan) End each epoch after this many iterations (0: a full pass over the
+# training data). For quick experiments on large datasets.
+_C.SOLVER.ITERS_PER_EPOCH = 0
 # Epochs after which the learning rate is multiplied by 0.1.
 _C.SOLVER.MILESTONES = (8, 11)
 # (tan) Log (and append to metrics.jsonl) every this many iterations, besides

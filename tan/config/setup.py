@@ -128,6 +128,7 @@ def validate_config(cfg):
         need(_is_int(value) and value > 0, key, f"expected a positive integer, got {value!r}")
     for key, value in [
         ("SOLVER.CHECKPOINT_PERIOD", cfg.SOLVER.CHECKPOINT_PERIOD), ("SOLVER.TEST_PERIOD", cfg.SOLVER.TEST_PERIOD),
+        ("SOLVER.ITERS_PER_EPOCH", cfg.SOLVER.ITERS_PER_EPOCH),
         ("DATALOADER.NUM_WORKERS", cfg.DATALOADER.NUM_WORKERS), ("INPUT.FEATURE_CACHE_SIZE", cfg.INPUT.FEATURE_CACHE_SIZE),
     ]:
         need(_is_int(value) and value >= 0, key, f"expected an integer >= 0, got {value!r}")

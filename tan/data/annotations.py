@@ -2,9 +2,12 @@
 
 Formats (DATA.md): "tacos" gives timestamps in frames with ``fps`` and
 ``num_frames``; "seconds" (ActivityNet Captions, Charades-STA JSON) gives
-timestamps and ``duration`` in seconds. Bad records are dropped or clipped
-and counted, never patched with another record's values.
+timestamps and ``duration`` in seconds; "charades_txt" is Charades-STA's
+original text form, ``VIDEO START END##sentence`` per line, with durations
+from the ``length`` column of a Charades CSV file. Bad records are dropped
+or clipped and counted, never patched with another record's values.
 """
+import csv
 import json
 import math
 import os
@@ -29,12 +32,10 @@ def _video_duration(video, info, fmt):
     return float(info["duration"])
 
 
-def load_annotations(path, fmt):
-    """(queries, counts): the usable queries and a Counter of what was dropped or clipped."""
-    if fmt not in ("tacos", "seconds"):
-        raise TanError(f"annotation format {fmt!r} unknown for {path!r}; expected 'tacos' or 'seconds'")
-    if not os.path.isfile(path):
-        raise TanError(f"annotation file {path!r} not found")
+FORMATS = ("tacos", "seconds", "charades_txt")
+
+
+def _read_json(path):
     try:
         with open(path) as f:
             data = json.load(f)
@@ -42,7 +43,62 @@ def load_annotations(path, fmt):
         raise TanError(f"annotation file {path!r} is not valid JSON: {e}") from None
     if not isinstance(data, dict):
         raise TanError(f"annotation file {path!r}: expected an object mapping video ids to annotations")
-    queries, counts = [], Counter()
+    return data
+
+
+def _read_durations_csv(path):
+    """{video id: seconds} from a Charades CSV (columns ``id`` and ``length``)."""
+    if not path or not os.path.isfile(path):
+        raise TanError(f"Charades CSV file {path!r} with video durations not found (catalog field 'durations'; "
+                       f"the Charades_v1_{{train,test}}.csv files of the Charades release)")
+    durations = {}
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        if not reader.fieldnames or not {"id", "length"} <= set(reader.fieldnames):
+            raise TanError(f"{path}: expected the columns 'id' and 'length', got {reader.fieldnames}")
+        for row in reader:
+            try:
+                durations[row["id"]] = float(row["length"])
+            except (TypeError, ValueError):
+                continue  # counted when a query needs that video
+    return durations
+
+
+def _read_charades_txt(path, durations_csv, counts):
+    """The text form as the JSON layout: {video: {duration, timestamps, sentences}}."""
+    durations = _read_durations_csv(durations_csv)
+    data = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            head, sep, sentence = line.rstrip("\n").partition("##")
+            fields = head.split()
+            if not sep or len(fields) != 3:
+                counts["malformed line"] += 1
+                continue
+            video, start, end = fields
+            if video not in durations:
+                counts["video without a duration in the CSV"] += 1
+                continue
+            entry = data.setdefault(video, {"duration": durations[video], "timestamps": [], "sentences": []})
+            entry["timestamps"].append([start, end])
+            entry["sentences"].append(sentence)
+    return data
+
+
+def load_annotations(path, fmt, durations=None):
+    """(queries, counts): the usable queries and a Counter of what was dropped or clipped.
+
+    ``durations`` is the Charades CSV file, for the "charades_txt" format only.
+    """
+    if fmt not in FORMATS:
+        raise TanError(f"annotation format {fmt!r} unknown for {path!r}; expected one of {', '.join(FORMATS)}")
+    if not os.path.isfile(path):
+        raise TanError(f"annotation file {path!r} not found")
+    counts = Counter()
+    data = _read_charades_txt(path, durations, counts) if fmt == "charades_txt" else _read_json(path)
+    queries = []
     for video, info in data.items():
         try:
             duration = _video_duration(video, info, fmt)

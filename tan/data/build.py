@@ -13,7 +13,7 @@ from .catalog import DatasetCatalog, resolve_path
 from .collate import BatchCollator
 from .dataset import MomentDataset
 from .synthetic import ensure_synthetic
-from .text import Vocabulary, read_word_vectors, tokenize
+from .text import Vocabulary, cached_word_vectors, tokenize
 
 _GENERATORS = {"synthetic": ensure_synthetic}
 
@@ -33,25 +33,44 @@ def _catalog_entries(cfg, names):
 
 
 @functools.lru_cache(maxsize=2)
-def _vocabulary(path, dim, annotation_files, file_stamp):
-    """Vectors of every word of the configured datasets, read once per process."""
+def _vocabulary(path, dim, annotation_files, file_stamp, cache_dir):
+    """Vectors of every word of the configured datasets, read once per process.
+
+    The main process reads the text file (or the cache) first and writes the
+    cache; the others wait for it and then read the cache."""
     words = set()
-    for annotations, fmt in annotation_files:
-        queries, _ = load_annotations(annotations, fmt)
+    for annotations, fmt, durations in annotation_files:
+        queries, _ = load_annotations(annotations, fmt, durations)
         for q in queries:
             words.update(tokenize(q.sentence))
-    vectors = read_word_vectors(path, words, dim)
+    if comm.is_main_process():
+        vectors = cached_word_vectors(path, words, dim, cache_dir)
+    comm.synchronize()
+    if not comm.is_main_process():
+        vectors = cached_word_vectors(path, words, dim, cache_dir)
     get_logger("data").info("word vectors: %d of %d words found in %s", len(vectors), len(words), path)
     return Vocabulary(vectors, dim)
+
+
+def word_vector_cache_dir(cfg):
+    """DATASETS.CACHE_DIR (relative to DATASETS.ROOT), or OUTPUT_DIR/cache where that cannot be written."""
+    folder = resolve_path(cfg.DATASETS.ROOT, cfg.DATASETS.CACHE_DIR)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        if os.access(folder, os.W_OK):
+            return folder
+    except OSError:
+        pass
+    return os.path.join(cfg.OUTPUT_DIR, "cache")
 
 
 def build_vocabulary(cfg):
     names = list(dict.fromkeys(cfg.DATASETS.TRAIN + cfg.DATASETS.VAL + cfg.DATASETS.TEST))
     entries = _catalog_entries(cfg, names)
-    files = tuple(sorted({(e["annotations"], e["format"]) for e in entries}))
+    files = tuple(sorted({(e["annotations"], e["format"], e.get("durations")) for e in entries}, key=str))
     path = resolve_path(cfg.DATASETS.ROOT, cfg.INPUT.WORD_VECTORS)
     stamp = (os.stat(path).st_mtime_ns, os.stat(path).st_size) if os.path.isfile(path) else None
-    return _vocabulary(path, cfg.INPUT.PRE_QUERY_SIZE, files, stamp)
+    return _vocabulary(path, cfg.INPUT.PRE_QUERY_SIZE, files, stamp, word_vector_cache_dir(cfg))
 
 
 def build_datasets(cfg, names):
@@ -63,7 +82,8 @@ def build_datasets(cfg, names):
         datasets.append(MomentDataset(
             entry["name"], entry["annotations"], entry["features"], entry["format"], vocabulary,
             cfg.INPUT.NUM_PRE_CLIPS, cfg.MODEL.TAN.FEATPOOL.INPUT_SIZE,
-            feature_key=entry.get("feature_key", "c3d_features"), cache_size=cfg.INPUT.FEATURE_CACHE_SIZE))
+            feature_key=entry.get("feature_key", "c3d_features"), cache_size=cfg.INPUT.FEATURE_CACHE_SIZE,
+            durations=entry.get("durations")))
     return datasets
 
 

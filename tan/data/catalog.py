@@ -7,8 +7,9 @@ Python (``DatasetCatalog.register``) or from a YAML/JSON file named by
     mydata_train:
       annotations: mydata/train.json
       features: mydata/features.hdf5
-      format: seconds          # or tacos (frames + fps)
+      format: seconds          # or tacos (frames + fps), or charades_txt
       feature_key: c3d_features  # only for the group-per-video layout
+      durations: Charades_v1_train.csv  # only for charades_txt
 """
 import copy
 import os
@@ -16,8 +17,10 @@ import os
 import yaml
 
 from ..errors import TanError
+from .annotations import FORMATS
 
-_FIELDS = {"annotations", "features", "format", "feature_key", "generator"}
+_FIELDS = {"annotations", "features", "format", "feature_key", "durations", "generator"}
+_PATHS = ("annotations", "features", "durations")
 
 
 def _builtin():
@@ -46,6 +49,13 @@ def _builtin():
             "features": "charades_sta/features/vgg_rgb_features.hdf5",
             "format": "seconds",
         }
+        # The original release: text annotations, durations from the Charades CSV.
+        entries[f"charades_txt_{split}"] = {
+            "annotations": f"charades_sta/annotations/charades_sta_{split}.txt",
+            "durations": f"charades_sta/annotations/Charades_v1_{split}.csv",
+            "features": "charades_sta/features/vgg_rgb_features.hdf5",
+            "format": "charades_txt",
+        }
     return entries
 
 
@@ -56,6 +66,8 @@ class DatasetCatalog:
     def register(cls, name, entry):
         unknown = set(entry) - _FIELDS
         missing = {"annotations", "features"} - set(entry)
+        if entry.get("format", "seconds") not in FORMATS:
+            raise TanError(f"dataset {name!r}: format {entry['format']!r} unknown; expected one of {', '.join(FORMATS)}")
         if unknown or missing:
             raise TanError(f"dataset {name!r}: unknown fields {sorted(unknown)} / missing fields {sorted(missing)}; "
                            f"fields are {sorted(_FIELDS)}")
@@ -86,8 +98,9 @@ class DatasetCatalog:
             raise TanError(f"unknown dataset {name!r}; known: {', '.join(cls.names())} "
                            f"(register more with DATASETS.CATALOG)")
         entry = copy.deepcopy(cls._entries[name])
-        for key in ("annotations", "features"):
-            entry[key] = os.path.join(root, entry[key])
+        for key in _PATHS:
+            if entry.get(key):
+                entry[key] = os.path.join(root, entry[key])
         entry["name"] = name
         return entry
 

@@ -21,7 +21,7 @@ class MomentDataset(Dataset):
     """
 
     def __init__(self, name, annotations, features, fmt, vocabulary, num_pre_clips, input_size,
-                 feature_key="c3d_features", cache_size=256):
+                 feature_key="c3d_features", cache_size=32, durations=None):
         self.name = name
         self.num_pre_clips = num_pre_clips
         self.vocabulary = vocabulary
@@ -29,7 +29,7 @@ class MomentDataset(Dataset):
         self.cache_size = cache_size
         self._cache = OrderedDict()
 
-        queries, dropped = load_annotations(annotations, fmt)
+        queries, dropped = load_annotations(annotations, fmt, durations)
         shapes = self.features.shapes(sorted({q.video for q in queries}))
         for video, shape in shapes.items():
             if len(shape) != 2 or shape[1] != input_size:

@@ -1,10 +1,14 @@
 """Sentences -> tokens -> word vectors (GloVe text format)."""
+import hashlib
+import io
 import os
 import re
 
 import numpy as np
 
 from ..errors import TanError
+from ..utils.io import atomic_write_bytes
+from ..utils.logger import get_logger
 
 # Words (lower-cased), clitics such as 's, and single punctuation marks.
 _TOKEN = re.compile(r"[a-z0-9]+|'[a-z]+|[^\sa-z0-9]")
@@ -42,6 +46,44 @@ def read_word_vectors(path, vocab, dim):
                     vectors[word] = np.asarray(fields[-dim:], dtype=np.float32)
                 except ValueError:
                     raise TanError(f"{path}:{line_no}: the last {dim} fields of the line are not numbers") from None
+    return vectors
+
+
+def _cache_path(path, vocab, dim, cache_dir):
+    """A name that changes when the source file (path, size, mtime), ``dim`` or the vocabulary changes."""
+    stat = os.stat(path)
+    digest = hashlib.sha1(f"{os.path.abspath(path)}|{stat.st_size}|{stat.st_mtime_ns}|{dim}|".encode())
+    digest.update("\n".join(sorted(vocab)).encode())
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return os.path.join(cache_dir, f"{stem}.{digest.hexdigest()[:16]}.npz")
+
+
+def cached_word_vectors(path, vocab, dim, cache_dir):
+    """:func:`read_word_vectors`, with the result kept in ``cache_dir`` so that
+    the next start reads a small file instead of a multi-gigabyte text file."""
+    if not os.path.isfile(path):
+        return read_word_vectors(path, vocab, dim)  # raises the explanatory error
+    cache = _cache_path(path, vocab, dim, cache_dir)
+    logger = get_logger("data")
+    if os.path.isfile(cache):
+        try:
+            with np.load(cache) as data:
+                vectors = dict(zip(data["words"].tolist(), data["vectors"]))
+            logger.info("word vectors: %d read from the cache %s", len(vectors), cache)
+            return vectors
+        except (OSError, ValueError, KeyError) as e:
+            logger.warning("word-vector cache %s is unreadable (%s); reading %s again", cache, e, path)
+    vectors = read_word_vectors(path, vocab, dim)
+    words = sorted(vectors)
+    buffer = io.BytesIO()
+    np.savez(buffer, words=np.asarray(words, dtype=str),
+             vectors=np.stack([vectors[w] for w in words]) if words else np.zeros((0, dim), np.float32))
+    try:
+        atomic_write_bytes(cache, buffer.getvalue())
+        logger.info("word vectors cached in %s", cache)
+    except OSError as e:
+        logger.warning("cannot write the word-vector cache %s (%s); the next start reads %s again",
+                       cache, e.strerror, path)
     return vectors
 
 

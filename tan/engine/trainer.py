@@ -34,6 +34,8 @@ def do_train(cfg, model, data_loader, data_loader_val, optimizer, scheduler, che
     log_period = cfg.SOLVER.LOG_PERIOD
     start_epoch = arguments["epoch"]
     iters_per_epoch = len(data_loader)
+    if cfg.SOLVER.ITERS_PER_EPOCH:
+        iters_per_epoch = min(iters_per_epoch, cfg.SOLVER.ITERS_PER_EPOCH)
     metrics_path = None
     if comm.is_main_process():
         os.makedirs(cfg.OUTPUT_DIR, exist_ok=True)
@@ -71,6 +73,8 @@ def do_train(cfg, model, data_loader, data_loader_val, optimizer, scheduler, che
                 if done == log_period:  # warm-up (workers starting, first allocations) out of the ETA
                     timed_iters, timer_start = 0, time.perf_counter()
             tick = time.perf_counter()
+            if it == iters_per_epoch:
+                break
 
         scheduler.step()
         arguments["epoch"] = epoch + 1
