@@ -89,13 +89,15 @@ def main():
         proc = subprocess.Popen([sys.executable, tool, "--config-file", args.config_file, "--skip-test", *args.opts],
                                 stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         peak, peak_procs, start = 0.0, 0, time.perf_counter()
-        while proc.poll() is None and time.perf_counter() - start < args.seconds:
-            pss, procs = tree_pss_mb(proc.pid)
-            if pss > peak:
-                peak, peak_procs = pss, procs
-            time.sleep(0.25)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        try:
+            while proc.poll() is None and time.perf_counter() - start < args.seconds:
+                pss, procs = tree_pss_mb(proc.pid)
+                if pss > peak:
+                    peak, peak_procs = pss, procs
+                time.sleep(0.25)
+        finally:  # the run and its loader workers share a new session: stop them all
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
         log.seek(0)
         text = log.read()
     iterations = [line for line in text.splitlines() if "eta:" in line]

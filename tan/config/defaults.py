@@ -138,6 +138,14 @@ _C.TEST.BATCH_SIZE = 64
 _C.TEST.NMS_THRESH = 0.4
 
 # ---------------------------------------------------------------------------
+# Distributed (tan)
+# ---------------------------------------------------------------------------
+_C.DISTRIBUTED = CN()
+# Seconds a collective (gradient all-reduce, gather, barrier) may wait for the
+# other processes before the run stops with an error instead of hanging.
+_C.DISTRIBUTED.TIMEOUT = 1800
+
+# ---------------------------------------------------------------------------
 # Misc
 # ---------------------------------------------------------------------------
 # Folder for logs, config.yml, metrics, checkpoints and results.

@@ -124,6 +124,7 @@ def validate_config(cfg):
         ("INPUT.PRE_QUERY_SIZE", cfg.INPUT.PRE_QUERY_SIZE),
         ("SOLVER.MAX_EPOCH", cfg.SOLVER.MAX_EPOCH), ("SOLVER.BATCH_SIZE", cfg.SOLVER.BATCH_SIZE),
         ("TEST.BATCH_SIZE", cfg.TEST.BATCH_SIZE), ("SOLVER.LOG_PERIOD", cfg.SOLVER.LOG_PERIOD),
+        ("DISTRIBUTED.TIMEOUT", cfg.DISTRIBUTED.TIMEOUT),
     ]:
         need(_is_int(value) and value > 0, key, f"expected a positive integer, got {value!r}")
     for key, value in [

@@ -1,6 +1,7 @@
 """What every tool does first: parse arguments, join the process group,
 assemble the config, set up logging and seeds, pick the device."""
 import argparse
+import datetime
 import os
 import random
 import sys
@@ -71,16 +72,38 @@ def resolve_device(name, local_rank=0):
     return torch.device("cuda", index)
 
 
-def _init_distributed(local_rank, device_name):
+def _init_distributed(local_rank, cfg):
+    """Join the process group that torchrun (or a legacy launcher) describes in the environment."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size <= 1:
         return False
-    use_cuda = device_name != "cpu" and torch.cuda.is_available()
+    use_cuda = cfg.MODEL.DEVICE != "cpu" and torch.cuda.is_available()
     if use_cuda:
         torch.cuda.set_device(local_rank)
     if not torch.distributed.is_initialized():
-        torch.distributed.init_process_group("nccl" if use_cuda else "gloo", init_method="env://")
+        # NCCL moves CUDA tensors; gloo serves CPU runs. A collective waits at
+        # most DISTRIBUTED.TIMEOUT for a peer, so a dead or hung one ends the run.
+        backend = "nccl" if use_cuda else "gloo"
+        timeout = datetime.timedelta(seconds=cfg.DISTRIBUTED.TIMEOUT)
+        store = _restart_store(timeout)
+        if store is None:
+            torch.distributed.init_process_group(backend, init_method="env://", timeout=timeout)
+        else:
+            torch.distributed.init_process_group(backend, store=store, rank=int(os.environ["RANK"]),
+                                                 world_size=world_size, timeout=timeout)
     return True
+
+
+def _restart_store(timeout):
+    """After a torchrun restart, the agent's store still holds the previous
+    attempt's connection keys, and gloo then waits for peers that are gone.
+    Keys of each attempt go under their own prefix instead. None: use env://."""
+    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    if attempt == 0 or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return None
+    store = torch.distributed.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                                       int(os.environ["WORLD_SIZE"]), is_master=False, timeout=timeout)
+    return torch.distributed.PrefixStore(f"tan/attempt_{attempt}", store)
 
 
 def seed_everything(seed):
@@ -94,7 +117,7 @@ def default_setup(args, save=True):
     local_rank = args.local_rank if args.local_rank is not None else int(os.environ.get("LOCAL_RANK", "0"))
     # Read the config before any work so that mistakes fail fast on every rank.
     cfg = load_config(args.config_file, args.opts)
-    distributed = _init_distributed(local_rank, cfg.MODEL.DEVICE)
+    distributed = _init_distributed(local_rank, cfg)
     device = resolve_device(cfg.MODEL.DEVICE, local_rank)
     if comm.is_main_process():
         try:
@@ -119,6 +142,17 @@ def default_setup(args, save=True):
     return cfg, device, distributed
 
 
+def _is_communication_failure(error):
+    """A failed or timed-out collective: DistError (torch >= 2.1), or the
+    RuntimeError that gloo raises when a peer does not answer."""
+    if not comm.is_dist():
+        return False
+    dist_error = getattr(torch.distributed, "DistError", ())
+    text = str(error)
+    return isinstance(error, dist_error) or any(
+        marker in text for marker in ("Timed out", "timed out", "Connection closed by peer", "Connection reset"))
+
+
 def _report(level, error):
     logger = get_logger()
     if logger.handlers:  # logging is set up: stdout and log.txt
@@ -137,6 +171,12 @@ def run_cli(main):
     except NonFiniteLossError as e:
         _report("critical", e)
         sys.exit(3)
+    except RuntimeError as e:
+        if not _is_communication_failure(e):
+            raise
+        _report("error", f"distributed communication failed on rank {comm.get_rank()}: a peer process stopped or "
+                         f"did not answer within DISTRIBUTED.TIMEOUT ({type(e).__name__}: {e})")
+        sys.exit(4)
     finally:
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()

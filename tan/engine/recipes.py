@@ -1,5 +1,6 @@
 """The two things the tools do: train from a config, and test a model."""
 import os
+import warnings
 
 import torch
 
@@ -18,8 +19,11 @@ def wrap_distributed(model, device, distributed):
     if not distributed:
         return model
     ids = [device.index] if device.type == "cuda" else None
-    return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids, output_device=device.index if ids else None,
-                                                     broadcast_buffers=False)
+    with warnings.catch_warnings():  # newer torch deprecates the name; the behaviour is the one we want
+        warnings.filterwarnings("ignore", message=".*broadcast_buffers.*", category=FutureWarning)
+        # Masks and weight maps are derived buffers, identical on every rank: no need to broadcast them.
+        return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids, broadcast_buffers=False,
+                                                         output_device=device.index if ids else None)
 
 
 def train(cfg, device, distributed):

@@ -1,0 +1,142 @@
+"""Several processes under torchrun (gloo, CPU): outputs, equivalence with one
+process, distributed evaluation, restarts after a killed worker, hung peers."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from conftest import REPO, SYNTHETIC_CONFIG, run_tool
+
+pytestmark = pytest.mark.slow
+
+SHORT = ["MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0", "SOLVER.LOG_PERIOD", "5", "SOLVER.TEST_PERIOD", "0"]
+
+
+def torchrun(*args, nproc=2, extra=(), timeout=600, wait=True):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *extra,
+           os.path.join(REPO, "tools", "train_net.py"), *args]
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    if not wait:
+        return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+
+
+def base_args(root, out, *extra):
+    return ["--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", root, "OUTPUT_DIR", str(out), *SHORT, *extra]
+
+
+def test_two_processes_write_once_and_evaluate_like_one(synthetic_root, tmp_path):
+    out = tmp_path / "ddp"
+    proc = torchrun(*base_args(synthetic_root, out, "SOLVER.MAX_EPOCH", "2", "SOLVER.ITERS_PER_EPOCH", "10"))
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    log = (out / "log.txt").read_text()
+    assert "using 2 process(es)" in log
+    assert log.count("saved checkpoint") == 3 and log.count("start training") == 1  # rank 0 alone
+    assert sorted(p for p in os.listdir(out) if p.endswith(".pth")) == ["model_1e.pth", "model_2e.pth",
+                                                                          "model_final.pth"]
+    assert sum(1 for _ in (out / "metrics.jsonl").open()) == 4  # 2 log lines per epoch, rank 0 only
+    distributed = json.loads((out / "inference" / "synthetic_test" / "metrics.json").read_text())
+    single = run_tool("test_net", "--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", synthetic_root,
+                      "OUTPUT_DIR", str(tmp_path / "single"), "--ckpt", str(out / "model_final.pth"), *SHORT)
+    assert single.returncode == 0, single.stderr[-3000:]
+    alone = json.loads((tmp_path / "single" / "inference" / "synthetic_test" / "metrics.json").read_text())
+    assert {k: v for k, v in alone.items() if k != "checkpoint"} == \
+           {k: v for k, v in distributed.items() if k != "checkpoint"}
+    assert distributed["num_queries"] == alone["num_queries"] > 0  # the sampler's padding was dropped
+
+
+def test_two_processes_reach_the_parameters_of_one_with_the_same_global_batch(synthetic_root, tmp_path):
+    steps = ["SOLVER.MAX_EPOCH", "1", "SOLVER.ITERS_PER_EPOCH", "4", "SOLVER.CHECKPOINT_PERIOD", "0"]
+    two = torchrun(*base_args(synthetic_root, tmp_path / "two", *steps), "--skip-test")
+    assert two.returncode == 0, two.stdout[-4000:]
+    one = run_tool("train_net", *base_args(synthetic_root, tmp_path / "one", *steps), "--skip-test")
+    assert one.returncode == 0, one.stderr[-3000:]
+    a = torch.load(tmp_path / "two" / "model_final.pth", weights_only=False)["model"]
+    b = torch.load(tmp_path / "one" / "model_final.pth", weights_only=False)["model"]
+    assert a.keys() == b.keys()
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_epochs_are_shuffled_differently_and_identically_on_every_rank(synthetic_root, tmp_path):
+    out = tmp_path / "probe.json"
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           os.path.join(REPO, "tests", "helpers", "sampler_probe.py"), SYNTHETIC_CONFIG,
+                           synthetic_root, str(out)], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    probe = json.loads(out.read_text())
+    rank0, rank1 = probe["ranks"]
+    assert probe["batch_per_rank"] == 16  # global SOLVER.BATCH_SIZE 32 over 2 processes
+    assert rank0["1"] != rank0["2"]  # a new shuffle each epoch
+    assert not set(rank0["1"]) & set(rank1["1"])  # disjoint shards of one permutation
+
+    from tan.config import load_config
+    from tan.data import make_data_loader
+
+    loader = make_data_loader(load_config(SYNTHETIC_CONFIG, ["DATASETS.ROOT", synthetic_root,
+                                                             "DATALOADER.NUM_WORKERS", "0"]))
+    loader.sampler.set_epoch(1)
+    # the two ranks' first batches together are the single process's first batch
+    assert sorted(rank0["1"] + rank1["1"]) == sorted(next(iter(loader))["indices"].tolist())
+
+
+def _children(pid):
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+def _wait_for(path, proc, seconds):
+    deadline = time.time() + seconds
+    while not path.exists():
+        assert proc.poll() is None, proc.stdout.read()[-4000:]
+        assert time.time() < deadline, f"{path} did not appear"
+        time.sleep(0.2)
+
+
+def test_a_killed_worker_is_restarted_and_the_run_resumes_from_the_last_checkpoint(synthetic_root, tmp_path):
+    out = tmp_path / "restart"
+    proc = torchrun(*base_args(synthetic_root, out, "SOLVER.MAX_EPOCH", "4", "SOLVER.ITERS_PER_EPOCH", "25"),
+                    "--skip-test", extra=["--max-restarts=1"], wait=False)
+    _wait_for(out / "model_1e.pth", proc, 300)
+    workers = _children(proc.pid)
+    assert len(workers) == 2
+    os.kill(workers[1], signal.SIGKILL)  # mid-epoch 2
+    output, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, output[-4000:]
+    log = (out / "log.txt").read_text()
+    assert "resuming from" in log and log.count("start training") == 2
+    final = torch.load(out / "model_final.pth", weights_only=False)
+    assert final["epoch"] == 5 and final["iteration"] == 4 * 25
+
+
+def test_a_hung_peer_ends_the_run_with_a_clear_error(synthetic_root, tmp_path):
+    out = tmp_path / "hung"
+    proc = torchrun(*base_args(synthetic_root, out, "SOLVER.MAX_EPOCH", "20", "SOLVER.ITERS_PER_EPOCH", "25",
+                               "DISTRIBUTED.TIMEOUT", "10"), "--skip-test", wait=False)
+    _wait_for(out / "model_1e.pth", proc, 300)
+    workers = _children(proc.pid)
+    os.kill(workers[1], signal.SIGSTOP)  # alive but silent
+    try:
+        output, _ = proc.communicate(timeout=240)
+    finally:
+        for pid in workers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert proc.returncode != 0
+    assert "distributed communication failed" in (out / "log.txt").read_text() + output
