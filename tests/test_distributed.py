@@ -140,3 +140,34 @@ def test_a_hung_peer_ends_the_run_with_a_clear_error(synthetic_root, tmp_path):
                 pass
     assert proc.returncode != 0
     assert "distributed communication failed" in (out / "log.txt").read_text() + output
+
+
+def test_two_nodes_on_one_machine(synthetic_root, tmp_path):
+    """torchrun --nnodes=2: one process per 'node', rendezvous over TCP on localhost."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "nodes"
+    args = base_args(synthetic_root, out, "SOLVER.MAX_EPOCH", "1", "SOLVER.ITERS_PER_EPOCH", "5")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    nodes = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node_rank={rank}",
+                               "--nproc_per_node=1", "--master_addr=127.0.0.1", f"--master_port={port}",
+                               os.path.join(REPO, "tools", "train_net.py"), *args, "--skip-test"],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for rank in (0, 1)]
+    outputs = [node.communicate(timeout=300)[0] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+    log = (out / "log.txt").read_text()
+    assert "using 2 process(es)" in log and log.count("start training") == 1
+    assert (out / "model_final.pth").exists()
+
+
+def test_legacy_local_rank_arguments_are_accepted():
+    from tan.engine.defaults import default_argument_parser
+
+    parser = default_argument_parser("x")
+    assert parser.parse_args(["--local_rank=1", "SOLVER.LR", "0.1"]).local_rank == 1
+    assert parser.parse_args(["SOLVER.LR", "0.1", "--local-rank", "3"]).local_rank == 3
+    assert parser.parse_args([]).local_rank is None  # then LOCAL_RANK from torchrun, else 0
