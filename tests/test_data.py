@@ -73,7 +73,8 @@ def tacos_like(tmp_path):
     (tmp_path / "ann.json").write_text(json.dumps(ann))
     with h5py.File(tmp_path / "feats.hdf5", "w") as f:
         f.create_group("s1.avi").create_dataset("c3d_features", data=np.random.rand(40, 8).astype(np.float32))
-    vocab = Vocabulary({"cuts": np.ones(4, np.float32), "pan": np.full(4, 2, np.float32)}, 4)
+    vocab = Vocabulary({"cuts": np.ones(4, np.float32), "pan": np.full(4, 2, np.float32),
+                        "runs": np.full(4, 3, np.float32)}, 4)
     return tmp_path, vocab
 
 
@@ -86,7 +87,25 @@ def test_dataset_reads_frames_drops_and_clips_bad_records(tacos_like):
                           "video missing from the feature file": 1}
     item = ds[0]
     assert item["feats"].shape == (16, 8) and item["query"].shape == (5, 4)
-    assert ds.unknown_words == 3 + 4  # he, the, . / runs, past, the, end
+    assert ds.unknown_words == 3 + 3  # he, the, . / past, the, end
+
+
+def test_videos_with_nan_or_inf_and_sentences_without_known_words_are_dropped(tmp_path):
+    ann = {"good": {"duration": 4, "timestamps": [[0, 1], [1, 2]], "sentences": ["cut it", "zzz qqq"]},
+           "nan": {"duration": 4, "timestamps": [[0, 1]], "sentences": ["cut"]},
+           "inf": {"duration": 4, "timestamps": [[0, 1]], "sentences": ["cut"]},
+           "one": {"duration": 4, "timestamps": [[0, 4]], "sentences": ["cut"]}}
+    (tmp_path / "a.json").write_text(json.dumps(ann))
+    with h5py.File(tmp_path / "f.hdf5", "w") as f:
+        f.create_dataset("good", data=np.ones((5, 2), np.float32))
+        f.create_dataset("nan", data=np.array([[1, np.nan]] * 3, np.float32))
+        f.create_dataset("inf", data=np.array([[1, np.inf]] * 3, np.float32))
+        f.create_dataset("one", data=np.ones((1, 2), np.float32))  # a one-clip video is fine
+    vocab = Vocabulary({"cut": np.ones(3, np.float32)}, 3)
+    ds = MomentDataset("d", str(tmp_path / "a.json"), str(tmp_path / "f.hdf5"), "seconds", vocab, 4, 2)
+    assert len(ds) == 2 and sorted(ds.videos) == ["good", "one"]
+    assert ds.dropped == {"video with NaN or infinite features": 2, "sentence without a known word": 1}
+    assert torch.isfinite(ds[1]["feats"]).all() and ds[1]["feats"].shape == (4, 2)
 
 
 def test_feature_dimension_mismatch_is_a_clear_error(tacos_like):

@@ -3,7 +3,7 @@ import functools
 import os
 
 import torch
-from torch.utils.data import ConcatDataset, DataLoader, DistributedSampler
+from torch.utils.data import ConcatDataset, DataLoader
 
 from ..errors import TanError
 from ..utils import comm
@@ -12,6 +12,7 @@ from .annotations import load_annotations
 from .catalog import DatasetCatalog, resolve_path
 from .collate import BatchCollator
 from .dataset import MomentDataset
+from .samplers import ResumableDistributedSampler
 from .synthetic import ensure_synthetic
 from .text import Vocabulary, cached_word_vectors, tokenize
 
@@ -99,7 +100,7 @@ def _loader(cfg, dataset, batch_size, shuffle, is_distributed):
     world, rank = (comm.get_world_size(), comm.get_rank()) if is_distributed else (1, 0)
     # One sampler for one or many processes: shuffled from SEED and the epoch
     # (set_epoch), so a resumed run sees the same order as an uninterrupted one.
-    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=shuffle, seed=cfg.SEED)
+    sampler = ResumableDistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=shuffle, seed=cfg.SEED)
     workers = cfg.DATALOADER.NUM_WORKERS
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
                       collate_fn=BatchCollator(), pin_memory=torch.cuda.is_available(),

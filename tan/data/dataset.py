@@ -36,12 +36,16 @@ class MomentDataset(Dataset):
                 raise TanError(f"{features}: video {video!r} has features of shape {tuple(shape)}; expected "
                                f"[T, {input_size}] (MODEL.TAN.FEATPOOL.INPUT_SIZE)")
 
-        self.videos = sorted(v for v, s in shapes.items() if s[0] > 0)
+        nonfinite = self.features.nonfinite(v for v, s in shapes.items() if s[0] > 0)
+        self.videos = sorted(v for v, s in shapes.items() if s[0] > 0 and v not in nonfinite)
         video_index = {v: i for i, v in enumerate(self.videos)}
         kept, token_ids, unknown, total_words = [], [], 0, 0
         for q in queries:
             if q.video not in shapes:
                 dropped["video missing from the feature file"] += 1
+                continue
+            if q.video in nonfinite:
+                dropped["video with NaN or infinite features"] += 1
                 continue
             if q.video not in video_index:
                 dropped["video with no feature rows"] += 1
@@ -49,6 +53,9 @@ class MomentDataset(Dataset):
             ids = vocabulary.encode(tokenize(q.sentence))
             if len(ids) == 0:
                 dropped["sentence without words"] += 1
+                continue
+            if not ids.any():
+                dropped["sentence without a known word"] += 1
                 continue
             unknown += int((ids == 0).sum())
             total_words += len(ids)

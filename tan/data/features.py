@@ -63,6 +63,10 @@ class FeatureFile:
         handle = self._handle()
         return {v: self._node(v).shape for v in videos if v in handle}
 
+    def nonfinite(self, videos):
+        """The videos whose features hold NaN or infinite values (one pass over them)."""
+        return {v for v in videos if not np.isfinite(self._node(v)[()]).all()}
+
     def read(self, video):
         return np.asarray(self._node(video)[()], dtype=np.float32)
 

@@ -13,6 +13,7 @@ from ..config import load_config, save_config
 from ..errors import TanError
 from ..utils import comm
 from ..utils.logger import get_logger, setup_logger
+from .interrupt import TrainingInterrupted
 from .trainer import NonFiniteLossError
 
 DEFAULT_CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs",
@@ -171,6 +172,9 @@ def run_cli(main):
     except NonFiniteLossError as e:
         _report("critical", e)
         sys.exit(3)
+    except TrainingInterrupted as e:
+        _report("warning", e)
+        sys.exit(128 + e.signum)  # the shell's convention for "ended by this signal"
     except RuntimeError as e:
         if not _is_communication_failure(e):
             raise

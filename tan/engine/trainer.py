@@ -11,7 +11,9 @@ import torch
 from ..utils import comm
 from ..utils.logger import get_logger
 from ..utils.metric_logger import MetricLogger
+from ..utils.rng import capture_rng_state, restore_rng_state
 from .inference import inference, unwrap
+from .interrupt import InterruptFlag, TrainingInterrupted
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -29,10 +31,15 @@ def _to_device(batch, device):
 
 def do_train(cfg, model, data_loader, data_loader_val, optimizer, scheduler, checkpointer, device,
              checkpoint_period, test_period, arguments):
+    """Train from ``arguments["epoch"]`` (and, after an interruption, from batch
+    ``arguments["iter_in_epoch"]`` of it) to SOLVER.MAX_EPOCH."""
     logger = get_logger("trainer")
     max_epoch = cfg.SOLVER.MAX_EPOCH
     log_period = cfg.SOLVER.LOG_PERIOD
     start_epoch = arguments["epoch"]
+    skip = arguments.pop("iter_in_epoch", 0)  # batches of start_epoch already trained on
+    if "rng" in arguments:
+        restore_rng_state(arguments.pop("rng"))
     iters_per_epoch = len(data_loader)
     if cfg.SOLVER.ITERS_PER_EPOCH:
         iters_per_epoch = min(iters_per_epoch, cfg.SOLVER.ITERS_PER_EPOCH)
@@ -42,60 +49,81 @@ def do_train(cfg, model, data_loader, data_loader_val, optimizer, scheduler, che
         metrics_path = os.path.join(cfg.OUTPUT_DIR, "metrics.jsonl")
     loss_fn = unwrap(model).loss
     meters = MetricLogger(window_size=log_period)
-    logger.info("start training: epochs %d..%d, %d iterations per epoch", start_epoch, max_epoch, iters_per_epoch)
+    logger.info("start training: epochs %d..%d, %d iterations per epoch%s", start_epoch, max_epoch,
+                iters_per_epoch, f" (resuming epoch {start_epoch} after iteration {skip})" if skip else "")
+
+    def save(name):
+        checkpointer.save(name, **arguments, rng=capture_rng_state())
 
     model.train()
     run_start = time.perf_counter()
-    timed_iters, timer_start = 0, time.perf_counter()
+    timed_iters, timer_start, warmed_up = 0, time.perf_counter(), False
     pending = []  # (iteration, loss tensor) since the last log: read back in one sync
-    for epoch in range(start_epoch, max_epoch + 1):
-        data_loader.sampler.set_epoch(epoch)
-        tick = time.perf_counter()
-        for it, batch in enumerate(data_loader, 1):
-            data_time = time.perf_counter() - tick
-            batch = _to_device(batch, device)
-            logits = model(batch["feats"], batch["queries"], batch["wordlens"])  # [B, N, N]
-            loss = loss_fn(logits, batch["moments"], batch["durations"])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            arguments["iteration"] = arguments.get("iteration", 0) + 1
-            pending.append((arguments["iteration"], loss.detach()))
-            meters.update(data_time=data_time, iter_time=time.perf_counter() - tick)
-            timed_iters += 1
-            if it % log_period == 0 or it == iters_per_epoch:
-                _flush_losses(pending, meters, epoch, it)
-                done = (epoch - start_epoch) * iters_per_epoch + it
-                remaining = (max_epoch - epoch + 1) * iters_per_epoch - it
-                per_iter = (time.perf_counter() - timer_start) / max(timed_iters, 1)
-                _log(logger, metrics_path, meters, optimizer, device, epoch, it, iters_per_epoch,
-                     arguments["iteration"], remaining * per_iter)
-                if done == log_period:  # warm-up (workers starting, first allocations) out of the ETA
-                    timed_iters, timer_start = 0, time.perf_counter()
+    with InterruptFlag() as interrupt:
+        for epoch in range(start_epoch, max_epoch + 1):
+            first = skip if epoch == start_epoch else 0
+            data_loader.sampler.set_epoch(epoch, start=first * data_loader.batch_size)
             tick = time.perf_counter()
-            if it == iters_per_epoch:
-                break
+            for it, batch in enumerate(data_loader, first + 1):
+                data_time = time.perf_counter() - tick
+                batch = _to_device(batch, device)
+                logits = model(batch["feats"], batch["queries"], batch["wordlens"])  # [B, N, N]
+                loss = loss_fn(logits, batch["moments"], batch["durations"])
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                arguments["iteration"] = arguments.get("iteration", 0) + 1
+                pending.append((arguments["iteration"], loss.detach()))
+                meters.update(data_time=data_time, iter_time=time.perf_counter() - tick)
+                timed_iters += 1
+                if it % log_period == 0 or it == iters_per_epoch:
+                    _flush_losses(pending, meters, epoch, checkpointer)
+                    remaining = (max_epoch - epoch + 1) * iters_per_epoch - it
+                    per_iter = (time.perf_counter() - timer_start) / max(timed_iters, 1)
+                    _log(logger, metrics_path, meters, optimizer, device, epoch, it, iters_per_epoch,
+                         arguments["iteration"], remaining * per_iter)
+                    if not warmed_up:  # keep warm-up (workers starting, first allocations) out of the ETA
+                        warmed_up, timed_iters, timer_start = True, 0, time.perf_counter()
+                signum = interrupt.raised(device)
+                if signum and it < iters_per_epoch:
+                    _flush_losses(pending, meters, epoch, checkpointer)
+                    arguments["iter_in_epoch"] = it
+                    name = f"model_{epoch}e_{it}it"
+                    save(name)
+                    raise TrainingInterrupted(signum, os.path.join(cfg.OUTPUT_DIR, name + ".pth"), epoch, it)
+                tick = time.perf_counter()
+                if it == iters_per_epoch:
+                    break
 
-        scheduler.step()
-        arguments["epoch"] = epoch + 1
-        if checkpoint_period and epoch % checkpoint_period == 0:
-            checkpointer.save(f"model_{epoch}e", **arguments)
-        if data_loader_val and test_period and epoch % test_period == 0:
-            _evaluate_period(cfg, model, data_loader_val, device, epoch, metrics_path)
-            model.train()
-    checkpointer.save("model_final", **arguments)
+            scheduler.step()
+            arguments["epoch"] = epoch + 1
+            arguments.pop("iter_in_epoch", None)
+            if checkpoint_period and epoch % checkpoint_period == 0:
+                save(f"model_{epoch}e")
+            if data_loader_val and test_period and epoch % test_period == 0:
+                _evaluate_period(cfg, model, data_loader_val, device, epoch, metrics_path)
+                model.train()
+            signum = interrupt.raised(device)
+            if signum and epoch < max_epoch:
+                if not (checkpoint_period and epoch % checkpoint_period == 0):
+                    save(f"model_{epoch}e")
+                raise TrainingInterrupted(signum, checkpointer.last_checkpoint(), epoch, iters_per_epoch)
+    save("model_final")
     total = time.perf_counter() - run_start
-    logger.info("training finished in %s (%.3f s / iteration)", datetime.timedelta(seconds=int(total)),
-                total / max(1, (max_epoch - start_epoch + 1) * iters_per_epoch))
+    logger.info("training finished in %s", datetime.timedelta(seconds=int(total)))
     return model
 
 
-def _flush_losses(pending, meters, epoch, it):
+def _flush_losses(pending, meters, epoch, checkpointer):
+    if not pending:
+        return
     values = torch.stack([loss for _, loss in pending]).float().cpu().tolist()
     for (iteration, _), value in zip(pending, values):
         if not math.isfinite(value):
+            last = checkpointer.last_checkpoint()
             raise NonFiniteLossError(
                 f"loss is {value} at iteration {iteration} (epoch {epoch}); stopping without saving. "
+                f"The last good checkpoint is {last or 'none (no checkpoint was saved yet)'}, left as it was. "
                 f"Lower SOLVER.LR or check the inputs.")
     pending.clear()
     for value in values:

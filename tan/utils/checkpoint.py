@@ -83,9 +83,15 @@ class Checkpointer:
             data["scheduler"] = self.scheduler.state_dict()
         data.update(arguments)
         path = os.path.join(self.save_dir, f"{name}.pth")
-        atomic_torch_save(data, path)
-        # Only once the checkpoint is complete does last_checkpoint point to it.
-        atomic_write_text(os.path.join(self.save_dir, LAST_CHECKPOINT), os.path.basename(path))
+        try:
+            atomic_torch_save(data, path)
+            # Only once the checkpoint is complete does last_checkpoint point to it.
+            atomic_write_text(os.path.join(self.save_dir, LAST_CHECKPOINT), os.path.basename(path))
+        except OSError as e:
+            previous = self.last_checkpoint()
+            raise TanError(f"cannot write checkpoint {path} ({e.strerror or e}); "
+                           f"{'the previous checkpoint ' + previous + ' is intact' if previous else 'no earlier checkpoint'}"
+                           f" and last_checkpoint still points to it") from None
         self.logger.info("saved checkpoint %s", path)
 
     def last_checkpoint(self):
@@ -98,6 +104,40 @@ class Checkpointer:
         # Relative names keep a moved output folder resumable; old absolute ones still work.
         return name if os.path.isabs(name) else os.path.join(self.save_dir, name)
 
+    def _candidates(self):
+        """Training checkpoints in save_dir, newest first."""
+        names = [n for n in os.listdir(self.save_dir) if n.startswith("model_") and n.endswith(".pth")]
+        return sorted((os.path.join(self.save_dir, n) for n in names), key=os.path.getmtime, reverse=True)
+
+    def _newest_readable(self, latest):
+        """(path, checkpoint): ``latest`` if it reads, else the newest checkpoint that does."""
+        try:
+            return latest, read_checkpoint(latest)
+        except TanError as e:
+            problem = e
+        for path in self._candidates():
+            if os.path.abspath(path) == os.path.abspath(latest):
+                continue
+            try:
+                checkpoint = read_checkpoint(path)
+            except TanError:
+                continue
+            self.logger.warning("%s; falling back to the newest readable checkpoint, %s", problem, path)
+            return path, checkpoint
+        raise TanError(f"{problem}, and no other checkpoint in {self.save_dir} can be read; remove "
+                       f"{os.path.join(self.save_dir, LAST_CHECKPOINT)} to start from scratch") from None
+
+    def _remove_stale_temporaries(self):
+        """Half-written files of a save that was killed (atomic writes leave the real files intact)."""
+        if not self.save_to_disk:
+            return
+        for name in os.listdir(self.save_dir):
+            if name.startswith(".") and name.endswith(".tmp"):
+                try:
+                    os.unlink(os.path.join(self.save_dir, name))
+                except OSError:
+                    pass
+
     def has_checkpoint(self):
         return self.last_checkpoint() is not None
 
@@ -107,8 +147,9 @@ class Checkpointer:
         loop arguments (empty unless resuming)."""
         latest = self.last_checkpoint() if use_latest else None
         if latest:
+            self._remove_stale_temporaries()
+            latest, checkpoint = self._newest_readable(latest)
             self.logger.info("resuming from %s", latest)
-            checkpoint = read_checkpoint(latest)
             load_model_weights(self.model, model_state_from(checkpoint, latest), latest)
             if self.optimizer is not None and "optimizer" in checkpoint:
                 self.optimizer.load_state_dict(checkpoint["optimizer"])

@@ -24,7 +24,7 @@ def synchronize():
         dist.barrier()
 
 
-def _comm_device():
+def comm_device():
     # NCCL only moves CUDA tensors; gloo moves CPU tensors.
     if is_dist() and dist.get_backend() == "nccl":
         return torch.device("cuda", torch.cuda.current_device())
@@ -44,7 +44,7 @@ def reduce_mean(value):
     """Mean of a Python float over ranks (for logging)."""
     if get_world_size() == 1:
         return float(value)
-    t = torch.tensor([float(value)], dtype=torch.float64, device=_comm_device())
+    t = torch.tensor([float(value)], dtype=torch.float64, device=comm_device())
     dist.all_reduce(t)
     return t.item() / get_world_size()
 

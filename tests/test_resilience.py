@@ -1,0 +1,149 @@
+"""Crashes, preemption and failed saves: nothing lost, and resumed runs end
+with the weights of an uninterrupted one."""
+import errno
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from tan.config import load_config
+from tan.errors import TanError
+from tan.modeling import build_model
+from tan.utils import io as tan_io
+from tan.utils.checkpoint import Checkpointer
+
+from conftest import REPO, SYNTHETIC_CONFIG, run_tool
+
+RUN = ["MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0", "SOLVER.LOG_PERIOD", "4", "SOLVER.TEST_PERIOD", "0",
+       "SOLVER.MAX_EPOCH", "3", "SOLVER.ITERS_PER_EPOCH", "12", "SOLVER.MILESTONES", "(2,)"]
+
+
+def args(root, out):
+    return ["--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", root, "OUTPUT_DIR", str(out), *RUN, "--skip-test"]
+
+
+def start(root, out):
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, os.path.join(REPO, "tools", "train_net.py"), *args(root, out)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def final_weights(out):
+    return torch.load(out / "model_final.pth", weights_only=False)["model"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(synthetic_root, tmp_path_factory):
+    out = tmp_path_factory.mktemp("straight") / "out"
+    proc = run_tool("train_net", *args(synthetic_root, out))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return final_weights(out)
+
+
+def assert_same_weights(a, b):
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+
+
+def test_killed_at_random_points_and_resumed_ends_with_the_uninterrupted_weights(synthetic_root, uninterrupted,
+                                                                                   tmp_path):
+    out = tmp_path / "killed"
+    rng = random.Random(0)
+    kills = 0
+    for _ in range(4):
+        proc = start(synthetic_root, out)
+        time.sleep(rng.uniform(2.0, 6.0))
+        if proc.poll() is not None:
+            break
+        proc.kill()  # SIGKILL: no chance to save anything
+        proc.wait()
+        kills += 1
+    assert kills >= 2
+    proc = run_tool("train_net", *args(synthetic_root, out))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert_same_weights(final_weights(out), uninterrupted)
+    assert not [n for n in os.listdir(out) if n.endswith(".tmp")]
+
+
+def test_sigterm_mid_epoch_saves_and_the_restart_ends_with_the_uninterrupted_weights(synthetic_root, uninterrupted,
+                                                                                      tmp_path):
+    out = tmp_path / "term"
+    proc = start(synthetic_root, out)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if "epoch: 2  iter: 4/12" in line:
+            proc.send_signal(signal.SIGTERM)
+            break
+    rest, _ = proc.communicate(timeout=120)
+    output = "".join(lines) + rest
+    assert proc.returncode == 128 + signal.SIGTERM, output[-3000:]
+    assert "interrupted by SIGTERM in epoch 2" in output
+    saved = [n for n in os.listdir(out) if n.startswith("model_2e_")]
+    assert len(saved) == 1 and (out / "last_checkpoint").read_text() == saved[0]
+    proc = run_tool("train_net", *args(synthetic_root, out))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "resuming epoch 2 after iteration" in proc.stdout
+    assert_same_weights(final_weights(out), uninterrupted)
+
+
+def test_a_save_failing_half_way_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
+    cfg = load_config(SYNTHETIC_CONFIG)
+    model = build_model(cfg)
+    checkpointer = Checkpointer(model, save_dir=str(tmp_path))
+    checkpointer.save("model_1e", epoch=2)
+    good = (tmp_path / "model_1e.pth").read_bytes()
+
+    def disk_full(obj, f):
+        f.write(b"\0" * 1000)  # part of the file, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", disk_full)
+    with pytest.raises(TanError, match=r"cannot write checkpoint .*model_2e.pth \(No space left on device\); "
+                                       r"the previous checkpoint .*model_1e.pth is intact"):
+        checkpointer.save("model_2e", epoch=3)
+    monkeypatch.undo()
+    assert sorted(os.listdir(tmp_path)) == ["last_checkpoint", "model_1e.pth"]  # no partial file left
+    assert (tmp_path / "last_checkpoint").read_text() == "model_1e.pth"
+    assert (tmp_path / "model_1e.pth").read_bytes() == good
+    assert Checkpointer(build_model(cfg), save_dir=str(tmp_path)).load()["epoch"] == 2
+
+
+def test_a_truncated_latest_checkpoint_falls_back_to_the_newest_valid_one(tmp_path, caplog):
+    cfg = load_config(SYNTHETIC_CONFIG)
+    checkpointer = Checkpointer(build_model(cfg), save_dir=str(tmp_path))
+    checkpointer.save("model_1e", epoch=2)
+    time.sleep(0.01)
+    checkpointer.save("model_2e", epoch=3)
+    data = (tmp_path / "model_2e.pth").read_bytes()
+    (tmp_path / "model_2e.pth").write_bytes(data[: len(data) // 2])
+    arguments = Checkpointer(build_model(cfg), save_dir=str(tmp_path)).load()
+    assert arguments["epoch"] == 2
+    assert "model_2e.pth" in caplog.text and "falling back" in caplog.text
+
+
+def test_no_readable_checkpoint_is_an_error_not_a_silent_fresh_start(tmp_path):
+    cfg = load_config(SYNTHETIC_CONFIG)
+    Checkpointer(build_model(cfg), save_dir=str(tmp_path)).save("model_1e", epoch=2)
+    (tmp_path / "model_1e.pth").write_bytes(b"garbage")
+    with pytest.raises(TanError, match="model_1e.pth.*cannot be read.*no other checkpoint"):
+        Checkpointer(build_model(cfg), save_dir=str(tmp_path)).load()
+
+
+def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
+    path = tmp_path / "metrics.json"
+    tan_io.atomic_write_text(str(path), "old")
+
+    def broken(f):
+        f.write("half")
+        raise OSError(errno.EIO, "I/O error")
+
+    with pytest.raises(OSError):
+        tan_io._atomic_write(str(path), broken, "w")
+    assert path.read_text() == "old" and os.listdir(tmp_path) == ["metrics.json"]
