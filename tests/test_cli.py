@@ -1,6 +1,7 @@
 """End-to-end runs of tools/train_net.py and tools/test_net.py."""
 import json
 import os
+import re
 
 import pytest
 import torch
@@ -112,3 +113,40 @@ def test_config_errors_fail_before_any_work(tmp_path):
     assert proc.returncode == 2
     assert "SOLVER.MAX_EPOHC" in proc.stderr and "SOLVER.MAX_EPOCH" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("override,message", [
+    (["DATASETS.TEST", "('tacos_test',)"], r"dataset 'tacos_test': annotations file .*tacos/annotations/test.json"
+                                           r".* not found"),
+    (["INPUT.WORD_VECTORS", "nowhere.txt", "DATASETS.TEST", "('charades_test',)"], r"not found"),
+    (["SOLVER.BATCH_SIZE", "0"], r"SOLVER.BATCH_SIZE: expected a positive integer, got 0"),
+])
+def test_bad_inputs_fail_with_a_message_and_leave_earlier_outputs_alone(trained, synthetic_root, override, message):
+    out, _ = trained
+    before = {name: (out / name).read_bytes() for name in ("config.yml", "last_checkpoint", "model_final.pth")}
+    proc = run_tool("train_net", *train_args(synthetic_root, out, *override))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr + proc.stdout
+    assert re.search(message, proc.stderr + proc.stdout), proc.stderr + proc.stdout
+    assert {name: (out / name).read_bytes() for name in before} == before
+
+
+def test_missing_feature_file_is_named(synthetic_root, tmp_path):
+    import shutil
+
+    root = tmp_path / "root"
+    shutil.copytree(synthetic_root, root)
+    os.remove(root / "synthetic" / "features" / "synthetic_features.hdf5")
+    (root / "synthetic" / "READY").write_text('{"version": 0}')  # would regenerate: keep the hole instead
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text(f"holes_test:\n  annotations: {root}/synthetic/annotations/test.json\n"
+                       f"  features: {root}/synthetic/features/synthetic_features.hdf5\n")
+    proc = run_tool("test_net", "--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", str(root), "DATASETS.CATALOG",
+                    str(catalog), "DATASETS.TEST", "('holes_test',)", "OUTPUT_DIR", str(tmp_path / "o"), *FAST)
+    assert proc.returncode == 2
+    assert re.search(r"features file .*synthetic_features.hdf5' not found", proc.stderr + proc.stdout)
+
+
+def test_an_output_folder_that_cannot_be_created_is_a_clear_error(synthetic_root, tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    proc = run_tool("train_net", *train_args(synthetic_root, tmp_path / "file" / "out"))
+    assert proc.returncode == 2 and "OUTPUT_DIR" in proc.stderr and "cannot be created" in proc.stderr

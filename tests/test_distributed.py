@@ -171,3 +171,11 @@ def test_legacy_local_rank_arguments_are_accepted():
     assert parser.parse_args(["--local_rank=1", "SOLVER.LR", "0.1"]).local_rank == 1
     assert parser.parse_args(["SOLVER.LR", "0.1", "--local-rank", "3"]).local_rank == 3
     assert parser.parse_args([]).local_rank is None  # then LOCAL_RANK from torchrun, else 0
+
+
+def test_a_batch_size_that_does_not_divide_by_the_processes_is_refused(synthetic_root, tmp_path):
+    proc = torchrun(*base_args(synthetic_root, tmp_path / "odd", "SOLVER.BATCH_SIZE", "31"))
+    assert proc.returncode != 0
+    assert "SOLVER.BATCH_SIZE = 31 is a global batch size and must be divisible by the number of processes (2)" \
+        in proc.stdout
+    assert not (tmp_path / "odd" / "config.yml").exists()

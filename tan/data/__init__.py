@@ -1,4 +1,4 @@
-from .build import build_datasets, make_data_loader
+from .build import build_datasets, check_data_files, make_data_loader
 from .catalog import DatasetCatalog
 
-__all__ = ["make_data_loader", "build_datasets", "DatasetCatalog"]
+__all__ = ["make_data_loader", "build_datasets", "check_data_files", "DatasetCatalog"]

@@ -74,6 +74,26 @@ def build_vocabulary(cfg):
     return _vocabulary(path, cfg.INPUT.PRE_QUERY_SIZE, files, stamp, word_vector_cache_dir(cfg))
 
 
+def check_data_files(cfg):
+    """Fail before any work if a configured dataset's files or the word-vector file are missing."""
+    names = list(dict.fromkeys(cfg.DATASETS.TRAIN + cfg.DATASETS.VAL + cfg.DATASETS.TEST))
+    if cfg.DATASETS.CATALOG:
+        DatasetCatalog.register_file(resolve_path(cfg.DATASETS.ROOT, cfg.DATASETS.CATALOG))
+    entries = [DatasetCatalog.get(name, cfg.DATASETS.ROOT) for name in names]
+    for entry in entries:
+        if entry.get("generator"):
+            continue  # written on first use
+        for key in ("annotations", "features", "durations"):
+            if entry.get(key) and not os.path.isfile(entry[key]):
+                raise TanError(f"dataset {entry['name']!r}: {key} file {entry[key]!r} not found "
+                               f"(DATASETS.ROOT is {cfg.DATASETS.ROOT!r}; see README 'Real data')")
+    if entries and not all(e.get("generator") for e in entries):
+        path = resolve_path(cfg.DATASETS.ROOT, cfg.INPUT.WORD_VECTORS)
+        if not os.path.isfile(path):
+            raise TanError(f"word-vector file {path!r} not found (INPUT.WORD_VECTORS, relative to DATASETS.ROOT). "
+                           f"Put a GloVe text file there, e.g. glove.840B.300d.txt, or set INPUT.WORD_VECTORS.")
+
+
 def build_datasets(cfg, names):
     if not names:
         raise TanError("no dataset named; set DATASETS.TRAIN / DATASETS.TEST")

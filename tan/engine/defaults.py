@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from ..config import load_config, save_config
+from ..data import check_data_files
 from ..errors import TanError
 from ..utils import comm
 from ..utils.logger import get_logger, setup_logger
@@ -116,10 +117,17 @@ def seed_everything(seed):
 def default_setup(args, save=True):
     """(cfg, device, distributed) with the process group joined and logging set up."""
     local_rank = args.local_rank if args.local_rank is not None else int(os.environ.get("LOCAL_RANK", "0"))
-    # Read the config before any work so that mistakes fail fast on every rank.
+    # Read the config and look for the data files before any work, so that
+    # mistakes fail fast on every rank and leave earlier outputs untouched.
     cfg = load_config(args.config_file, args.opts)
+    check_data_files(cfg)
     distributed = _init_distributed(local_rank, cfg)
     device = resolve_device(cfg.MODEL.DEVICE, local_rank)
+    for key in ("SOLVER.BATCH_SIZE", "TEST.BATCH_SIZE"):
+        section, name = key.split(".")
+        if cfg[section][name] % comm.get_world_size():
+            raise TanError(f"{key} = {cfg[section][name]} is a global batch size and must be divisible by the "
+                           f"number of processes ({comm.get_world_size()})")
     if comm.is_main_process():
         try:
             os.makedirs(cfg.OUTPUT_DIR, exist_ok=True)
