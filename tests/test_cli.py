@@ -104,6 +104,7 @@ def test_diverging_loss_stops_with_a_critical_message_and_no_checkpoint(syntheti
                                              "SOLVER.TEST_PERIOD", "0"))
     assert proc.returncode == 3
     assert "CRITICAL" in proc.stdout and "at iteration" in proc.stdout
+    assert "The last good checkpoint is none (no checkpoint was saved yet)" in proc.stdout
     assert not any(p.endswith(".pth") for p in os.listdir(out))
 
 

@@ -179,3 +179,27 @@ def test_a_batch_size_that_does_not_divide_by_the_processes_is_refused(synthetic
     assert "SOLVER.BATCH_SIZE = 31 is a global batch size and must be divisible by the number of processes (2)" \
         in proc.stdout
     assert not (tmp_path / "odd" / "config.yml").exists()
+
+
+def test_sigterm_under_torchrun_stops_every_rank_at_one_iteration_and_resumes(synthetic_root, tmp_path):
+    steps = ["SOLVER.MAX_EPOCH", "2", "SOLVER.ITERS_PER_EPOCH", "20", "SOLVER.CHECKPOINT_PERIOD", "0"]
+    straight = torchrun(*base_args(synthetic_root, tmp_path / "straight", *steps), "--skip-test")
+    assert straight.returncode == 0, straight.stdout[-3000:]
+
+    out = tmp_path / "term"
+    proc = torchrun(*base_args(synthetic_root, out, *steps), "--skip-test", wait=False)
+    for line in proc.stdout:
+        if "epoch: 1  iter: 10/20" in line:
+            proc.send_signal(signal.SIGTERM)  # the agent passes it on to every worker
+            break
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode != 0
+    saved = [n for n in os.listdir(out) if n.startswith("model_1e_")]
+    assert len(saved) == 1, output[-3000:]
+    assert "interrupted by SIGTERM" in (out / "log.txt").read_text()
+    again = torchrun(*base_args(synthetic_root, out, *steps), "--skip-test")
+    assert again.returncode == 0, again.stdout[-3000:]
+    a = torch.load(out / "model_final.pth", weights_only=False)["model"]
+    b = torch.load(tmp_path / "straight" / "model_final.pth", weights_only=False)["model"]
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=0, atol=0, msg=name)
