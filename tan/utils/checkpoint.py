@@ -138,9 +138,6 @@ class Checkpointer:
                 except OSError:
                     pass
 
-    def has_checkpoint(self):
-        return self.last_checkpoint() is not None
-
     def load(self, weight="", use_latest=True):
         """Resume from the latest checkpoint (model, optimizer, scheduler); else
         load ``weight`` (model only); else start fresh. Returns the saved

@@ -49,13 +49,5 @@ def reduce_mean(value):
     return t.item() / get_world_size()
 
 
-def broadcast_object(obj, src=0):
-    if get_world_size() == 1:
-        return obj
-    box = [obj]
-    dist.broadcast_object_list(box, src=src)
-    return box[0]
-
-
 __all__ = ["is_dist", "get_world_size", "get_rank", "is_main_process", "synchronize",
-           "all_gather", "reduce_mean", "broadcast_object"]
+           "all_gather", "reduce_mean", "comm_device"]
