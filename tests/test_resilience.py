@@ -19,6 +19,8 @@ from tan.utils.checkpoint import Checkpointer
 
 from conftest import REPO, SYNTHETIC_CONFIG, run_tool
 
+pytestmark = pytest.mark.slow
+
 RUN = ["MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0", "SOLVER.LOG_PERIOD", "4", "SOLVER.TEST_PERIOD", "0",
        "SOLVER.MAX_EPOCH", "3", "SOLVER.ITERS_PER_EPOCH", "12", "SOLVER.MILESTONES", "(2,)"]
 
