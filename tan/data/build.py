@@ -19,10 +19,20 @@ from .text import Vocabulary, cached_word_vectors, tokenize
 _GENERATORS = {"synthetic": ensure_synthetic}
 
 
-def _catalog_entries(cfg, names):
+def _configured_names(cfg):
+    return list(dict.fromkeys(cfg.DATASETS.TRAIN + cfg.DATASETS.VAL + cfg.DATASETS.TEST))
+
+
+def _lookup(cfg, names):
+    """Catalog entries of ``names`` (with DATASETS.CATALOG registered first)."""
     if cfg.DATASETS.CATALOG:
         DatasetCatalog.register_file(resolve_path(cfg.DATASETS.ROOT, cfg.DATASETS.CATALOG))
-    entries = [DatasetCatalog.get(name, cfg.DATASETS.ROOT) for name in names]
+    return [DatasetCatalog.get(name, cfg.DATASETS.ROOT) for name in names]
+
+
+def _catalog_entries(cfg, names):
+    """Catalog entries of ``names``, with generated datasets written if missing."""
+    entries = _lookup(cfg, names)
     generators = {e["generator"] for e in entries if e.get("generator")}
     if generators:
         # One process writes generated files; the others wait for them.
@@ -66,8 +76,7 @@ def word_vector_cache_dir(cfg):
 
 
 def build_vocabulary(cfg):
-    names = list(dict.fromkeys(cfg.DATASETS.TRAIN + cfg.DATASETS.VAL + cfg.DATASETS.TEST))
-    entries = _catalog_entries(cfg, names)
+    entries = _catalog_entries(cfg, _configured_names(cfg))
     files = tuple(sorted({(e["annotations"], e["format"], e.get("durations")) for e in entries}, key=str))
     path = resolve_path(cfg.DATASETS.ROOT, cfg.INPUT.WORD_VECTORS)
     stamp = (os.stat(path).st_mtime_ns, os.stat(path).st_size) if os.path.isfile(path) else None
@@ -76,10 +85,7 @@ def build_vocabulary(cfg):
 
 def check_data_files(cfg):
     """Fail before any work if a configured dataset's files or the word-vector file are missing."""
-    names = list(dict.fromkeys(cfg.DATASETS.TRAIN + cfg.DATASETS.VAL + cfg.DATASETS.TEST))
-    if cfg.DATASETS.CATALOG:
-        DatasetCatalog.register_file(resolve_path(cfg.DATASETS.ROOT, cfg.DATASETS.CATALOG))
-    entries = [DatasetCatalog.get(name, cfg.DATASETS.ROOT) for name in names]
+    entries = _lookup(cfg, _configured_names(cfg))
     for entry in entries:
         if entry.get("generator"):
             continue  # written on first use
