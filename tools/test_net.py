@@ -15,6 +15,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from tan.engine.defaults import default_argument_parser, default_setup, run_cli  # noqa: E402
 from tan.engine.recipes import wrap_distributed, run_test  # noqa: E402
+from tan.engine.precision import prepare_model  # noqa: E402
 from tan.modeling import build_model  # noqa: E402
 from tan.utils.checkpoint import Checkpointer, load_model_weights, model_state_from, read_checkpoint  # noqa: E402
 from tan.utils.logger import get_logger  # noqa: E402
@@ -25,7 +26,7 @@ def main(argv=None):
     parser.add_argument("--ckpt", default="", metavar="PATH", help="checkpoint to evaluate")
     args = parser.parse_args(argv)
     cfg, device, distributed = default_setup(args, save=False)
-    model = build_model(cfg).to(device)
+    model = prepare_model(cfg, build_model(cfg).to(device), device)
     checkpoint = args.ckpt or Checkpointer(model, save_dir=cfg.OUTPUT_DIR).last_checkpoint() or cfg.MODEL.WEIGHT
     if checkpoint:
         load_model_weights(model, model_state_from(read_checkpoint(checkpoint), checkpoint), checkpoint)

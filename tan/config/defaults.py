@@ -20,6 +20,9 @@ _C.MODEL.ARCHITECTURE = "TAN"
 # Path of initial weights (model weights only) used when OUTPUT_DIR holds no
 # checkpoint to resume from. Empty: start from random initialisation.
 _C.MODEL.WEIGHT = ""
+# (tan) Keep the 2D maps in channels-last memory layout, which tensor-core
+# convolutions prefer on GPUs; results are the same.
+_C.MODEL.CHANNELS_LAST = False
 
 _C.MODEL.TAN = CN()
 # N: number of clips of the 2D temporal map (the map is N x N).
@@ -56,6 +59,10 @@ _C.MODEL.TAN.PREDICTOR.HIDDEN_SIZE = 512
 _C.MODEL.TAN.PREDICTOR.KERNEL_SIZE = 5
 # S: number of stacked 2D convolutions.
 _C.MODEL.TAN.PREDICTOR.NUM_STACK_LAYERS = 8
+# (tan) Compute each conv only over row strips of this many rows that cover
+# the cells the valid outputs depend on (about half the dense work); 0 runs
+# the dense convs of the reference. Same results up to float rounding.
+_C.MODEL.TAN.PREDICTOR.STRIP_ROWS = 16
 
 _C.MODEL.TAN.LOSS = CN()
 # Temporal IoU mapped to target 0 (and below).
@@ -127,6 +134,12 @@ _C.SOLVER.MILESTONES = (8, 11)
 # (tan) Log (and append to metrics.jsonl) every this many iterations, besides
 # the end of each epoch.
 _C.SOLVER.LOG_PERIOD = 20
+# (tan) Mixed precision for training and evaluation: "off" (float32), "bf16"
+# (bfloat16 autocast) or "fp16" (float16 autocast with a gradient scaler).
+# The loss, the scores and the optimizer state stay in float32.
+_C.SOLVER.AMP = "off"
+# (tan) Wrap the model in torch.compile (first iterations are slower while it compiles).
+_C.SOLVER.COMPILE = False
 
 # ---------------------------------------------------------------------------
 # Test
@@ -144,6 +157,16 @@ _C.DISTRIBUTED = CN()
 # Seconds a collective (gradient all-reduce, gather, barrier) may wait for the
 # other processes before the run stops with an error instead of hanging.
 _C.DISTRIBUTED.TIMEOUT = 1800
+
+# ---------------------------------------------------------------------------
+# Backends (tan)
+# ---------------------------------------------------------------------------
+# Let cuDNN time its convolution algorithms on the first batches and keep the
+# fastest (input shapes are fixed, so this pays off after a few steps).
+_C.CUDNN_BENCHMARK = True
+# Let float32 convolutions and matrix products use TF32 on GPUs that have it
+# (the reference's default for convolutions); False computes in full float32.
+_C.TF32 = True
 
 # ---------------------------------------------------------------------------
 # Misc

@@ -130,6 +130,7 @@ def validate_config(cfg):
     for key, value in [
         ("SOLVER.CHECKPOINT_PERIOD", cfg.SOLVER.CHECKPOINT_PERIOD), ("SOLVER.TEST_PERIOD", cfg.SOLVER.TEST_PERIOD),
         ("SOLVER.ITERS_PER_EPOCH", cfg.SOLVER.ITERS_PER_EPOCH),
+        ("MODEL.TAN.PREDICTOR.STRIP_ROWS", tan.PREDICTOR.STRIP_ROWS),
         ("DATALOADER.NUM_WORKERS", cfg.DATALOADER.NUM_WORKERS), ("INPUT.FEATURE_CACHE_SIZE", cfg.INPUT.FEATURE_CACHE_SIZE),
     ]:
         need(_is_int(value) and value >= 0, key, f"expected an integer >= 0, got {value!r}")
@@ -165,6 +166,8 @@ def validate_config(cfg):
         need(all(isinstance(x, str) and x for x in names), f"DATASETS.{key}",
              f"expected a list of dataset names, got {names!r}")
 
+    need(cfg.SOLVER.AMP in ("off", "fp16", "bf16"), "SOLVER.AMP",
+         f"expected 'off', 'fp16' or 'bf16', got {cfg.SOLVER.AMP!r}")
     device = cfg.MODEL.DEVICE
     need(device in ("auto", "cpu", "cuda") or (device.startswith("cuda:") and device[5:].isdigit()),
          "MODEL.DEVICE", f"expected 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")

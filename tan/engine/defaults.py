@@ -11,6 +11,7 @@ import torch
 
 from ..config import load_config, save_config
 from ..data import check_data_files
+from .precision import configure_backends
 from ..errors import TanError
 from ..utils import comm
 from ..utils.logger import get_logger, setup_logger
@@ -123,6 +124,10 @@ def default_setup(args, save=True):
     check_data_files(cfg)
     distributed = _init_distributed(local_rank, cfg)
     device = resolve_device(cfg.MODEL.DEVICE, local_rank)
+    if cfg.SOLVER.AMP == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise TanError(f"SOLVER.AMP bf16: GPU {torch.cuda.get_device_name(device)} has no bfloat16 support; "
+                       f"use SOLVER.AMP fp16 or off")
+    configure_backends(cfg, device)
     for key in ("SOLVER.BATCH_SIZE", "TEST.BATCH_SIZE"):
         section, name = key.split(".")
         if cfg[section][name] % comm.get_world_size():

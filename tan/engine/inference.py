@@ -8,27 +8,37 @@ import torch
 from ..utils import comm
 from ..utils.io import atomic_write_text
 from ..utils.logger import get_logger
+from .precision import autocast
 from .evaluation import evaluate_moments, format_table, top_moments
 
 
 def unwrap(model):
-    return model.module if hasattr(model, "module") else model
+    """The TAN module inside DistributedDataParallel and/or torch.compile wrappers."""
+    while True:
+        if hasattr(model, "module"):
+            model = model.module
+        elif hasattr(model, "_orig_mod"):
+            model = model._orig_mod
+        else:
+            return model
 
 
 @torch.no_grad()
-def compute_predictions(model, data_loader, device, nms_thresh, topk=5):
+def compute_predictions(model, data_loader, device, nms_thresh, topk=5, amp="off"):
     """Top moments of every query of this process's shard: {index: (moments, filled, scores)} on CPU."""
     was_training = model.training
     model.eval()
     core = unwrap(model)
     outputs = {}
     for batch in data_loader:
-        logits = model(batch["feats"].to(device, non_blocking=True),
-                       batch["queries"].to(device, non_blocking=True), batch["wordlens"])
+        with autocast(amp, device):
+            logits = model(batch["feats"].to(device, non_blocking=True),
+                           batch["queries"].to(device, non_blocking=True), batch["wordlens"])
         scores = core.scores(logits)  # [B, N, N]
-        moments, kept_scores, filled = top_moments(scores, batch["durations"].to(device), nms_thresh, topk)
+        kept = top_moments(scores, batch["durations"].to(device), nms_thresh, topk, core.mask2d)
+        moments, kept_scores, filled = (t.cpu() for t in kept)  # one copy per batch
         for row, index in enumerate(batch["indices"].tolist()):
-            outputs[index] = (moments[row].cpu(), filled[row].cpu(), kept_scores[row].cpu())
+            outputs[index] = (moments[row], filled[row], kept_scores[row])
     model.train(was_training)
     return outputs
 
@@ -41,13 +51,13 @@ def _gather(predictions):
     return merged
 
 
-def inference(model, data_loader, dataset_name, nms_thresh, device, output_folder=None, checkpoint=None):
+def inference(model, data_loader, dataset_name, nms_thresh, device, output_folder=None, checkpoint=None, amp="off"):
     """Evaluate one test loader. Returns the metrics dict on rank 0, None elsewhere."""
     logger = get_logger("inference")
     dataset = data_loader.dataset
     logger.info("evaluating on %s (%d queries)", dataset_name, len(dataset))
     start = time.perf_counter()
-    predictions = _gather(compute_predictions(model, data_loader, device, nms_thresh))
+    predictions = _gather(compute_predictions(model, data_loader, device, nms_thresh, amp=amp))
     if not comm.is_main_process():
         return None
     order = sorted(predictions)

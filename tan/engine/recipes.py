@@ -11,6 +11,7 @@ from ..utils import comm
 from ..utils.checkpoint import FINAL, Checkpointer, load_model_weights, model_state_from, read_checkpoint
 from ..utils.logger import get_logger
 from .inference import inference
+from .precision import make_grad_scaler, maybe_compile, prepare_model
 from .trainer import do_train
 
 
@@ -29,7 +30,7 @@ def wrap_distributed(model, device, distributed):
 def train(cfg, device, distributed):
     """Build, resume or initialise, and train; returns (model, checkpoint name)."""
     logger = get_logger("train")
-    model = build_model(cfg).to(device)
+    model = prepare_model(cfg, build_model(cfg).to(device), device)
     final = os.path.join(cfg.OUTPUT_DIR, FINAL)
     if os.path.isfile(final):
         logger.info("%s exists: nothing to train", final)
@@ -37,16 +38,18 @@ def train(cfg, device, distributed):
         return model, final
     optimizer = build_optimizer(cfg, model)
     scheduler = build_lr_scheduler(cfg, optimizer)
-    checkpointer = Checkpointer(model, optimizer, scheduler, cfg.OUTPUT_DIR, comm.is_main_process())
+    grad_scaler = make_grad_scaler(cfg.SOLVER.AMP, device)
+    checkpointer = Checkpointer(model, optimizer, scheduler, cfg.OUTPUT_DIR, comm.is_main_process(),
+                                extra={"grad_scaler": grad_scaler})
     arguments = {"epoch": 1, "iteration": 0}
     arguments.update(checkpointer.load(cfg.MODEL.WEIGHT))
-    model = wrap_distributed(model, device, distributed)
+    model = maybe_compile(cfg, wrap_distributed(model, device, distributed))
     data_loader = make_data_loader(cfg, is_train=True, is_distributed=distributed)
     data_loader_val = None
     if cfg.SOLVER.TEST_PERIOD > 0:
         data_loader_val = make_data_loader(cfg, is_train=False, is_distributed=distributed, is_for_period=True)
     do_train(cfg, model, data_loader, data_loader_val, optimizer, scheduler, checkpointer, device,
-             cfg.SOLVER.CHECKPOINT_PERIOD, cfg.SOLVER.TEST_PERIOD, arguments)
+             cfg.SOLVER.CHECKPOINT_PERIOD, cfg.SOLVER.TEST_PERIOD, arguments, grad_scaler)
     return model, final
 
 
@@ -56,6 +59,7 @@ def run_test(cfg, model, device, distributed, checkpoint=""):
     for loader in make_data_loader(cfg, is_train=False, is_distributed=distributed):
         name = loader.dataset.name
         folder = os.path.join(cfg.OUTPUT_DIR, "inference", name) if comm.is_main_process() else None
-        results[name] = inference(model, loader, name, cfg.TEST.NMS_THRESH, device, folder, checkpoint)
+        results[name] = inference(model, loader, name, cfg.TEST.NMS_THRESH, device, folder, checkpoint,
+                                  amp=cfg.SOLVER.AMP)
         comm.synchronize()
     return results

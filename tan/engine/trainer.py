@@ -14,6 +14,7 @@ from ..utils.metric_logger import MetricLogger
 from ..utils.rng import capture_rng_state, restore_rng_state
 from .inference import inference, unwrap
 from .interrupt import InterruptFlag, TrainingInterrupted
+from .precision import autocast
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -30,9 +31,13 @@ def _to_device(batch, device):
 
 
 def do_train(cfg, model, data_loader, data_loader_val, optimizer, scheduler, checkpointer, device,
-             checkpoint_period, test_period, arguments):
+             checkpoint_period, test_period, arguments, grad_scaler=None):
     """Train from ``arguments["epoch"]`` (and, after an interruption, from batch
-    ``arguments["iter_in_epoch"]`` of it) to SOLVER.MAX_EPOCH."""
+    ``arguments["iter_in_epoch"]`` of it) to SOLVER.MAX_EPOCH.
+
+    Inside an iteration nothing waits for the device: losses are kept on it
+    and read back (and checked for NaN) at log iterations, and distributed
+    runs agree on a pending signal at those iterations too."""
     logger = get_logger("trainer")
     max_epoch = cfg.SOLVER.MAX_EPOCH
     log_period = cfg.SOLVER.LOG_PERIOD
@@ -48,6 +53,7 @@ def do_train(cfg, model, data_loader, data_loader_val, optimizer, scheduler, che
         os.makedirs(cfg.OUTPUT_DIR, exist_ok=True)
         metrics_path = os.path.join(cfg.OUTPUT_DIR, "metrics.jsonl")
     loss_fn = unwrap(model).loss
+    amp = cfg.SOLVER.AMP
     meters = MetricLogger(window_size=log_period)
     logger.info("start training: epochs %d..%d, %d iterations per epoch%s", start_epoch, max_epoch,
                 iters_per_epoch, f" (resuming epoch {start_epoch} after iteration {skip})" if skip else "")
@@ -67,16 +73,23 @@ def do_train(cfg, model, data_loader, data_loader_val, optimizer, scheduler, che
             for it, batch in enumerate(data_loader, first + 1):
                 data_time = time.perf_counter() - tick
                 batch = _to_device(batch, device)
-                logits = model(batch["feats"], batch["queries"], batch["wordlens"])  # [B, N, N]
-                loss = loss_fn(logits, batch["moments"], batch["durations"])
+                with autocast(amp, device):
+                    logits = model(batch["feats"], batch["queries"], batch["wordlens"])  # [B, N, N]
+                loss = loss_fn(logits, batch["moments"], batch["durations"])  # float32
                 optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
+                if grad_scaler is not None and grad_scaler.is_enabled():
+                    grad_scaler.scale(loss).backward()
+                    grad_scaler.step(optimizer)
+                    grad_scaler.update()
+                else:
+                    loss.backward()
+                    optimizer.step()
                 arguments["iteration"] = arguments.get("iteration", 0) + 1
                 pending.append((arguments["iteration"], loss.detach()))
                 meters.update(data_time=data_time, iter_time=time.perf_counter() - tick)
                 timed_iters += 1
-                if it % log_period == 0 or it == iters_per_epoch:
+                log_now = it % log_period == 0 or it == iters_per_epoch
+                if log_now:
                     _flush_losses(pending, meters, epoch, checkpointer)
                     remaining = (max_epoch - epoch + 1) * iters_per_epoch - it
                     per_iter = (time.perf_counter() - timer_start) / max(timed_iters, 1)
@@ -84,7 +97,9 @@ def do_train(cfg, model, data_loader, data_loader_val, optimizer, scheduler, che
                          arguments["iteration"], remaining * per_iter)
                     if not warmed_up:  # keep warm-up (workers starting, first allocations) out of the ETA
                         warmed_up, timed_iters, timer_start = True, 0, time.perf_counter()
-                signum = interrupt.raised(device)
+                # Single process: a flag read, every iteration. Several: an
+                # all-reduce, so only where the loop syncs anyway.
+                signum = interrupt.raised(device) if (log_now or not comm.is_dist()) else 0
                 if signum and it < iters_per_epoch:
                     _flush_losses(pending, meters, epoch, checkpointer)
                     arguments["iter_in_epoch"] = it
@@ -154,7 +169,7 @@ def _log(logger, metrics_path, meters, optimizer, device, epoch, it, iters_per_e
 def _evaluate_period(cfg, model, loaders, device, epoch, metrics_path):
     for loader in loaders:
         name = loader.dataset.name
-        results = inference(model, loader, name, cfg.TEST.NMS_THRESH, device)
+        results = inference(model, loader, name, cfg.TEST.NMS_THRESH, device, amp=cfg.SOLVER.AMP)
         if metrics_path and results is not None:
             _append_jsonl(metrics_path, {"epoch": epoch, "dataset": name, **results})
     comm.synchronize()

@@ -16,6 +16,13 @@ class SentenceMapFusion(nn.Module):
 
     def encode_sentence(self, queries, wordlens):
         # queries: [B, L, E], wordlens: [B] -> [B, Hq] (output at the last real word)
+        # The LSTM is a sliver of the cost; it stays in float32 under mixed
+        # precision (CPU backends have no float16 LSTM, and it keeps the
+        # recurrence accurate).
+        with torch.autocast(queries.device.type, enabled=False):
+            return self._encode_float32(queries.to(self.fc.weight.dtype), wordlens)
+
+    def _encode_float32(self, queries, wordlens):
         if self.bidirectional:
             # Packing keeps the backward direction from reading the padding.
             packed = nn.utils.rnn.pack_padded_sequence(queries, wordlens.cpu(), batch_first=True,

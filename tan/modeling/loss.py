@@ -26,21 +26,33 @@ def iou2d(moments, durations, num_clips):
 
 
 class ScaledIoULoss(nn.Module):
-    """BCE with logits against IoU rescaled to [0, 1], averaged over valid cells."""
+    """BCE with logits against IoU rescaled to [0, 1], averaged over valid cells.
+
+    The targets are computed on the logits' device from (start, end,
+    duration), for the valid cells only, instead of being stored as an N x N
+    map per query; the cells are picked by a fixed index, which (unlike a
+    boolean mask) needs no host-device synchronisation."""
 
     def __init__(self, min_iou, max_iou, mask2d):
         super().__init__()
         self.min_iou, self.max_iou = min_iou, max_iou
+        n = mask2d.shape[-1]
+        i, j = mask2d.nonzero(as_tuple=True)
         self.register_buffer("mask2d", mask2d, persistent=False)
+        self.register_buffer("cell_index", i * n + j, persistent=False)
+        self.register_buffer("cell_bounds", torch.stack([i, j + 1], dim=1).float(), persistent=False)  # clip units
 
     def targets(self, ious):
         return ((ious - self.min_iou) / (self.max_iou - self.min_iou)).clamp(0, 1)
 
     def forward(self, logits, moments, durations):
         # logits: [B, N, N]; moments: [B, 2]; durations: [B]
-        ious = iou2d(moments.float(), durations.float(), logits.shape[-1])
-        return F.binary_cross_entropy_with_logits(logits[:, self.mask2d].float(),
-                                                  self.targets(ious)[:, self.mask2d])
+        n = logits.shape[-1]
+        unit = durations.float()[:, None, None] / n
+        candidates = self.cell_bounds[None] * unit  # [B, C, 2] seconds, as candidate_moments computes them
+        ious = temporal_iou(candidates, moments.float()[:, None, :])
+        selected = logits.flatten(1).index_select(1, self.cell_index).float()
+        return F.binary_cross_entropy_with_logits(selected, self.targets(ious))
 
 
 def build_loss(cfg, mask2d):

@@ -21,25 +21,78 @@ def build_weight_maps(mask2d, kernel_size, num_stack_layers):
     return [m[0, 0] for m in maps]
 
 
+def needed_cells(mask2d, weight_maps, kernel_size):
+    """Per conv layer, the output cells that a valid final cell depends on.
+
+    Working back from the valid cells of the last layer, a cell of layer l is
+    needed when it lies in the K x K window of a needed cell of layer l + 1
+    and its weight is non-zero (a zero weight makes the activation zero).
+    Everything else only feeds cells that the loss and the scores ignore.
+    """
+    ones = torch.ones(1, 1, kernel_size, kernel_size)
+    needed = [mask2d.cpu().bool()]
+    for weight in reversed(weight_maps[:-1]):
+        window = F.conv_transpose2d(needed[0].float()[None, None], ones)[0, 0] > 0
+        needed.insert(0, window & (weight.cpu() > 0))
+    return needed
+
+
+def strip_plan(needed, strip_rows):
+    """Cover a layer's needed cells by row strips, each with the column range it needs."""
+    plan = []
+    size = needed.shape[0]
+    for r0 in range(0, size, strip_rows):
+        r1 = min(r0 + strip_rows, size)
+        cols = needed[r0:r1].any(dim=0).nonzero().flatten()
+        if len(cols):
+            plan.append((r0, r1, int(cols.min()), int(cols.max()) + 1))
+    return plan
+
+
 class ProposalConv(nn.Module):
-    def __init__(self, input_size, hidden_size, kernel_size, num_stack_layers, mask2d):
+    """``strip_rows`` > 0 computes each conv only on row strips that cover the
+    cells the valid outputs depend on (about half of the dense work for the
+    reference settings). The valid cells' logits and all gradients are those of
+    the dense stack (up to the order of float sums); other cells of the
+    returned logits are not meaningful, as in the reference they are masked."""
+
+    def __init__(self, input_size, hidden_size, kernel_size, num_stack_layers, mask2d, strip_rows=0):
         super().__init__()
-        padding = (kernel_size - 1) * num_stack_layers // 2
-        convs = [nn.Conv2d(input_size, hidden_size, kernel_size, padding=padding)]
+        self.padding = (kernel_size - 1) * num_stack_layers // 2
+        self.kernel_size = kernel_size
+        convs = [nn.Conv2d(input_size, hidden_size, kernel_size, padding=self.padding)]
         convs += [nn.Conv2d(hidden_size, hidden_size, kernel_size) for _ in range(num_stack_layers - 1)]
         self.convs = nn.ModuleList(convs)
         self.pred = nn.Conv2d(hidden_size, 1, 1)
-        for index, weight in enumerate(build_weight_maps(mask2d, kernel_size, num_stack_layers)):
+        weight_maps = build_weight_maps(mask2d, kernel_size, num_stack_layers)
+        for index, weight in enumerate(weight_maps):
             self.register_buffer(f"weight_map_{index}", weight, persistent=False)
+        self.plans = None
+        if strip_rows > 0:
+            self.plans = [strip_plan(n, strip_rows) for n in needed_cells(mask2d, weight_maps, kernel_size)]
+
+    def _strip_conv(self, conv, x, plan, size):
+        out = x.new_zeros(x.shape[0], conv.out_channels, size, size)
+        k = self.kernel_size
+        for r0, r1, c0, c1 in plan:
+            out[:, :, r0:r1, c0:c1] = F.conv2d(x[:, :, r0:r1 + k - 1, c0:c1 + k - 1], conv.weight, conv.bias)
+        return out
 
     def forward(self, x):
         # x: [B, H, N, N]
+        if self.plans is not None:
+            x = F.pad(x, [self.padding] * 4)
         for index, conv in enumerate(self.convs):
-            x = conv(x).relu() * getattr(self, f"weight_map_{index}")
+            weight = getattr(self, f"weight_map_{index}")
+            if self.plans is None:
+                x = conv(x)
+            else:
+                x = self._strip_conv(conv, x, self.plans[index], weight.shape[-1])
+            x = x.relu() * weight
         return self.pred(x).squeeze(1)  # [B, N, N], batch kept for B = 1
 
 
 def build_predictor(cfg, mask2d):
     tan = cfg.MODEL.TAN
     return ProposalConv(tan.FEATPOOL.HIDDEN_SIZE, tan.PREDICTOR.HIDDEN_SIZE, tan.PREDICTOR.KERNEL_SIZE,
-                        tan.PREDICTOR.NUM_STACK_LAYERS, mask2d)
+                        tan.PREDICTOR.NUM_STACK_LAYERS, mask2d, tan.PREDICTOR.STRIP_ROWS)

@@ -65,7 +65,10 @@ def read_checkpoint(path):
 
 
 class Checkpointer:
-    def __init__(self, model, optimizer=None, scheduler=None, save_dir="", save_to_disk=True):
+    def __init__(self, model, optimizer=None, scheduler=None, save_dir="", save_to_disk=True, extra=None):
+        """``extra``: more {name: object with state_dict()} saved and restored with the
+        optimizer (the fp16 gradient scaler)."""
+        self.extra = dict(extra or {})
         self.model = model.module if hasattr(model, "module") else model
         self.optimizer = optimizer
         self.scheduler = scheduler
@@ -81,6 +84,8 @@ class Checkpointer:
             data["optimizer"] = self.optimizer.state_dict()
         if self.scheduler is not None:
             data["scheduler"] = self.scheduler.state_dict()
+        for key, obj in self.extra.items():
+            data[key] = obj.state_dict()
         data.update(arguments)
         path = os.path.join(self.save_dir, f"{name}.pth")
         try:
@@ -152,7 +157,11 @@ class Checkpointer:
                 self.optimizer.load_state_dict(checkpoint["optimizer"])
             if self.scheduler is not None and "scheduler" in checkpoint:
                 self.scheduler.load_state_dict(checkpoint["scheduler"])
-            return {k: v for k, v in checkpoint.items() if k not in ("model", "optimizer", "scheduler")}
+            for key, obj in self.extra.items():
+                if key in checkpoint:
+                    obj.load_state_dict(checkpoint[key])
+            skip = {"model", "optimizer", "scheduler", *self.extra}
+            return {k: v for k, v in checkpoint.items() if k not in skip}
         if weight:
             self.logger.info("loading model weights from %s (MODEL.WEIGHT)", weight)
             checkpoint = read_checkpoint(weight)

@@ -1,0 +1,119 @@
+"""A baseline written the way the reference re-implementation computes
+things (MODEL.md 2.2, 3, 4), for side-by-side benchmarks and equivalence tests.
+
+It has the same parameters as ``TAN`` (a state dict loads into either), but:
+the 2D map is filled by a chain of 1D max-pools and one slice assignment per
+offset; the loss reads a stored N x N IoU map per query and picks the valid
+cells with a boolean mask; evaluation sorts every candidate and runs the full
+greedy NMS in a Python loop, one query at a time. Nothing here is used by
+training or testing.
+"""
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..modeling.feat2d import build_mask2d
+from ..modeling.featpool import build_featpool
+from ..modeling.integrator import build_integrator
+from ..modeling.loss import iou2d, temporal_iou
+from ..modeling.predictor import build_predictor
+
+
+class PoolChainMap2D(nn.Module):
+    """Cell (i, i + offset) from iterated max-pools: stride 1 pools for the
+    first group, then per later group one (3, 2) pool and (2, 1) pools."""
+
+    def __init__(self, num_clips, pooling_counts):
+        super().__init__()
+        self.num_clips = num_clips
+        pools, cells = [], []
+        stride, offset = 1, 0
+        for group, count in enumerate(pooling_counts):
+            for step in range(count):
+                first_of_later_group = group > 0 and step == 0
+                pools.append(nn.MaxPool1d(3, 2) if first_of_later_group else nn.MaxPool1d(2, 1))
+                offset += stride
+                starts = list(range(0, num_clips - offset, stride))
+                cells.append((starts, [s + offset for s in starts]))
+            stride *= 2
+        self.pools = nn.ModuleList(pools)
+        self.cells = cells
+        self.register_buffer("mask2d", build_mask2d(num_clips, pooling_counts), persistent=False)
+
+    def forward(self, x):
+        b, h, n = x.shape
+        map2d = x.new_zeros(b, h, n, n)
+        map2d[:, :, range(n), range(n)] = x
+        for pool, (rows, cols) in zip(self.pools, self.cells):
+            x = pool(x)
+            map2d[:, :, rows, cols] = x[..., : len(rows)]
+        return map2d
+
+
+class ReferenceTAN(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        tan = cfg.MODEL.TAN
+        self.featpool = build_featpool(cfg)
+        self.feat2d = PoolChainMap2D(tan.NUM_CLIPS, tan.FEAT2D.POOLING_COUNTS)
+        self.integrator = build_integrator(cfg)
+        self.predictor = build_predictor(cfg, self.feat2d.mask2d)
+        self.min_iou, self.max_iou = tan.LOSS.MIN_IOU, tan.LOSS.MAX_IOU
+
+    @property
+    def mask2d(self):
+        return self.feat2d.mask2d
+
+    def forward(self, feats, queries, wordlens):
+        map2d = self.feat2d(self.featpool(feats))
+        return self.predictor(self.integrator(queries, wordlens, map2d))
+
+    def loss(self, logits, stored_iou2d):
+        """BCE against a precomputed [B, N, N] IoU map, masked with a bool index."""
+        target = ((stored_iou2d - self.min_iou) / (self.max_iou - self.min_iou)).clamp(0, 1)
+        return F.binary_cross_entropy_with_logits(logits[:, self.mask2d], target[:, self.mask2d])
+
+    def scores(self, logits):
+        return torch.sigmoid(logits) * self.mask2d
+
+
+def stored_iou2d(moments, durations, num_clips):
+    """What the reference's dataset keeps per query: the [N, N] IoU map, built on the CPU."""
+    return iou2d(moments.float().cpu(), durations.float().cpu(), num_clips)
+
+
+def greedy_nms_one_query(scores, duration, nms_thresh, topk=5):
+    """MODEL.md 4 literally: every candidate sorted, full greedy NMS, first ``topk`` kept."""
+    n = scores.shape[0]
+    i, j = scores.nonzero(as_tuple=True)
+    values = scores[i, j]
+    order = torch.sort(values, descending=True, stable=True).indices
+    moments = torch.stack([i, j + 1], dim=1)[order].float()  # clip units
+    suppressed = torch.zeros(len(order), dtype=torch.bool)
+    kept = []
+    for c in range(len(order)):
+        if suppressed[c]:
+            continue
+        kept.append(c)
+        suppressed[c + 1:] |= temporal_iou(moments[c + 1:], moments[c][None]) > nms_thresh
+    kept = torch.tensor(kept[:topk], dtype=torch.long)
+    return moments[kept] * (float(duration) / n), values[order][kept]
+
+
+def reference_evaluate(scores, durations, gt_moments, nms_thresh, topk=5):
+    """Per-query loop over greedy NMS, then R@k,IoU@m and mIoU (percent)."""
+    from ..engine.evaluation import IOU_THRESHOLDS, RECALL_AT
+    hits = {(k, m): 0 for k in RECALL_AT for m in IOU_THRESHOLDS}
+    miou = 0.0
+    for q in range(scores.shape[0]):
+        moments, _ = greedy_nms_one_query(scores[q], durations[q], nms_thresh, topk)
+        ious = temporal_iou(moments, gt_moments[q][None]) if len(moments) else torch.zeros(0)
+        miou += float(ious[0]) if len(ious) else 0.0
+        for k in RECALL_AT:
+            best = float(ious[:k].max()) if len(ious) else 0.0
+            for m in IOU_THRESHOLDS:
+                hits[(k, m)] += best > m
+    q = scores.shape[0]
+    results = {f"R@{k},IoU@{m}": 100.0 * hits[(k, m)] / q for k, m in hits}
+    results["mIoU"] = 100.0 * miou / q
+    return results
