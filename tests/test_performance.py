@@ -117,7 +117,10 @@ def test_mixed_precision_training_steps_run_on_cpu_and_learn(amp):
     for _ in range(12):
         with autocast(amp, device):
             logits = model(feats, queries, wordlens)
-        assert logits.dtype == {"bf16": torch.bfloat16, "fp16": torch.float16}[amp]
+            # the convolutions run in the low precision, the scoring conv in float32
+            assert model.predictor.convs[0](torch.zeros(1, 8, 16, 16)).dtype == {"bf16": torch.bfloat16,
+                                                                                  "fp16": torch.float16}[amp]
+        assert logits.dtype == torch.float32
         loss = model.loss(logits, moments, durations)
         assert loss.dtype == torch.float32
         optimizer.zero_grad()

@@ -16,7 +16,7 @@ from ..modeling.feat2d import build_mask2d
 from ..modeling.featpool import build_featpool
 from ..modeling.integrator import build_integrator
 from ..modeling.loss import iou2d, temporal_iou
-from ..modeling.predictor import build_predictor
+from ..modeling.predictor import ProposalConv
 
 
 class PoolChainMap2D(nn.Module):
@@ -57,7 +57,9 @@ class ReferenceTAN(nn.Module):
         self.featpool = build_featpool(cfg)
         self.feat2d = PoolChainMap2D(tan.NUM_CLIPS, tan.FEAT2D.POOLING_COUNTS)
         self.integrator = build_integrator(cfg)
-        self.predictor = build_predictor(cfg, self.feat2d.mask2d)
+        # the dense stack of the reference, whatever PREDICTOR.STRIP_ROWS says
+        self.predictor = ProposalConv(tan.FEATPOOL.HIDDEN_SIZE, tan.PREDICTOR.HIDDEN_SIZE, tan.PREDICTOR.KERNEL_SIZE,
+                                      tan.PREDICTOR.NUM_STACK_LAYERS, self.feat2d.mask2d)
         self.min_iou, self.max_iou = tan.LOSS.MIN_IOU, tan.LOSS.MAX_IOU
 
     @property

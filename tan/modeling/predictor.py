@@ -89,7 +89,10 @@ class ProposalConv(nn.Module):
             else:
                 x = self._strip_conv(conv, x, self.plans[index], weight.shape[-1])
             x = x.relu() * weight
-        return self.pred(x).squeeze(1)  # [B, N, N], batch kept for B = 1
+        # The 1 x 1 scoring conv runs in float32 under mixed precision: bf16
+        # logits (8 significant bits) would tie many candidates and blur the ranking.
+        with torch.autocast(x.device.type, enabled=False):
+            return self.pred(x.to(self.pred.weight.dtype)).squeeze(1)  # [B, N, N], batch kept for B = 1
 
 
 def build_predictor(cfg, mask2d):

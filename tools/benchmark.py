@@ -1,0 +1,201 @@
+#!/usr/bin/env python
+"""Measure training and inference speed, peak memory, the predictor's achieved
+TFLOP/s, evaluation time per query and data-loading throughput, for our
+implementation and (side by side) a baseline computed the reference's way.
+
+Inputs are random tensors of the config's real shapes, so no dataset is
+needed; data loading is measured only when the config's training data is on
+disk. KEY VALUE overrides (SOLVER.AMP bf16, SOLVER.COMPILE True, ...) apply to
+our implementation; the baseline always runs float32 with torch's defaults
+(cuDNN's TF32 convolutions, no autotuning), as the reference does.
+
+Examples:
+  python tools/benchmark.py --config-file configs/2dtan_128x128_pool_k5l8_tacos.yaml --device cuda SOLVER.AMP bf16
+  python tools/benchmark.py --preset cpu-small --device cpu --json small.json
+  python tools/benchmark.py --config-file configs/2dtan_64x64_pool_k9l4_activitynet.yaml --only eval
+  python tools/benchmark.py --preset cpu-small --device cpu --impl ours --only train,inference SOLVER.AMP bf16
+"""
+import argparse
+import json
+import os
+import platform
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import torch  # noqa: E402
+
+from tan.benchmark import workloads as W  # noqa: E402
+from tan.config import load_config  # noqa: E402
+from tan.engine.precision import configure_backends  # noqa: E402
+from tan.errors import TanError  # noqa: E402
+from tan.utils.io import atomic_write_text  # noqa: E402
+
+TACOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "2dtan_128x128_pool_k5l8_tacos.yaml")
+PRESETS = {
+    # The small CPU setting of issue 6: N 32, hidden 128, K 5, 4 layers.
+    "cpu-small": ["MODEL.TAN.NUM_CLIPS", "32", "MODEL.TAN.FEAT2D.POOLING_COUNTS", "[15, 8]",
+                  "INPUT.NUM_PRE_CLIPS", "64", "MODEL.TAN.FEATPOOL.KERNEL_SIZE", "2",
+                  "MODEL.TAN.FEATPOOL.INPUT_SIZE", "500", "MODEL.TAN.FEATPOOL.HIDDEN_SIZE", "128",
+                  "MODEL.TAN.INTEGRATOR.QUERY_HIDDEN_SIZE", "128", "MODEL.TAN.PREDICTOR.HIDDEN_SIZE", "128",
+                  "MODEL.TAN.PREDICTOR.KERNEL_SIZE", "5", "MODEL.TAN.PREDICTOR.NUM_STACK_LAYERS", "4"],
+}
+WORKLOADS = ("train", "inference", "predictor", "eval", "data")
+
+
+def _workloads(text):
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    unknown = [x for x in names if x not in WORKLOADS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown workload(s) {unknown or text!r}; choose from {','.join(WORKLOADS)}")
+    return names
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config-file", default=TACOS, metavar="FILE",
+                        help="config whose shapes are measured (default: the TACoS reference setting)")
+    parser.add_argument("--preset", choices=sorted(PRESETS), help="overrides applied before KEY VALUE ones")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                        help="cpu, cuda or cuda:N (default: cuda when present)")
+    parser.add_argument("--impl", choices=("both", "ours", "reference"), default="both",
+                        help="which implementation(s) to measure (default: both, side by side)")
+    parser.add_argument("--batch", type=int, default=None, help="batch size (default: SOLVER.BATCH_SIZE)")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per workload (default 10)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
+    parser.add_argument("--only", type=_workloads, default=list(WORKLOADS), metavar="LIST",
+                        help=f"comma-separated workloads to measure, of {','.join(WORKLOADS)} (default: all)")
+    parser.add_argument("--eval-queries", type=int, default=4001,
+                        help="queries of the evaluation workload (default 4001, the TACoS test split)")
+    parser.add_argument("--reference-eval-queries", type=int, default=200,
+                        help="queries for the baseline's per-query loop (it is slow; the figure is per query)")
+    parser.add_argument("--data-batches", type=int, default=50, help="batches read for the data-loading figure")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH ('-' for stdout)")
+    parser.add_argument("opts", nargs=argparse.REMAINDER, metavar="KEY VALUE", help="config overrides")
+    return parser.parse_args(argv)
+
+
+def measure(cfg, impl, device, args):
+    batch_size = args.batch or cfg.SOLVER.BATCH_SIZE
+    timer = W.Timer(device, args.warmup, args.steps)
+    out = {}
+    if impl == "reference" and device.type == "cuda":
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.allow_tf32 = True
+        torch.backends.cuda.matmul.allow_tf32 = False
+    elif impl == "ours":
+        configure_backends(cfg, device)
+    need_model = {"train", "inference", "predictor"} & set(args.only)
+    model = W.build(cfg, impl, device) if need_model else None
+    batch = W.random_batch(cfg, batch_size, device)
+    if "train" in args.only:
+        seconds = timer(W.train_step_fn(cfg, impl, model, batch, device))
+        out["train_samples_per_s"] = batch_size / seconds
+        out["train_peak_memory_gb"] = W.peak_memory_gb(device)
+        model = W.build(cfg, impl, device)  # fresh weights for the next workloads
+    if "inference" in args.only:
+        seconds = timer(W.inference_step_fn(cfg, impl, model, batch, device))
+        out["inference_samples_per_s"] = batch_size / seconds
+        out["inference_peak_memory_gb"] = W.peak_memory_gb(device)
+    if "predictor" in args.only:
+        model.train()
+        seconds = timer(W.predictor_step_fn(cfg, impl, model, batch_size, device))
+        dense, computed = W.predictor_flops(cfg if impl == "ours" else _dense(cfg))
+        out["predictor_train_samples_per_s"] = batch_size / seconds
+        out["predictor_dense_tflop_per_sample"] = 3 * dense / 1e12  # forward + backward
+        out["predictor_achieved_tflops"] = 3 * computed * batch_size / seconds / 1e12
+        out["predictor_dense_equivalent_tflops"] = 3 * dense * batch_size / seconds / 1e12
+    del model
+    if "eval" in args.only:
+        queries = args.reference_eval_queries if impl == "reference" else args.eval_queries
+        per_query, _ = W.time_evaluation(cfg, impl, queries, device)
+        out["eval_ms_per_query"] = per_query * 1e3
+        out["eval_seconds_total"] = per_query * args.eval_queries
+    if "data" in args.only and impl == "ours":
+        try:
+            from tan.data import check_data_files
+            check_data_files(cfg)
+            out["data_samples_per_s"] = W.time_data_loading(cfg, args.data_batches)
+        except TanError as e:
+            out["data_samples_per_s"] = None
+            out["data_skipped"] = str(e).splitlines()[0]
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return out
+
+
+def _dense(cfg):
+    cfg = cfg.clone()
+    cfg.defrost()
+    cfg.MODEL.TAN.PREDICTOR.STRIP_ROWS = 0
+    return cfg
+
+
+def describe_machine(device):
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
+
+
+ROWS = [("train_samples_per_s", "train samples/s", "{:.1f}"), ("train_peak_memory_gb", "train peak memory GB", "{:.2f}"),
+        ("inference_samples_per_s", "inference samples/s", "{:.1f}"),
+        ("inference_peak_memory_gb", "inference peak memory GB", "{:.2f}"),
+        ("predictor_train_samples_per_s", "predictor fwd+bwd samples/s", "{:.1f}"),
+        ("predictor_achieved_tflops", "predictor achieved TFLOP/s", "{:.2f}"),
+        ("predictor_dense_equivalent_tflops", "predictor dense-equivalent TFLOP/s", "{:.2f}"),
+        ("eval_ms_per_query", "evaluation ms/query", "{:.4f}"),
+        ("eval_seconds_total", "evaluation s for all queries", "{:.3f}"),
+        ("data_samples_per_s", "data loading samples/s", "{:.1f}")]
+
+
+def format_report(report):
+    impls = list(report["results"])
+    lines = [f"device: {report['device']} ({report['machine']}), torch {report['torch']}, batch {report['batch']}, "
+             f"AMP {report['amp']}, strip rows {report['strip_rows']}, compile {report['compile']}",
+             f"{'':38}" + "".join(f"{name:>14}" for name in impls) + ("      speed-up" if len(impls) == 2 else "")]
+    for key, label, fmt in ROWS:
+        values = [report["results"][i].get(key) for i in impls]
+        if all(v is None for v in values):
+            continue
+        cells = "".join(f"{(fmt.format(v) if v is not None else '-'):>14}" for v in values)
+        ratio = ""
+        if len(impls) == 2 and None not in values and values[1]:
+            lower_is_better = "memory" in key or "eval_" in key
+            r = values[1] / values[0] if lower_is_better else values[0] / values[1]
+            ratio = f"{r:>13.2f}x"
+        lines.append(f"{label:38}{cells}{ratio}")
+    if "eval_seconds_total" in report["results"].get(impls[0], {}):
+        lines.append(f"(evaluation: {report['eval_queries']} queries; the baseline's per-query loop is timed on "
+                     f"{report['reference_eval_queries']} and scaled)")
+    skipped = report["results"].get("ours", {}).get("data_skipped")
+    if skipped:
+        lines.append(f"data loading not measured: {skipped}")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    opts = list(PRESETS.get(args.preset, [])) + list(args.opts)
+    cfg = load_config(args.config_file, opts)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: CUDA is not available on this machine")
+    impls = ["ours", "reference"] if args.impl == "both" else [args.impl]
+    report = {"config": os.path.relpath(args.config_file), "preset": args.preset, "overrides": list(args.opts),
+              "device": str(device), "machine": describe_machine(device), "torch": torch.__version__,
+              "batch": args.batch or cfg.SOLVER.BATCH_SIZE, "amp": cfg.SOLVER.AMP,
+              "strip_rows": cfg.MODEL.TAN.PREDICTOR.STRIP_ROWS, "compile": cfg.SOLVER.COMPILE,
+              "channels_last": cfg.MODEL.CHANNELS_LAST, "steps": args.steps, "eval_queries": args.eval_queries,
+              "reference_eval_queries": args.reference_eval_queries, "results": {}}
+    for impl in impls:
+        report["results"][impl] = measure(cfg, impl, device, args)
+        print(f"measured {impl}", file=sys.stderr, flush=True)
+    print(format_report(report))
+    if args.json == "-":
+        print(json.dumps(report, indent=2))
+    elif args.json:
+        atomic_write_text(args.json, json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
