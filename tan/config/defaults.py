@@ -149,6 +149,10 @@ _C.TEST = CN()
 _C.TEST.BATCH_SIZE = 64
 # Greedy NMS: drop a candidate whose temporal IoU with a kept one is above this.
 _C.TEST.NMS_THRESH = 0.4
+# (tan) Metric that picks the best epoch on the validation datasets (the first
+# of DATASETS.VAL, or of DATASETS.TEST when VAL is empty), saved as
+# OUTPUT_DIR/model_best.pth: one of R@{1,5},IoU@{0.1,0.3,0.5,0.7} or mIoU.
+_C.TEST.BEST_METRIC = "R@1,IoU@0.5"
 
 # ---------------------------------------------------------------------------
 # Distributed (tan)
@@ -173,5 +177,8 @@ _C.TF32 = True
 # ---------------------------------------------------------------------------
 # Folder for logs, config.yml, metrics, checkpoints and results.
 _C.OUTPUT_DIR = "outputs/default"
+# (tan) Write training and validation scalars for TensorBoard to
+# OUTPUT_DIR/tensorboard (needs the tensorboard package).
+_C.TENSORBOARD = False
 # (tan) Seed of Python, NumPy and torch random generators (model init, shuffle).
 _C.SEED = 0

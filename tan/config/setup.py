@@ -166,6 +166,9 @@ def validate_config(cfg):
         need(all(isinstance(x, str) and x for x in names), f"DATASETS.{key}",
              f"expected a list of dataset names, got {names!r}")
 
+    from ..engine.evaluation import metric_names
+    need(cfg.TEST.BEST_METRIC in metric_names(), "TEST.BEST_METRIC",
+         f"expected one of {', '.join(metric_names())}; got {cfg.TEST.BEST_METRIC!r}")
     need(cfg.SOLVER.AMP in ("off", "fp16", "bf16"), "SOLVER.AMP",
          f"expected 'off', 'fp16' or 'bf16', got {cfg.SOLVER.AMP!r}")
     device = cfg.MODEL.DEVICE

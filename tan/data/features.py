@@ -5,6 +5,7 @@ import h5py
 import numpy as np
 
 from ..errors import TanError
+from ..utils.progress import progress
 
 
 def l2_normalize_rows(feats, eps=1e-12):
@@ -65,7 +66,9 @@ class FeatureFile:
 
     def nonfinite(self, videos):
         """The videos whose features hold NaN or infinite values (one pass over them)."""
-        return {v for v in videos if not np.isfinite(self._node(v)[()]).all()}
+        videos = list(videos)
+        checked = progress(videos, total=len(videos), desc=f"checking {os.path.basename(self.path)}", unit="video")
+        return {v for v in checked if not np.isfinite(self._node(v)[()]).all()}
 
     def read(self, video):
         return np.asarray(self._node(video)[()], dtype=np.float32)

@@ -7,6 +7,7 @@ import re
 import numpy as np
 
 from ..errors import TanError
+from ..utils.progress import progress
 from ..utils.io import atomic_write_bytes
 from ..utils.logger import get_logger
 
@@ -33,7 +34,8 @@ def read_word_vectors(path, vocab, dim):
         )
     vectors = {}
     with open(path, encoding="utf-8", errors="replace") as f:
-        for line_no, line in enumerate(f, 1):
+        lines = progress(f, desc=f"reading {os.path.basename(path)}", unit=" lines")
+        for line_no, line in enumerate(lines, 1):
             fields = line.rstrip("\n").rstrip(" ").split(" ")
             if len(fields) <= dim:
                 if line.strip():

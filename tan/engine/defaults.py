@@ -11,10 +11,11 @@ import torch
 
 from ..config import load_config, save_config
 from ..data import check_data_files
-from .precision import configure_backends
 from ..errors import TanError
 from ..utils import comm
+from ..utils.events import check_tensorboard
 from ..utils.logger import get_logger, setup_logger
+from .precision import configure_backends
 from .interrupt import TrainingInterrupted
 from .trainer import NonFiniteLossError
 
@@ -122,6 +123,7 @@ def default_setup(args, save=True):
     # mistakes fail fast on every rank and leave earlier outputs untouched.
     cfg = load_config(args.config_file, args.opts)
     check_data_files(cfg)
+    check_tensorboard(cfg)
     distributed = _init_distributed(local_rank, cfg)
     device = resolve_device(cfg.MODEL.DEVICE, local_rank)
     if cfg.SOLVER.AMP == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():

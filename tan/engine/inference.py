@@ -8,7 +8,9 @@ import torch
 from ..utils import comm
 from ..utils.io import atomic_write_text
 from ..utils.logger import get_logger
+from ..utils.progress import progress
 from .precision import autocast
+from ..modeling.loss import temporal_iou
 from .evaluation import evaluate_moments, format_table, top_moments
 
 
@@ -30,7 +32,7 @@ def compute_predictions(model, data_loader, device, nms_thresh, topk=5, amp="off
     model.eval()
     core = unwrap(model)
     outputs = {}
-    for batch in data_loader:
+    for batch in progress(data_loader, total=len(data_loader), desc="evaluating", unit="batch"):
         with autocast(amp, device):
             logits = model(batch["feats"].to(device, non_blocking=True),
                            batch["queries"].to(device, non_blocking=True), batch["wordlens"])
@@ -74,4 +76,26 @@ def inference(model, data_loader, dataset_name, nms_thresh, device, output_folde
         record["checkpoint"] = checkpoint or ""
         record["num_queries"] = len(order)
         atomic_write_text(os.path.join(output_folder, "metrics.json"), json.dumps(record, indent=2) + "\n")
+        write_predictions(os.path.join(output_folder, "predictions.jsonl"), dataset, predictions, gt)
     return results
+
+
+def write_predictions(path, dataset, predictions, gt):
+    """One JSON line per query: video, sentence, duration, ground truth, and the
+    kept top moments (seconds) with their scores and IoU with the ground truth."""
+    lines = []
+    for index in sorted(predictions):
+        moments, filled, scores = predictions[index]
+        moments, scores = moments[filled], scores[filled]
+        ious = temporal_iou(moments, gt[index][None]) if len(moments) else torch.zeros(0)
+        lines.append(json.dumps({
+            "index": index,
+            "video": dataset.videos[dataset.video_ids[index]],
+            "sentence": dataset.sentences[index],
+            "duration": round(float(dataset.durations[index]), 4),
+            "gt": [round(float(x), 4) for x in gt[index]],
+            "moments": [[round(float(a), 4), round(float(b), 4)] for a, b in moments.tolist()],
+            "scores": [round(float(x), 6) for x in scores.tolist()],
+            "ious": [round(float(x), 4) for x in ious.tolist()],
+        }))
+    atomic_write_text(path, "\n".join(lines) + "\n")

@@ -8,9 +8,9 @@ from ..data import make_data_loader
 from ..modeling import build_model
 from ..solver import build_lr_scheduler, build_optimizer
 from ..utils import comm
-from ..utils.checkpoint import FINAL, Checkpointer, load_model_weights, model_state_from, read_checkpoint
+from ..utils.checkpoint import BEST, FINAL, Checkpointer, load_model_weights, model_state_from, read_checkpoint
 from ..utils.logger import get_logger
-from .inference import inference
+from .inference import inference, unwrap
 from .precision import make_grad_scaler, maybe_compile, prepare_model
 from .trainer import do_train
 
@@ -53,13 +53,34 @@ def train(cfg, device, distributed):
     return model, final
 
 
-def run_test(cfg, model, device, distributed, checkpoint=""):
-    """Evaluate on every dataset of DATASETS.TEST; results under OUTPUT_DIR/inference/{name}/."""
+def run_test(cfg, model, device, distributed, checkpoint="", folder_name="inference"):
+    """Evaluate on every dataset of DATASETS.TEST; results under OUTPUT_DIR/{folder_name}/{name}/."""
     results = {}
     for loader in make_data_loader(cfg, is_train=False, is_distributed=distributed):
         name = loader.dataset.name
-        folder = os.path.join(cfg.OUTPUT_DIR, "inference", name) if comm.is_main_process() else None
+        folder = os.path.join(cfg.OUTPUT_DIR, folder_name, name) if comm.is_main_process() else None
         results[name] = inference(model, loader, name, cfg.TEST.NMS_THRESH, device, folder, checkpoint,
                                   amp=cfg.SOLVER.AMP)
         comm.synchronize()
+    return results
+
+
+def test_final_and_best(cfg, model, device, distributed, checkpoint):
+    """Test the final model, then model_best.pth when training kept one; logs both side by side."""
+    logger = get_logger("test")
+    results = {"final": run_test(cfg, model, device, distributed, checkpoint)}
+    best_path = os.path.join(cfg.OUTPUT_DIR, BEST)
+    if not os.path.isfile(best_path):
+        return results
+    best_checkpoint = read_checkpoint(best_path)
+    load_model_weights(unwrap(model), model_state_from(best_checkpoint, best_path), best_path)
+    info = best_checkpoint.get("best", {})
+    logger.info("testing the best model: epoch %s, %s %.2f on %s", info.get("epoch", "?"), info.get("metric", "?"),
+                info.get("value", float("nan")), info.get("dataset", "?"))
+    results["best"] = run_test(cfg, model, device, distributed, best_path, folder_name="inference_best")
+    if comm.is_main_process():
+        metric = cfg.TEST.BEST_METRIC
+        for name in results["final"]:
+            logger.info("%s on %s: final model %.2f, best model (epoch %s) %.2f", metric, name,
+                        results["final"][name][metric], info.get("epoch", "?"), results["best"][name][metric])
     return results

@@ -9,6 +9,9 @@ import time
 import torch
 
 from ..utils import comm
+from ..utils.checkpoint import BEST, read_checkpoint
+from ..utils.events import ScalarWriter
+from ..utils.progress import progress
 from ..utils.logger import get_logger
 from ..utils.metric_logger import MetricLogger
 from ..utils.rng import capture_rng_state, restore_rng_state
@@ -55,6 +58,8 @@ def do_train(cfg, model, data_loader, data_loader_val, optimizer, scheduler, che
     loss_fn = unwrap(model).loss
     amp = cfg.SOLVER.AMP
     meters = MetricLogger(window_size=log_period)
+    events = ScalarWriter(cfg, comm.is_main_process())
+    _recover_best(cfg, arguments, logger)
     logger.info("start training: epochs %d..%d, %d iterations per epoch%s", start_epoch, max_epoch,
                 iters_per_epoch, f" (resuming epoch {start_epoch} after iteration {skip})" if skip else "")
 
@@ -70,7 +75,8 @@ def do_train(cfg, model, data_loader, data_loader_val, optimizer, scheduler, che
             first = skip if epoch == start_epoch else 0
             data_loader.sampler.set_epoch(epoch, start=first * data_loader.batch_size)
             tick = time.perf_counter()
-            for it, batch in enumerate(data_loader, first + 1):
+            batches = progress(data_loader, total=iters_per_epoch, initial=first, desc=f"epoch {epoch}/{max_epoch}")
+            for it, batch in enumerate(batches, first + 1):
                 data_time = time.perf_counter() - tick
                 batch = _to_device(batch, device)
                 with autocast(amp, device):
@@ -93,8 +99,10 @@ def do_train(cfg, model, data_loader, data_loader_val, optimizer, scheduler, che
                     _flush_losses(pending, meters, epoch, checkpointer)
                     remaining = (max_epoch - epoch + 1) * iters_per_epoch - it
                     per_iter = (time.perf_counter() - timer_start) / max(timed_iters, 1)
-                    _log(logger, metrics_path, meters, optimizer, device, epoch, it, iters_per_epoch,
-                         arguments["iteration"], remaining * per_iter)
+                    record = _log(logger, metrics_path, meters, optimizer, device, epoch, it, iters_per_epoch,
+                                  arguments["iteration"], remaining * per_iter)
+                    events.scalars({k: record[k] for k in ("loss", "lr", "time", "data_time")},
+                                   arguments["iteration"], "train/")
                     if not warmed_up:  # keep warm-up (workers starting, first allocations) out of the ETA
                         warmed_up, timed_iters, timer_start = True, 0, time.perf_counter()
                 # Single process: a flag read, every iteration. Several: an
@@ -109,6 +117,8 @@ def do_train(cfg, model, data_loader, data_loader_val, optimizer, scheduler, che
                 tick = time.perf_counter()
                 if it == iters_per_epoch:
                     break
+            if hasattr(batches, "close"):
+                batches.close()
 
             scheduler.step()
             arguments["epoch"] = epoch + 1
@@ -116,14 +126,19 @@ def do_train(cfg, model, data_loader, data_loader_val, optimizer, scheduler, che
             if checkpoint_period and epoch % checkpoint_period == 0:
                 save(f"model_{epoch}e")
             if data_loader_val and test_period and epoch % test_period == 0:
-                _evaluate_period(cfg, model, data_loader_val, device, epoch, metrics_path)
+                results = _evaluate_period(cfg, model, data_loader_val, device, epoch, metrics_path)
                 model.train()
+                if results:
+                    for name, values in results.items():
+                        events.scalars(values, epoch, f"val/{name}/")
+                    _update_best(cfg, results, epoch, arguments, checkpointer, logger)
             signum = interrupt.raised(device)
             if signum and epoch < max_epoch:
                 if not (checkpoint_period and epoch % checkpoint_period == 0):
                     save(f"model_{epoch}e")
                 raise TrainingInterrupted(signum, checkpointer.last_checkpoint(), epoch, iters_per_epoch)
     save("model_final")
+    events.close()
     total = time.perf_counter() - run_start
     logger.info("training finished in %s", datetime.timedelta(seconds=int(total)))
     return model
@@ -164,12 +179,50 @@ def _log(logger, metrics_path, meters, optimizer, device, epoch, it, iters_per_e
                 record["lr"], record["time"], record["data_time"], memory)
     if metrics_path:
         _append_jsonl(metrics_path, record)
+    return record
 
 
 def _evaluate_period(cfg, model, loaders, device, epoch, metrics_path):
+    """{dataset: metrics} on rank 0 (in loader order), None on the others."""
+    all_results = {}
     for loader in loaders:
         name = loader.dataset.name
         results = inference(model, loader, name, cfg.TEST.NMS_THRESH, device, amp=cfg.SOLVER.AMP)
-        if metrics_path and results is not None:
-            _append_jsonl(metrics_path, {"epoch": epoch, "dataset": name, **results})
+        if results is not None:
+            all_results[name] = results
+            if metrics_path:
+                _append_jsonl(metrics_path, {"epoch": epoch, "dataset": name, **results})
     comm.synchronize()
+    return all_results or None
+
+
+def _recover_best(cfg, arguments, logger):
+    """After a resume, the best so far is what model_best.pth says (it may be newer
+    than the checkpoint resumed from, which was saved before that evaluation)."""
+    path = os.path.join(cfg.OUTPUT_DIR, BEST)
+    if not os.path.isfile(path):
+        return
+    try:
+        best = read_checkpoint(path).get("best")
+    except Exception as e:  # noqa: BLE001 - an unreadable best file is replaced by the next best epoch
+        logger.warning("cannot read %s (%s); it will be replaced by the next best epoch", path, e)
+        arguments.pop("best", None)
+        return
+    if best and best.get("metric") == cfg.TEST.BEST_METRIC:
+        arguments["best"] = best
+
+
+def _update_best(cfg, results, epoch, arguments, checkpointer, logger):
+    """Keep model_best.pth at the epoch with the highest TEST.BEST_METRIC on the
+    first validation dataset (ties keep the earlier epoch)."""
+    metric = cfg.TEST.BEST_METRIC
+    dataset = next(iter(results))
+    value = results[dataset][metric]
+    best = arguments.get("best")
+    if best is not None and best.get("metric") == metric and value <= best["value"]:
+        logger.info("best %s on %s so far: %.2f at epoch %d (this epoch: %.2f)", metric, dataset, best["value"],
+                    best["epoch"], value)
+        return
+    arguments["best"] = {"metric": metric, "value": value, "epoch": epoch, "dataset": dataset}
+    checkpointer.save_weights(BEST[:-4], epoch=epoch, best=arguments["best"])
+    logger.info("new best %s on %s: %.2f at epoch %d, saved as %s", metric, dataset, value, epoch, BEST)

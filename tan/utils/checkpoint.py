@@ -14,6 +14,7 @@ from .logger import get_logger
 
 LAST_CHECKPOINT = "last_checkpoint"
 FINAL = "model_final.pth"
+BEST = "model_best.pth"
 
 
 def _strip_prefix(state_dict, prefix="module."):
@@ -99,6 +100,17 @@ class Checkpointer:
                            f" and last_checkpoint still points to it") from None
         self.logger.info("saved checkpoint %s", path)
 
+    def save_weights(self, name, **info):
+        """Model weights and ``info`` only (no optimizer, last_checkpoint untouched): model_best.pth."""
+        if not (self.save_dir and self.save_to_disk):
+            return
+        path = os.path.join(self.save_dir, f"{name}.pth")
+        try:
+            atomic_torch_save({"model": self.model.state_dict(), **info}, path)
+        except OSError as e:
+            raise TanError(f"cannot write {path} ({e.strerror or e}); the previous version, if any, is intact") from None
+        self.logger.info("saved %s", path)
+
     def last_checkpoint(self):
         """Path of the latest checkpoint in save_dir, or None."""
         marker = os.path.join(self.save_dir, LAST_CHECKPOINT)
@@ -111,7 +123,8 @@ class Checkpointer:
 
     def _candidates(self):
         """Training checkpoints in save_dir, newest first."""
-        names = [n for n in os.listdir(self.save_dir) if n.startswith("model_") and n.endswith(".pth")]
+        names = [n for n in os.listdir(self.save_dir)
+                 if n.startswith("model_") and n.endswith(".pth") and n != BEST]  # best: weights only
         return sorted((os.path.join(self.save_dir, n) for n in names), key=os.path.getmtime, reverse=True)
 
     def _newest_readable(self, latest):

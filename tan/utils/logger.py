@@ -3,10 +3,13 @@ import logging
 import os
 import sys
 
+from .progress import TqdmAwareHandler
+
 LOGGER_NAME = "tan"
 
 
-def setup_logger(output_dir=None, rank=0, filename="log.txt"):
+def setup_logger(output_dir=None, rank=0, filename="log.txt", stream=None):
+    """``stream``: console stream (default stdout; tools whose stdout is data log to stderr)."""
     logger = logging.getLogger(LOGGER_NAME)
     logger.setLevel(logging.DEBUG)
     logger.propagate = False
@@ -14,10 +17,10 @@ def setup_logger(output_dir=None, rank=0, filename="log.txt"):
         logger.removeHandler(h)
         h.close()
     fmt = logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s", datefmt="%Y-%m-%d %H:%M:%S")
-    stream = logging.StreamHandler(stream=sys.stdout)
-    stream.setFormatter(fmt)
-    stream.setLevel(logging.INFO if rank == 0 else logging.WARNING)
-    logger.addHandler(stream)
+    console = TqdmAwareHandler(stream=stream or sys.stdout)
+    console.setFormatter(fmt)
+    console.setLevel(logging.INFO if rank == 0 else logging.WARNING)
+    logger.addHandler(console)
     if rank == 0 and output_dir:
         os.makedirs(output_dir, exist_ok=True)
         fh = logging.FileHandler(os.path.join(output_dir, filename))

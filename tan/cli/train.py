@@ -1,0 +1,27 @@
+"""Train 2D-TAN from a config, then test the final and the best model on DATASETS.TEST.
+
+Arguments after the options are config overrides, KEY VALUE pairs of keys
+in tan/config/defaults.py. Run under torchrun for several processes.
+
+Examples:
+  tan-train --config-file configs/2dtan_synthetic.yaml
+  tan-train --config-file configs/2dtan_128x128_pool_k5l8_tacos.yaml OUTPUT_DIR outputs/tacos SOLVER.AMP bf16
+  torchrun --nproc_per_node=4 tools/train_net.py --config-file FILE SOLVER.BATCH_SIZE 32
+"""
+from ..engine.defaults import default_argument_parser, default_setup, run_cli
+from ..engine.recipes import test_final_and_best, train
+
+
+def main(argv=None):
+    parser = default_argument_parser("Train 2D-TAN, then test it.", __doc__.split("\n\n", 1)[1])
+    parser.add_argument("--skip-test", action="store_true",
+                        help="do not test after training (test later with tan-test)")
+    args = parser.parse_args(argv)
+    cfg, device, distributed = default_setup(args)
+    model, checkpoint = train(cfg, device, distributed)
+    if not args.skip_test:
+        test_final_and_best(cfg, model, device, distributed, checkpoint)
+
+
+def cli():
+    run_cli(main)

@@ -1,0 +1,113 @@
+"""Draw PNG pictures: score maps of chosen test queries, or training curves.
+
+  scores  For each chosen query of a dataset: its 2D score map (invalid cells
+          grey, the ground-truth cell outlined, the top-k moments numbered)
+          next to a timeline of the video with the ground truth and the
+          predictions. One PNG per query in --out.
+  curves  Loss and learning rate per iteration and validation recall per
+          epoch, from OUTPUT_DIR/metrics.jsonl. One PNG.
+
+Needs matplotlib (pip install 'tan[viz]').
+
+Examples:
+  tan-visualize scores --config-file configs/2dtan_synthetic.yaml --index 0 --index 7 --out pictures/
+  tan-visualize scores --config-file configs/2dtan_synthetic.yaml --worst 4 --out pictures/
+  tan-visualize curves --metrics outputs/synthetic --out pictures/curves.png
+"""
+import argparse
+import json
+import os
+import sys
+
+from ..config import load_config
+from ..engine.defaults import resolve_device, run_cli
+from ..engine.prediction import default_checkpoint, load_trained_model, predict_dataset_queries
+from ..errors import TanError
+from ..utils.logger import get_logger, setup_logger
+from ..utils.plots import draw_curves, draw_score_map, read_metrics
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(description="Draw score maps or training curves as PNG files.",
+                                     epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{scores,curves}")
+    scores = commands.add_parser("scores", help="score maps and timelines of chosen queries",
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="Example:\n  tan-visualize scores --config-file configs/2dtan_synthetic.yaml "
+                                        "--index 0 --out pictures/")
+    scores.add_argument("--config-file", required=True, metavar="FILE", help="the config the model was trained with")
+    scores.add_argument("--ckpt", default="", metavar="PATH",
+                        help="checkpoint (default: OUTPUT_DIR/model_best.pth, else the latest in OUTPUT_DIR)")
+    scores.add_argument("--dataset", default="", metavar="NAME", help="dataset (default: the first of DATASETS.TEST)")
+    scores.add_argument("--index", type=int, action="append", default=[], metavar="I",
+                        help="query index in the dataset (the 'index' of predictions.jsonl); repeat for several")
+    scores.add_argument("--worst", type=int, default=0, metavar="K",
+                        help="also draw the K queries whose top moment overlaps the ground truth least "
+                             "(read from OUTPUT_DIR/inference/{dataset}/predictions.jsonl)")
+    scores.add_argument("--topk", type=int, default=5, help="moments marked per query (default 5)")
+    scores.add_argument("--out", required=True, metavar="DIR", help="folder for the PNG files")
+    scores.add_argument("opts", nargs=argparse.REMAINDER, metavar="KEY VALUE", help="config overrides")
+
+    curves = commands.add_parser("curves", help="training curves from metrics.jsonl",
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="Example:\n  tan-visualize curves --metrics outputs/synthetic --out curves.png")
+    curves.add_argument("--metrics", required=True, metavar="PATH", help="OUTPUT_DIR or its metrics.jsonl")
+    curves.add_argument("--out", required=True, metavar="FILE", help="PNG file to write")
+    return parser
+
+
+def worst_queries(cfg, dataset, count):
+    path = os.path.join(cfg.OUTPUT_DIR, "inference", dataset, "predictions.jsonl")
+    if not os.path.isfile(path):
+        raise TanError(f"--worst needs {path}; run tan-test first")
+    with open(path) as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    records.sort(key=lambda r: (r["ious"][0] if r["ious"] else 0.0, r["index"]))
+    return [r["index"] for r in records[:count]]
+
+
+def draw_queries(args):
+    from ..data import build_datasets
+    cfg = load_config(args.config_file, args.opts)
+    dataset_name = args.dataset or (cfg.DATASETS.TEST[0] if cfg.DATASETS.TEST else "")
+    if not dataset_name:
+        raise TanError("no dataset: pass --dataset NAME or set DATASETS.TEST")
+    indices = list(dict.fromkeys(args.index + (worst_queries(cfg, dataset_name, args.worst) if args.worst else [])))
+    if not indices:
+        raise TanError("choose queries with --index I (repeatable) or --worst K")
+    dataset = build_datasets(cfg, [dataset_name])[0]
+    bad = [i for i in indices if not 0 <= i < len(dataset)]
+    if bad:
+        raise TanError(f"--index {bad}: {dataset_name} has queries 0..{len(dataset) - 1}")
+    device = resolve_device(cfg.MODEL.DEVICE)
+    checkpoint = args.ckpt or default_checkpoint(cfg)
+    model = load_trained_model(cfg, checkpoint, device)
+    os.makedirs(args.out, exist_ok=True)
+    mask = model.mask2d.cpu().numpy()
+    written = []
+    for index, (scores, moments, kept_scores) in zip(indices, predict_dataset_queries(model, cfg, dataset, indices,
+                                                                                      device, args.topk)):
+        video = dataset.videos[dataset.video_ids[index]]
+        path = os.path.join(args.out, f"{dataset_name}_{index:06d}.png")
+        draw_score_map(path, scores.numpy(), mask, float(dataset.durations[index]),
+                       tuple(float(x) for x in dataset.moments[index]), moments.tolist(), kept_scores.tolist(),
+                       title=f'{video}: "{dataset.sentences[index]}"')
+        written.append(path)
+        get_logger("visualize").info("wrote %s", path)
+    return written
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    setup_logger(None, stream=sys.stderr)
+    if args.command == "curves":
+        train, val = read_metrics(args.metrics)
+        draw_curves(args.out, train, val)
+        get_logger("visualize").info("wrote %s", args.out)
+        return [args.out]
+    return draw_queries(args)
+
+
+def cli():
+    run_cli(main)
