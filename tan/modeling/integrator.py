@@ -37,7 +37,9 @@ class SentenceMapFusion(nn.Module):
     def forward(self, queries, wordlens, map2d):
         sentence = self.fc(self.encode_sentence(queries, wordlens))  # [B, H]
         map2d = self.conv(map2d)  # [B, H, N, N]
-        return F.normalize(sentence[:, :, None, None] * map2d, dim=1)
+        fused = F.normalize(sentence[:, :, None, None] * map2d, dim=1)
+        # Under autocast the norm runs in float32; keep the big map in the conv's dtype.
+        return fused.to(map2d.dtype)
 
 
 def build_integrator(cfg):

@@ -72,10 +72,13 @@ class ProposalConv(nn.Module):
             self.plans = [strip_plan(n, strip_rows) for n in needed_cells(mask2d, weight_maps, kernel_size)]
 
     def _strip_conv(self, conv, x, plan, size):
-        out = x.new_zeros(x.shape[0], conv.out_channels, size, size)
         k = self.kernel_size
+        out = None
         for r0, r1, c0, c1 in plan:
-            out[:, :, r0:r1, c0:c1] = F.conv2d(x[:, :, r0:r1 + k - 1, c0:c1 + k - 1], conv.weight, conv.bias)
+            piece = F.conv2d(x[:, :, r0:r1 + k - 1, c0:c1 + k - 1], conv.weight, conv.bias)
+            if out is None:  # the conv's output dtype: bf16/fp16 under autocast
+                out = piece.new_zeros(x.shape[0], conv.out_channels, size, size)
+            out[:, :, r0:r1, c0:c1] = piece
         return out
 
     def forward(self, x):
@@ -88,7 +91,7 @@ class ProposalConv(nn.Module):
                 x = conv(x)
             else:
                 x = self._strip_conv(conv, x, self.plans[index], weight.shape[-1])
-            x = x.relu() * weight
+            x = x.relu() * weight.to(x.dtype)  # stay in the autocast dtype (a float32 map would promote)
         # The 1 x 1 scoring conv runs in float32 under mixed precision: bf16
         # logits (8 significant bits) would tie many candidates and blur the ranking.
         with torch.autocast(x.device.type, enabled=False):
