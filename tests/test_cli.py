@@ -30,7 +30,7 @@ def trained(synthetic_root, tmp_path_factory):
 def test_training_run_writes_the_documented_outputs(trained):
     out, proc = trained
     assert sorted(p for p in os.listdir(out) if p.endswith(".pth")) == ["model_1e.pth", "model_2e.pth",
-                                                                          "model_final.pth"]
+                                                                          "model_best.pth", "model_final.pth"]
     assert (out / "last_checkpoint").read_text() == "model_final.pth"
     metrics = json.loads((out / "inference" / "synthetic_test" / "metrics.json").read_text())
     assert metrics["checkpoint"].endswith("model_final.pth")

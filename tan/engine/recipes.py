@@ -48,6 +48,9 @@ def train(cfg, device, distributed):
     data_loader_val = None
     if cfg.SOLVER.TEST_PERIOD > 0:
         data_loader_val = make_data_loader(cfg, is_train=False, is_distributed=distributed, is_for_period=True)
+        if not cfg.DATASETS.VAL:
+            logger.warning("DATASETS.VAL is empty: periodic evaluation and model_best.pth use the test datasets, "
+                           "so the best model's test figures are optimistic; report the final model's")
     do_train(cfg, model, data_loader, data_loader_val, optimizer, scheduler, checkpointer, device,
              cfg.SOLVER.CHECKPOINT_PERIOD, cfg.SOLVER.TEST_PERIOD, arguments, grad_scaler)
     return model, final
