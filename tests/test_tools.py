@@ -170,6 +170,12 @@ def test_predict_from_a_npy_file_equals_predict_from_the_video_id(run, tmp_path)
     by_id = predict_json(cfg, out, "--video", video, *query)
     by_file = predict_json(cfg, out, "--features", str(tmp_path / "clip.npy"), "--duration", str(duration), *query)
     assert by_file["queries"] == by_id["queries"] and len(by_id["queries"][0]["moments"]) == 3
+    import h5py
+    with h5py.File(tmp_path / "mine.hdf5", "w") as f:  # group-per-video layout, duration given
+        f.create_group(video).create_dataset("c3d_features", data=np.load(tmp_path / "clip.npy"))
+    by_hdf5 = predict_json(cfg, out, "--features", str(tmp_path / "mine.hdf5"), "--video", video,
+                           "--duration", str(duration), *query)
+    assert by_hdf5["queries"] == by_id["queries"]
     assert by_id["checkpoint"].endswith("model_best.pth")  # the default
 
 
