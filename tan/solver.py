@@ -1,4 +1,4 @@
-"""Optimizer and learning-rate schedule (MODEL.md 3)."""
+"""Optimizer and learning-rate schedule (docs/model.md §7)."""
 import torch
 
 

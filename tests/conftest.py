@@ -5,6 +5,8 @@ import sys
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The measuring harnesses (tools/benchmarking) are tested too.
+sys.path.insert(0, os.path.join(REPO, "tools"))
 SYNTHETIC_CONFIG = os.path.join(REPO, "configs", "2dtan_synthetic.yaml")
 
 
@@ -16,6 +18,43 @@ def synthetic_root(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("datasets"))
     ensure_synthetic(root)
     return root
+
+
+def count_lines(path):
+    if not os.path.isfile(path):
+        return 0
+    with open(path) as f:
+        return sum(1 for _ in f)
+
+
+def wait_for_training_record(out_dir, proc, epoch, it, timeout=300, skip_lines=0):
+    """Block until the run writing ``out_dir`` has logged iteration ``it`` of
+    ``epoch`` (or a later one) to metrics.jsonl, past its first ``skip_lines``
+    lines (what earlier runs wrote); fails if the process ends first or the
+    time runs out. Public output, not log wording."""
+    import json
+    import time
+
+    path = os.path.join(str(out_dir), "metrics.jsonl")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.path.isfile(path):
+            with open(path) as f:
+                for number, line in enumerate(f):
+                    if number < skip_lines:
+                        continue
+                    if not line.endswith("\n"):
+                        break  # a line being written
+                    try:
+                        record = json.loads(line)
+                    except ValueError:  # a line cut short by a killed writer
+                        continue
+                    if "iter" in record and (record["epoch"], record["iter"]) >= (epoch, it):
+                        return record
+        if proc.poll() is not None:
+            raise AssertionError(f"the run ended (exit {proc.returncode}) before epoch {epoch} iteration {it}")
+        time.sleep(0.05)
+    raise AssertionError(f"no record of epoch {epoch} iteration {it} in {path} after {timeout} s")
 
 
 def run_tool(tool, *args, cwd=None, timeout=600):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tan.config import load_config
-from tan.data import build_datasets
+from tan.data import RunData, build_datasets
 from tan.data.annotations import load_annotations
 from tan.data.standin import make_standin, write_charades_text_form
 
@@ -116,20 +116,21 @@ def test_charades_text_form_errors_and_bad_lines(tmp_path):
 def test_word_vector_cache_is_reused_and_invalidated(charades_standin, caplog, tmp_path):
     import logging
 
-    from tan.data import build as build_module
-
     caplog.set_level(logging.INFO, logger="tan")
     cache = ["DATASETS.CACHE_DIR", str(tmp_path / "cache")]
     cfg = charades_cfg(charades_standin, "DATASETS.TEST", "('charades_test',)", "DATASETS.TRAIN", "()", *cache)
-    build_module._vocabulary.cache_clear()
-    build_datasets(cfg, ("charades_test",))
+    data = RunData(cfg)
+    vocabulary = data.vocabulary()
     assert "cached in" in caplog.text
-    build_module._vocabulary.cache_clear()
     caplog.clear()
+    assert data.vocabulary() is vocabulary and not caplog.text  # once per run
+    # each run (a new RunData) reads the cache
     build_datasets(cfg, ("charades_test",))
     assert "read from the cache" in caplog.text
+    caplog.clear()
+    assert RunData(cfg).vocabulary().words == vocabulary.words
+    assert "read from the cache" in caplog.text
     # another vocabulary (train sentences too) -> another cache entry
-    build_module._vocabulary.cache_clear()
     caplog.clear()
     build_datasets(charades_cfg(charades_standin, *cache), ("charades_test",))
     assert "read from the cache" not in caplog.text and "cached in" in caplog.text
@@ -137,9 +138,8 @@ def test_word_vector_cache_is_reused_and_invalidated(charades_standin, caplog, t
     # a changed source file -> read again
     glove = os.path.join(charades_standin, "glove", "glove.840B.300d.txt")
     os.utime(glove, (1, 1))
-    build_module._vocabulary.cache_clear()
     caplog.clear()
-    build_datasets(cfg, ("charades_test",))
+    RunData(cfg).vocabulary()
     assert "read from the cache" not in caplog.text
 
 

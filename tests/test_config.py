@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from tan.config import get_cfg_defaults, load_config, save_config
-from tan.engine.defaults import resolve_device
+from tan.cli.setup import resolve_device
 from tan.errors import TanError
 
 from conftest import REPO, SYNTHETIC_CONFIG

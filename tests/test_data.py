@@ -1,4 +1,5 @@
 import json
+import logging
 
 import h5py
 import numpy as np
@@ -6,10 +7,13 @@ import pytest
 import torch
 
 from tan.config import load_config
-from tan.data import DatasetCatalog, make_data_loader
+from tan.data import DatasetCatalog, RunData, SentenceEncoder, VideoSource, make_data_loader
+from tan.data import annotations as annotations_module
+from tan.data.build import VAL_FALLBACK_WARNING
 from tan.data.collate import BatchCollator
 from tan.data.dataset import MomentDataset
 from tan.data.features import l2_normalize_rows, resample
+from tan.data.samplers import ResumableDistributedSampler
 from tan.data.text import Vocabulary, read_word_vectors, tokenize
 from tan.errors import TanError
 
@@ -17,7 +21,7 @@ from conftest import SYNTHETIC_CONFIG
 
 
 def direct_resample(feats, p):
-    """MODEL.md 1.3 as written, one bucket at a time."""
+    """docs/model.md §1 as written, one bucket at a time."""
     t = feats.shape[0]
     bounds = [min(int(torch.round(torch.tensor(k / p * t, dtype=torch.float32))), t - 1) for k in range(p + 1)]
     rows = []
@@ -163,7 +167,160 @@ def test_a_dataset_registered_from_a_catalog_file(tmp_path, synthetic_root):
                                          "DATASETS.TEST", "('mine_test',)"])
     [loader] = make_data_loader(cfg, is_train=False)
     assert loader.dataset.name == "mine_test" and len(loader.dataset) > 100
-    assert "mine_test" in DatasetCatalog.names()
+    assert "mine_test" in DatasetCatalog.from_config(cfg).names()
+    # the file was read into that catalog only: nothing process-wide remembers it
+    assert "mine_test" not in DatasetCatalog(synthetic_root).names()
+
+
+def test_catalogs_are_independent_instances(tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.yaml").write_text(f"only_{name}:\n  annotations: {name}.json\n  features: {name}.hdf5\n")
+    first = DatasetCatalog(str(tmp_path), str(tmp_path / "a.yaml"))
+    second = DatasetCatalog(str(tmp_path), str(tmp_path / "b.yaml"))
+    assert "only_a" in first.names() and "only_a" not in second.names()
+    assert "only_b" in second.names() and "only_b" not in first.names()
+    entry = {"annotations": "x/ann.json", "features": "/abs/f.hdf5"}
+    first.register("mine", entry)
+    entry["features"] = "changed.hdf5"  # the catalog keeps its own copy
+    assert first.get("mine") == {"annotations": str(tmp_path / "x/ann.json"), "features": "/abs/f.hdf5",
+                                 "format": "seconds", "name": "mine"}
+    assert "mine" not in second.names() and "mine" not in DatasetCatalog(str(tmp_path)).names()
+    first.get("mine")["features"] = "edited"  # get hands out copies
+    assert first.get("mine")["features"] == "/abs/f.hdf5"
+    assert sorted(DatasetCatalog(str(tmp_path)).names()) == sorted(DatasetCatalog("/elsewhere").names())
+
+
+def test_catalog_errors(tmp_path):
+    with pytest.raises(TanError, match="catalog file .*nowhere.yaml.* not found"):
+        DatasetCatalog(str(tmp_path), str(tmp_path / "nowhere.yaml"))
+    (tmp_path / "bad.yaml").write_text("- a list\n")
+    with pytest.raises(TanError, match="expected a mapping of dataset names"):
+        DatasetCatalog(str(tmp_path), str(tmp_path / "bad.yaml"))
+    with pytest.raises(TanError, match="missing fields \\['features'\\]"):
+        DatasetCatalog(str(tmp_path)).register("x", {"annotations": "a.json"})
+    with pytest.raises(TanError, match="format 'frames' unknown"):
+        DatasetCatalog(str(tmp_path)).register("x", {"annotations": "a", "features": "f", "format": "frames"})
+
+
+def test_a_dataset_registered_from_python_reaches_the_run(synthetic_root):
+    cfg = load_config(SYNTHETIC_CONFIG, ["DATASETS.ROOT", synthetic_root, "DATASETS.TRAIN", "()",
+                                         "DATASETS.VAL", "()", "DATASETS.TEST", "('py_test',)"])
+    catalog = DatasetCatalog.from_config(cfg)
+    catalog.register("py_test", {"annotations": "synthetic/annotations/val.json",
+                                 "features": "synthetic/features/synthetic_features.hdf5"})
+    [loader] = RunData(cfg, catalog).test_loaders(distributed=False)
+    assert loader.dataset.name == "py_test" and len(loader.dataset) > 100
+    with pytest.raises(TanError, match="unknown dataset 'py_test'"):
+        RunData(cfg)
+
+
+def count_parses(monkeypatch):
+    """Calls of load_annotations per annotation file, as RunData makes them."""
+    calls = {}
+    real = annotations_module.load_annotations
+
+    def counting(path, *args, **kwargs):
+        calls[path] = calls.get(path, 0) + 1
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(annotations_module, "load_annotations", counting)
+    return calls
+
+
+def test_a_run_parses_each_annotation_file_once_and_builds_each_dataset_once(synthetic_root, monkeypatch):
+    calls = count_parses(monkeypatch)
+    cfg = load_config(SYNTHETIC_CONFIG, ["DATASETS.ROOT", synthetic_root])
+    data = RunData(cfg)
+    train = data.train_loader(distributed=False)
+    [val] = data.val_loaders(distributed=False)
+    [test] = data.test_loaders(distributed=False)
+    assert data.train_loader(distributed=False) is train and data.test_loaders(distributed=False) == [test]
+    assert data.dataset("synthetic_test") is test.dataset and data.dataset("synthetic_train") is train.dataset
+    assert VideoSource(data).duration(test.dataset.videos[0]) > 0
+    SentenceEncoder(data)(["the person opens the door"])
+    assert sorted(calls.values()) == [1, 1, 1] and len(calls) == 3
+    queries, dropped = data.queries("synthetic_val")
+    assert len(queries) == len(val.dataset) and not dropped
+    assert calls == {path: 1 for path in calls}
+
+
+def test_validation_falls_back_to_the_test_loaders_with_one_warning(synthetic_root, monkeypatch, caplog):
+    calls = count_parses(monkeypatch)
+    caplog.set_level(logging.INFO, logger="tan")
+    cfg = load_config(SYNTHETIC_CONFIG, ["DATASETS.ROOT", synthetic_root, "DATASETS.VAL", "()"])
+    data = RunData(cfg)
+    [val] = data.val_loaders(distributed=False)
+    [test] = data.test_loaders(distributed=False)
+    assert val is test and val.dataset.name == "synthetic_test"
+    assert data.val_loaders(distributed=False) == [test]
+    warnings = [r.getMessage() for r in caplog.records if "DATASETS.VAL is empty" in r.getMessage()]
+    assert warnings == [VAL_FALLBACK_WARNING]
+    assert sum("dataset synthetic_test:" in r.getMessage() for r in caplog.records) == 1
+    assert sum("words found in" in r.getMessage() for r in caplog.records) == 1
+    assert sorted(calls.values()) == [1, 1]  # train (for the vocabulary) and test
+
+
+def test_parse_drops_reach_the_dataset_count_without_changing_the_parse(tacos_like):
+    root, vocab = tacos_like
+    parsed = annotations_module.load_annotations(str(root / "ann.json"), "tacos")
+    before = dict(parsed[1])
+    ds = MomentDataset("t", str(root / "ann.json"), str(root / "feats.hdf5"), "tacos", vocab, 16, 8, parsed=parsed)
+    assert ds.dropped == {"start >= end": 1, "moment clipped to the video": 1, "empty sentence": 1,
+                          "video missing from the feature file": 1}
+    assert dict(parsed[1]) == before
+
+
+@pytest.mark.parametrize("shuffle,replicas,batch", [(True, 1, 4), (True, 3, 5), (False, 2, 3)])
+def test_a_resumed_sampler_continues_the_epoch_s_order(shuffle, replicas, batch):
+    dataset = list(range(103))
+    for rank in range(replicas):
+        sampler = ResumableDistributedSampler(dataset, replicas, rank, shuffle, 7, batch)
+        sampler.set_epoch(3)
+        full = list(sampler)
+        assert len(sampler) == len(full) == -(-103 // replicas)
+        for k in (0, 1, 4):
+            sampler.resume(3, k)
+            assert list(sampler) == full[k * batch:] and len(sampler) == len(full) - k * batch
+        sampler.set_epoch(3)  # the next epoch starts from its beginning again
+        assert list(sampler) == full
+        sampler.set_epoch(4)
+        assert (list(sampler) != full) == shuffle
+
+
+def test_prediction_inputs_without_configured_datasets(tmp_path):
+    (tmp_path / "glove.txt").write_text("cut 1 2 3\nonion 4 5 6\n")
+    np.save(tmp_path / "v.npy", np.ones((5, 3), np.float64))
+    cfg = load_config(SYNTHETIC_CONFIG, ["DATASETS.ROOT", str(tmp_path), "DATASETS.TRAIN", "()",
+                                         "DATASETS.VAL", "()", "DATASETS.TEST", "()",
+                                         "INPUT.WORD_VECTORS", "glove.txt", "INPUT.PRE_QUERY_SIZE", "3"])
+    data = RunData(cfg)
+    assert data.names == []
+    data.check_files()
+    source = VideoSource(data)
+    feats = source.features("", str(tmp_path / "v.npy"))
+    assert feats.dtype == np.float32 and feats.shape == (5, 3)
+    assert source.duration("v") is None
+    with pytest.raises(TanError, match="in none of the configured feature files \\(none\\)"):
+        source.features("v")
+    with pytest.raises(TanError, match="give --video ID"):
+        source.features("")
+    [encoded] = SentenceEncoder(data)(["Cut the onion"])
+    np.testing.assert_array_equal(encoded, [[1, 2, 3], [0, 0, 0], [4, 5, 6]])
+    with pytest.raises(TanError, match="has no word with a word vector"):
+        SentenceEncoder(data)(["zzz"])
+
+
+def test_video_features_and_duration_from_the_configured_datasets(synthetic_root):
+    cfg = load_config(SYNTHETIC_CONFIG, ["DATASETS.ROOT", synthetic_root])
+    data = RunData(cfg)
+    source = VideoSource(data)
+    video = data.dataset("synthetic_test").videos[0]
+    feats = source.features(video)
+    assert feats.dtype == np.float32 and feats.ndim == 2 and feats.shape[1] == 128
+    queries, _ = data.queries("synthetic_test")
+    assert source.duration(video) == next(q.duration for q in queries if q.video == video)
+    with pytest.raises(TanError, match="'nope' is in none of the configured feature files \\(.*synthetic_features"):
+        source.features("nope")
 
 
 def test_unknown_dataset_name_lists_the_known_ones(synthetic_root):

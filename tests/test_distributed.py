@@ -10,19 +10,23 @@ import time
 import pytest
 import torch
 
-from conftest import REPO, SYNTHETIC_CONFIG, run_tool
+from conftest import REPO, SYNTHETIC_CONFIG, run_tool, wait_for_training_record
 
 pytestmark = pytest.mark.slow
 
 SHORT = ["MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0", "SOLVER.LOG_PERIOD", "5", "SOLVER.TEST_PERIOD", "0"]
 
 
-def torchrun(*args, nproc=2, extra=(), timeout=600, wait=True):
+def torchrun(*args, nproc=2, extra=(), timeout=600, console=None):
+    """Run under torchrun and wait; with ``console`` (a path), start it in the
+    background with its output going to that file (a pipe nobody reads while
+    the test waits could fill up and stall the run)."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *extra,
            os.path.join(REPO, "tools", "train_net.py"), *args]
     env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
-    if not wait:
-        return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if console is not None:
+        with open(console, "w") as f:
+            return subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, text=True)
     return subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
 
 
@@ -99,10 +103,17 @@ def _children(pid):
     return out
 
 
+def finish(proc, console, timeout):
+    """Wait for a background torchrun; returns its console output."""
+    proc.wait(timeout=timeout)
+    with open(console) as f:
+        return f.read()
+
+
 def _wait_for(path, proc, seconds):
     deadline = time.time() + seconds
     while not path.exists():
-        assert proc.poll() is None, proc.stdout.read()[-4000:]
+        assert proc.poll() is None, f"the run ended (exit {proc.returncode}) before {path} appeared"
         assert time.time() < deadline, f"{path} did not appear"
         time.sleep(0.2)
 
@@ -110,12 +121,12 @@ def _wait_for(path, proc, seconds):
 def test_a_killed_worker_is_restarted_and_the_run_resumes_from_the_last_checkpoint(synthetic_root, tmp_path):
     out = tmp_path / "restart"
     proc = torchrun(*base_args(synthetic_root, out, "SOLVER.MAX_EPOCH", "4", "SOLVER.ITERS_PER_EPOCH", "25"),
-                    "--skip-test", extra=["--max-restarts=1"], wait=False)
+                    "--skip-test", extra=["--max-restarts=1"], console=tmp_path / "console.txt")
     _wait_for(out / "model_1e.pth", proc, 300)
     workers = _children(proc.pid)
     assert len(workers) == 2
     os.kill(workers[1], signal.SIGKILL)  # mid-epoch 2
-    output, _ = proc.communicate(timeout=600)
+    output = finish(proc, tmp_path / "console.txt", 600)
     assert proc.returncode == 0, output[-4000:]
     log = (out / "log.txt").read_text()
     assert "resuming from" in log and log.count("start training") == 2
@@ -126,12 +137,12 @@ def test_a_killed_worker_is_restarted_and_the_run_resumes_from_the_last_checkpoi
 def test_a_hung_peer_ends_the_run_with_a_clear_error(synthetic_root, tmp_path):
     out = tmp_path / "hung"
     proc = torchrun(*base_args(synthetic_root, out, "SOLVER.MAX_EPOCH", "20", "SOLVER.ITERS_PER_EPOCH", "25",
-                               "DISTRIBUTED.TIMEOUT", "10"), "--skip-test", wait=False)
+                               "DISTRIBUTED.TIMEOUT", "10"), "--skip-test", console=tmp_path / "console.txt")
     _wait_for(out / "model_1e.pth", proc, 300)
     workers = _children(proc.pid)
     os.kill(workers[1], signal.SIGSTOP)  # alive but silent
     try:
-        output, _ = proc.communicate(timeout=240)
+        output = finish(proc, tmp_path / "console.txt", 240)
     finally:
         for pid in workers:
             try:
@@ -165,7 +176,7 @@ def test_two_nodes_on_one_machine(synthetic_root, tmp_path):
 
 
 def test_legacy_local_rank_arguments_are_accepted():
-    from tan.engine.defaults import default_argument_parser
+    from tan.cli.arguments import default_argument_parser
 
     parser = default_argument_parser("x")
     assert parser.parse_args(["--local_rank=1", "SOLVER.LR", "0.1"]).local_rank == 1
@@ -187,12 +198,10 @@ def test_sigterm_under_torchrun_stops_every_rank_at_one_iteration_and_resumes(sy
     assert straight.returncode == 0, straight.stdout[-3000:]
 
     out = tmp_path / "term"
-    proc = torchrun(*base_args(synthetic_root, out, *steps), "--skip-test", wait=False)
-    for line in proc.stdout:
-        if "epoch: 1  iter: 10/20" in line:
-            proc.send_signal(signal.SIGTERM)  # the agent passes it on to every worker
-            break
-    output, _ = proc.communicate(timeout=300)
+    proc = torchrun(*base_args(synthetic_root, out, *steps), "--skip-test", console=tmp_path / "console.txt")
+    wait_for_training_record(out, proc, epoch=1, it=10)
+    proc.send_signal(signal.SIGTERM)  # the agent passes it on to every worker
+    output = finish(proc, tmp_path / "console.txt", 300)
     assert proc.returncode != 0
     saved = [n for n in os.listdir(out) if n.startswith("model_1e_")]
     assert len(saved) == 1, output[-3000:]

@@ -14,7 +14,7 @@ def exact_iou(a, b):
 
 
 def direct_greedy(scores, duration, thresh, topk=5):
-    """MODEL.md 4 as written, in exact arithmetic: all non-zero cells sorted by
+    """docs/metric.md §2-§3 as written, in exact arithmetic: all non-zero cells sorted by
     score (stable: ties in row-major order), full greedy NMS, first ``topk``."""
     n = scores.shape[0]
     cands = [(float(scores[i, j]), (i, j + 1)) for i in range(n) for j in range(n) if scores[i, j] > 0]

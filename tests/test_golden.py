@@ -40,7 +40,7 @@ class GoldenCoverageWarning(UserWarning):
 with open(S.FILES["machine"]) as _f:
     RECORDED = json.load(_f)
 HERE = S.machine_info()
-EXACT = all(RECORDED[key] == HERE[key] for key in HERE)
+EXACT = all(RECORDED.get(key) == HERE[key] for key in HERE)
 
 
 def read_json(key):
@@ -51,9 +51,10 @@ def read_json(key):
 def not_exact(what):
     """Say loudly that ``what`` is compared within tolerances here."""
     warnings.warn(GoldenToleranceWarning(
-        f"{what}: the golden fixtures were recorded with torch {RECORDED['torch']} on a CPU with "
-        f"{RECORDED['cpu_capability']}, this machine has torch {HERE['torch']} and "
-        f"{HERE['cpu_capability']}; compared within tolerances instead of bit for bit. The exact check applies "
+        f"{what}: the golden fixtures were recorded with torch {RECORDED['torch']} on {RECORDED.get('cpu_model')} "
+        f"({RECORDED['cpu_capability']}, {RECORDED.get('cpu_flags')}), this machine has torch {HERE['torch']} on "
+        f"{HERE['cpu_model']} ({HERE['cpu_capability']}, {HERE['cpu_flags']}); compared within tolerances "
+        f"instead of bit for bit. The exact check applies "
         f"only on the recording machine class (tests/golden/machine.json)."), stacklevel=2)
 
 

@@ -4,14 +4,15 @@ from torch.nn import functional as F
 from tan.config import load_config
 from tan.modeling import build_model
 from tan.modeling.feat2d import SparseMaxPool2D, build_mask2d
-from tan.modeling.loss import ScaledIoULoss, iou2d
+from tan.modeling.loss import ScaledIoULoss
+from tan.structures.moments import iou2d
 from tan.modeling.predictor import build_weight_maps
 
 from conftest import SYNTHETIC_CONFIG
 
 
 def expected_cells(n, counts):
-    """MODEL.md 2.2 written out: offsets and strides as lists of (i, j)."""
+    """docs/model.md §3.1 written out: offsets and strides as lists of (i, j)."""
     cells = {(i, i) for i in range(n)}
     offset, stride = 0, 1
     for group, count in enumerate(counts):

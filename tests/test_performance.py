@@ -6,7 +6,7 @@ import random
 import pytest
 import torch
 
-from tan.benchmark.reference import PoolChainMap2D, ReferenceTAN, reference_evaluate, stored_iou2d
+from benchmarking.reference import PoolChainMap2D, ReferenceTAN, reference_evaluate, stored_iou2d
 from tan.config import load_config
 from tan.engine.evaluation import evaluate_moments, top_moments
 from tan.engine.precision import autocast, make_grad_scaler
@@ -104,9 +104,25 @@ def test_fast_evaluation_equals_the_per_query_greedy_loop_on_random_maps_with_ti
         assert torch.equal(unmasked, moments) and torch.equal(filled_unmasked, filled)
 
 
+class ConvDtypes(torch.overrides.TorchFunctionMode):
+    """Records the output dtypes of the K x K (K > 1) 2D convolutions run inside it,
+    whether through nn.Conv2d or a direct F.conv2d call (the strip path)."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = set()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is torch.nn.functional.conv2d and args[1].shape[-1] > 1:
+            self.seen.add(out.dtype)
+        return out
+
+
+@pytest.mark.parametrize("strip_rows", ["0", "4"])
 @pytest.mark.parametrize("amp", ["bf16", "fp16"])
-def test_mixed_precision_training_steps_run_on_cpu_and_learn(amp):
-    cfg = small_cfg("SOLVER.AMP", amp)
+def test_mixed_precision_training_steps_run_on_cpu_and_learn(amp, strip_rows):
+    cfg = small_cfg("SOLVER.AMP", amp, "MODEL.TAN.PREDICTOR.STRIP_ROWS", strip_rows)
     device = torch.device("cpu")
     torch.manual_seed(0)
     model = build_model(cfg)
@@ -122,11 +138,10 @@ def test_mixed_precision_training_steps_run_on_cpu_and_learn(amp):
         # the convolutions and the big maps stay in the low precision (no silent
         # promotion to float32); the scoring conv gives float32 logits
         assert seen == {"fused": low} and logits.dtype == torch.float32
-        predictor = model.predictor
-        with autocast(amp, device):
-            size = predictor.weight_map_0.shape[-1]
-            x = torch.zeros(2, 8, size + predictor.kernel_size - 1, size + predictor.kernel_size - 1)
-            assert predictor._strip_conv(predictor.convs[0], x, predictor.plans[0], size).dtype == low
+        # every K x K convolution of the stack (strips or dense) runs in the low precision
+        with ConvDtypes() as convs, autocast(amp, device):
+            model(feats, queries, wordlens)
+        assert convs.seen == {low}
         loss = model.loss(logits, moments, durations)
         assert loss.dtype == torch.float32
         optimizer.zero_grad()
@@ -154,6 +169,12 @@ def test_fp16_run_saves_its_gradient_scaler_and_resumes(synthetic_root, tmp_path
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "resuming from" in proc.stdout + proc.stderr
     assert torch.load(tmp_path / "model_final.pth", weights_only=False)["epoch"] == 3
+
+
+def test_every_accepted_amp_mode_has_an_autocast_dtype():
+    from tan.config.choices import AMP_MODES
+    from tan.engine.precision import AUTOCAST_DTYPES
+    assert set(AMP_MODES) == {"off", *AUTOCAST_DTYPES}
 
 
 def test_unknown_amp_mode_is_rejected_with_the_key():

@@ -17,7 +17,7 @@ from tan.modeling import build_model
 from tan.utils import io as tan_io
 from tan.utils.checkpoint import Checkpointer
 
-from conftest import REPO, SYNTHETIC_CONFIG, run_tool
+from conftest import REPO, SYNTHETIC_CONFIG, count_lines, run_tool, wait_for_training_record
 
 pytestmark = pytest.mark.slow
 
@@ -30,9 +30,19 @@ def args(root, out):
 
 
 def start(root, out):
+    """The run in the background, its console output in a file beside OUTPUT_DIR
+    (a pipe nobody reads while the test waits could fill up and stall it)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.Popen([sys.executable, os.path.join(REPO, "tools", "train_net.py"), *args(root, out)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    console = open(f"{out}.console.txt", "a")
+    proc = subprocess.Popen([sys.executable, os.path.join(REPO, "tools", "train_net.py"), *args(root, out)],
+                            env=env, stdout=console, stderr=subprocess.STDOUT, text=True)
+    console.close()  # the child holds its own copy
+    return proc
+
+
+def console_output(out):
+    with open(f"{out}.console.txt") as f:
+        return f.read()
 
 
 def final_weights(out):
@@ -55,18 +65,23 @@ def assert_same_weights(a, b):
 
 def test_killed_at_random_points_and_resumed_ends_with_the_uninterrupted_weights(synthetic_root, uninterrupted,
                                                                                    tmp_path):
+    """SIGKILL (nothing can be saved): once during start-up, then once in each
+    epoch at a random moment after a random logged iteration, so that steps,
+    epoch ends and saves can be hit, and the machine's speed does not decide
+    how many kills land."""
     out = tmp_path / "killed"
     rng = random.Random(0)
-    kills = 0
-    for _ in range(4):
+    proc = start(synthetic_root, out)
+    time.sleep(rng.uniform(0.2, 1.5))
+    proc.kill()
+    proc.wait()
+    for epoch in (1, 2, 3):
+        before = count_lines(out / "metrics.jsonl")
         proc = start(synthetic_root, out)
-        time.sleep(rng.uniform(2.0, 6.0))
-        if proc.poll() is not None:
-            break
-        proc.kill()  # SIGKILL: no chance to save anything
+        wait_for_training_record(out, proc, epoch, rng.choice([4, 8]), skip_lines=before)
+        time.sleep(rng.uniform(0.0, 0.5))
+        proc.kill()
         proc.wait()
-        kills += 1
-    assert kills >= 2
     proc = run_tool("train_net", *args(synthetic_root, out))
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert_same_weights(final_weights(out), uninterrupted)
@@ -77,14 +92,10 @@ def test_sigterm_mid_epoch_saves_and_the_restart_ends_with_the_uninterrupted_wei
                                                                                       tmp_path):
     out = tmp_path / "term"
     proc = start(synthetic_root, out)
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if "epoch: 2  iter: 4/12" in line:
-            proc.send_signal(signal.SIGTERM)
-            break
-    rest, _ = proc.communicate(timeout=120)
-    output = "".join(lines) + rest
+    wait_for_training_record(out, proc, epoch=2, it=4)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=120)
+    output = console_output(out)
     assert proc.returncode == 128 + signal.SIGTERM, output[-3000:]
     assert "interrupted by SIGTERM in epoch 2" in output
     saved = [n for n in os.listdir(out) if n.startswith("model_2e_")]
@@ -139,13 +150,13 @@ def test_no_readable_checkpoint_is_an_error_not_a_silent_fresh_start(tmp_path):
 
 
 def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
-    path = tmp_path / "metrics.json"
-    tan_io.atomic_write_text(str(path), "old")
+    path = tmp_path / "model.pth"
+    tan_io.atomic_torch_save({"w": torch.zeros(3)}, str(path))
 
-    def broken(f):
-        f.write("half")
-        raise OSError(errno.EIO, "I/O error")
+    class Unpicklable:
+        def __reduce__(self):
+            raise OSError(errno.EIO, "I/O error")
 
     with pytest.raises(OSError):
-        tan_io._atomic_write(str(path), broken, "w")
-    assert path.read_text() == "old" and os.listdir(tmp_path) == ["metrics.json"]
+        tan_io.atomic_torch_save({"w": torch.ones(3), "bad": Unpicklable()}, str(path))  # fails half-way
+    assert torch.equal(torch.load(path)["w"], torch.zeros(3)) and os.listdir(tmp_path) == ["model.pth"]

@@ -13,7 +13,8 @@ import torch
 
 from tan.config import load_config
 from tan.engine.evaluation import evaluate_moments
-from tan.engine.trainer import _recover_best, _update_best
+from tan.engine.hooks import BestModel
+from tan.engine.state import TrainingState
 from tan.errors import TanError
 
 from conftest import SYNTHETIC_CONFIG, run_tool
@@ -102,25 +103,45 @@ class _FakeCheckpointer:
 
 
 def test_best_selection_on_a_known_sequence_keeps_the_first_maximum():
-    cfg = load_config(SYNTHETIC_CONFIG)
-    arguments, checkpointer = {}, _FakeCheckpointer()
-    import logging
-    logger = logging.getLogger("test")
+    state, checkpointer = TrainingState(), _FakeCheckpointer()
+    best_model = BestModel("R@1,IoU@0.5", checkpointer)
     for epoch, value in enumerate([10.0, 30.0, 30.0, 20.0, 29.9], 1):
-        _update_best(cfg, {"val_a": {"R@1,IoU@0.5": value}, "val_b": {"R@1,IoU@0.5": 99.0}}, epoch, arguments,
-                     checkpointer, logger)
+        best_model.update(state, {"val_a": {"R@1,IoU@0.5": value}, "val_b": {"R@1,IoU@0.5": 99.0}}, epoch)
     assert checkpointer.saved == [("model_best", 1), ("model_best", 2)]
-    assert arguments["best"] == {"metric": "R@1,IoU@0.5", "value": 30.0, "epoch": 2, "dataset": "val_a"}
+    assert state.best == {"metric": "R@1,IoU@0.5", "value": 30.0, "epoch": 2, "dataset": "val_a"}
 
 
 def test_resume_takes_the_best_so_far_from_model_best(tmp_path):
-    cfg = load_config(SYNTHETIC_CONFIG, ["OUTPUT_DIR", str(tmp_path)])
     best = {"metric": "R@1,IoU@0.5", "value": 41.0, "epoch": 3, "dataset": "synthetic_val"}
     torch.save({"model": {}, "epoch": 3, "best": best}, tmp_path / "model_best.pth")
-    arguments = {"best": {"metric": "R@1,IoU@0.5", "value": 12.0, "epoch": 2, "dataset": "synthetic_val"}}
-    import logging
-    _recover_best(cfg, arguments, logging.getLogger("test"))
-    assert arguments["best"] == best
+    state = TrainingState(best={"metric": "R@1,IoU@0.5", "value": 12.0, "epoch": 2, "dataset": "synthetic_val"})
+    checkpointer = _FakeCheckpointer()
+    checkpointer.save_dir = str(tmp_path)
+    BestModel("R@1,IoU@0.5", checkpointer).recover(state)
+    assert state.best == best
+
+
+def test_a_resumed_run_keeps_a_best_model_newer_than_its_checkpoint(run, tmp_path):
+    """model_{e}e.pth is saved before epoch e's validation, so after a resume
+    the best so far must come from model_best.pth, not from the checkpoint."""
+    cfg, src, _ = run
+    out = tmp_path / "resumed"
+    out.mkdir()
+    checkpoint = torch.load(src / "model_2e.pth", weights_only=False)
+    checkpoint.pop("best")  # saved before any validation that counts here
+    torch.save(checkpoint, out / "model_2e.pth")
+    (out / "last_checkpoint").write_text("model_2e.pth")
+    best = torch.load(src / "model_best.pth", weights_only=False)
+    best["best"] = dict(best["best"], value=100.0, epoch=2)  # as if epoch 2 had been perfect
+    best["epoch"] = 2
+    torch.save(best, out / "model_best.pth")
+    args = ["--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", cfg.DATASETS.ROOT, "OUTPUT_DIR", str(out), *RUN,
+            "SOLVER.MAX_EPOCH", "3", "--skip-test"]
+    proc = run_tool("train_net", *args)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    kept = torch.load(out / "model_best.pth", weights_only=False)
+    assert kept["best"]["value"] == 100.0 and kept["epoch"] == 2  # epoch 3 (< 100) did not replace it
+    assert torch.load(out / "model_final.pth", weights_only=False)["best"] == kept["best"]
 
 
 def predict_json(cfg, out, *args):
@@ -146,11 +167,12 @@ def test_predict_gives_the_models_own_top_moments(run):
         assert [m["score"] for m in query["moments"]] == pytest.approx(record["scores"], abs=1e-5)
 
     # ... and the top moment is the arg-max cell of the model's own score map
-    from tan.engine.prediction import SentenceEncoder, VideoSource, load_trained_model, predict
+    from tan.data import RunData, SentenceEncoder, VideoSource
+    from tan.engine.prediction import load_trained_model, predict
     model = load_trained_model(cfg, str(out / "model_final.pth"), torch.device("cpu"))
-    source = VideoSource(cfg)
-    feats = source.features(video)
-    _, scores, _, maps = predict(model, cfg, feats, mine[0]["duration"], SentenceEncoder(cfg)([mine[0]["sentence"]]),
+    data = RunData(cfg)
+    feats = VideoSource(data).features(video)
+    _, scores, _, maps = predict(model, cfg, feats, mine[0]["duration"], SentenceEncoder(data)([mine[0]["sentence"]]),
                                  torch.device("cpu"))
     n = cfg.MODEL.TAN.NUM_CLIPS
     cell = int(maps[0].flatten().argmax())
@@ -162,10 +184,11 @@ def test_predict_gives_the_models_own_top_moments(run):
 
 def test_predict_from_a_npy_file_equals_predict_from_the_video_id(run, tmp_path):
     cfg, out, _ = run
-    from tan.engine.prediction import VideoSource
+    from tan.data import RunData, VideoSource
     video = "syn_test_0003"
-    np.save(tmp_path / "clip.npy", VideoSource(cfg).features(video))
-    duration = VideoSource(cfg).duration(video)
+    source = VideoSource(RunData(cfg))
+    np.save(tmp_path / "clip.npy", source.features(video))
+    duration = source.duration(video)
     query = ["--query", "the cook holds the pan.", "--topk", "3"]
     by_id = predict_json(cfg, out, "--video", video, *query)
     by_file = predict_json(cfg, out, "--features", str(tmp_path / "clip.npy"), "--duration", str(duration), *query)

@@ -21,15 +21,16 @@ import os
 import platform
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import checkout_path  # noqa: F401  (this checkout's tan first on sys.path)
+import torch
 
-import torch  # noqa: E402
-
-from tan.benchmark import workloads as W  # noqa: E402
-from tan.config import load_config  # noqa: E402
-from tan.engine.precision import configure_backends  # noqa: E402
-from tan.errors import TanError  # noqa: E402
-from tan.utils.io import atomic_write_text  # noqa: E402
+from benchmarking import workloads as W
+from tan.cli.exits import run_cli
+from tan.config import load_config
+from tan.data import RunData
+from tan.engine.precision import configure_backends
+from tan.errors import TanError
+from tan.utils.io import atomic_write_text
 
 TACOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "2dtan_128x128_pool_k5l8_tacos.yaml")
 PRESETS = {
@@ -113,9 +114,9 @@ def measure(cfg, impl, device, args):
         out["eval_seconds_total"] = per_query * args.eval_queries
     if "data" in args.only and impl == "ours":
         try:
-            from tan.data import check_data_files
-            check_data_files(cfg)
-            out["data_samples_per_s"] = W.time_data_loading(cfg, args.data_batches)
+            data = RunData(cfg)
+            data.check_files()
+            out["data_samples_per_s"] = W.time_data_loading(data, args.data_batches)
         except TanError as e:
             out["data_samples_per_s"] = None
             out["data_skipped"] = str(e).splitlines()[0]
@@ -179,7 +180,7 @@ def main(argv=None):
     cfg = load_config(args.config_file, opts)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("--device cuda: CUDA is not available on this machine")
+        raise TanError(f"--device {args.device}: CUDA is not available on this machine")
     impls = ["ours", "reference"] if args.impl == "both" else [args.impl]
     report = {"config": os.path.relpath(args.config_file), "preset": args.preset, "overrides": list(args.opts),
               "device": str(device), "machine": describe_machine(device), "torch": torch.__version__,
@@ -198,4 +199,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

@@ -7,24 +7,19 @@ Example:
 """
 import argparse
 import json
-import os
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import checkout_path  # noqa: F401  (this checkout's tan first on sys.path)
+import torch
 
-import torch  # noqa: E402
-
-from tan.config import load_config  # noqa: E402
-from tan.modeling import build_model  # noqa: E402
-
-
-def random_batch(cfg, batch, device, generator):
-    words = 12
-    return (torch.randn(batch, cfg.INPUT.NUM_PRE_CLIPS, cfg.MODEL.TAN.FEATPOOL.INPUT_SIZE, generator=generator)
-            .abs().to(device),
-            torch.randn(batch, words, cfg.INPUT.PRE_QUERY_SIZE, generator=generator).to(device),
-            torch.randint(3, words + 1, (batch,), generator=generator))
+from benchmarking.workloads import random_batch
+from tan.cli.exits import run_cli
+from tan.config import load_config
+from tan.engine.precision import make_grad_scaler
+from tan.engine.step import run_step
+from tan.errors import TanError
+from tan.modeling import build_model
+from tan.solver import build_optimizer
 
 
 def main():
@@ -37,19 +32,23 @@ def main():
     args = parser.parse_args()
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
-        sys.exit("CUDA is not available here")
+        raise TanError(f"--device {args.device}: CUDA is not available on this machine")
     cuda = device.type == "cuda"
     cfg = load_config(args.config_file, args.opts)
     torch.backends.cudnn.allow_tf32 = False  # compare in true float32
     torch.backends.cuda.matmul.allow_tf32 = False
-    gen = torch.Generator().manual_seed(0)
+    torch.manual_seed(cfg.SEED)
     model = build_model(cfg).eval()
-    feats, queries, wordlens = random_batch(cfg, 4, "cpu", gen)
+    small = random_batch(cfg, 4, torch.device("cpu"), seed=0)
+    feats, queries, wordlens = small["feats"], small["queries"], small["wordlens"]
     # At initialisation the weight maps shrink the activations of a deep
     # predictor towards zero, so the scores alone would compare nothing:
     # compare every stage's output, relative to its size.
-    stages = ["featpool", "feat2d", "integrator"] + [f"predictor.convs.{k}" for k in
-                                                     range(cfg.MODEL.TAN.PREDICTOR.NUM_STACK_LAYERS)]
+    # The strip convolutions call the conv weights directly, so the layers of
+    # the stack are seen one by one only on the dense path (STRIP_ROWS 0).
+    dense = cfg.MODEL.TAN.PREDICTOR.STRIP_ROWS == 0
+    stages = ["featpool", "feat2d", "integrator"] + [
+        f"predictor.convs.{k}" for k in range(cfg.MODEL.TAN.PREDICTOR.NUM_STACK_LAYERS) if dense]
     outputs = {}
 
     def run(dev):
@@ -71,13 +70,13 @@ def main():
                               / outputs["cpu"][name].norm().clamp(min=1e-30))
                   for name in stages + ["logits"]}}
 
-    # Training steps at the real shapes (cuDNN defaults, as a user runs it).
+    # Training steps at the real shapes (cuDNN defaults, as a user runs it),
+    # through the trainer's own step.
     torch.backends.cudnn.allow_tf32 = True
     model.train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.SOLVER.LR)
-    batch = random_batch(cfg, args.batch, device, gen)
-    moments = torch.tensor([[1.0, 5.0]], device=device).expand(args.batch, 2)
-    durations = torch.full((args.batch,), 10.0, device=device)
+    optimizer = build_optimizer(cfg, model)
+    scaler = make_grad_scaler(cfg.SOLVER.AMP, device)
+    batch = random_batch(cfg, args.batch, device, seed=1)
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     for step in range(args.steps + 3):
@@ -85,10 +84,7 @@ def main():
             if cuda:
                 torch.cuda.synchronize()
             start = time.perf_counter()
-        loss = model.loss(model(*batch), moments, durations)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        loss = run_step(model, batch, optimizer, scaler, cfg.SOLVER.AMP, device)
     if cuda:
         torch.cuda.synchronize()
     elapsed = time.perf_counter() - start
@@ -100,4 +96,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

@@ -9,14 +9,12 @@ Examples:
 """
 import argparse
 import os
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from tan.data.standin import BENCHMARKS, make_standin, write_charades_text_form  # noqa: E402
-from tan.engine.defaults import run_cli  # noqa: E402
-from tan.utils.logger import setup_logger  # noqa: E402
+import checkout_path  # noqa: F401  (this checkout's tan first on sys.path)
+from tan.cli.exits import run_cli
+from tan.data.standin import BENCHMARKS, make_standin, write_charades_text_form
+from tan.utils.logger import setup_logger
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "annotations")
 

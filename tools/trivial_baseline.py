@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The "most common moment" baseline of DATA.md, to put model figures in context.
+"""The "most common moment" baseline (docs/data.md §6), to put model figures in context.
 
 Each training moment is mapped to its best-matching valid cell of the N x N
 grid (relative to its video's duration); the five most frequent cells are
@@ -8,20 +8,17 @@ predicted, in order, for every test query, ignoring the video and sentence.
 Example:
   python tools/trivial_baseline.py --config-file configs/2dtan_synthetic.yaml
 """
-import os
-import sys
+import checkout_path  # noqa: F401  (this checkout's tan first on sys.path)
+import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-import torch  # noqa: E402
-
-from tan.config import load_config  # noqa: E402
-from tan.data import build_datasets  # noqa: E402
-from tan.engine.defaults import default_argument_parser, run_cli  # noqa: E402
-from tan.engine.evaluation import evaluate_moments, format_table  # noqa: E402
-from tan.modeling.feat2d import build_mask2d  # noqa: E402
-from tan.modeling.loss import iou2d  # noqa: E402
-from tan.utils.logger import setup_logger  # noqa: E402
+from tan.cli.arguments import default_argument_parser
+from tan.cli.exits import run_cli
+from tan.config import load_config
+from tan.data import RunData
+from tan.engine.evaluation import evaluate_moments, format_table
+from tan.modeling.feat2d import build_mask2d
+from tan.structures.moments import iou2d
+from tan.utils.logger import setup_logger
 
 
 def most_common_cells(datasets, n, mask2d, k=5):
@@ -39,9 +36,10 @@ def main(argv=None):
     setup_logger(None)
     n = cfg.MODEL.TAN.NUM_CLIPS
     mask2d = build_mask2d(n, cfg.MODEL.TAN.FEAT2D.POOLING_COUNTS)
-    cells = most_common_cells(build_datasets(cfg, cfg.DATASETS.TRAIN), n, mask2d)
+    data = RunData(cfg)  # the vocabulary and the datasets are built once for both splits
+    cells = most_common_cells([data.dataset(name) for name in cfg.DATASETS.TRAIN], n, mask2d)
     starts, ends = (cells // n).float() / n, (cells % n + 1).float() / n  # fractions of the video
-    for d in build_datasets(cfg, cfg.DATASETS.TEST):
+    for d in (data.dataset(name) for name in cfg.DATASETS.TEST):
         durations = torch.from_numpy(d.durations)[:, None]
         predicted = torch.stack([starts * durations, ends * durations], dim=-1)  # [Q, 5, 2]
         results = evaluate_moments(predicted, torch.ones(predicted.shape[:2], dtype=torch.bool),

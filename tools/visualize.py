@@ -1,11 +1,7 @@
 #!/usr/bin/env python
 """Same as the `tan-visualize` command (tan/cli/visualize.py); runs from a checkout without installing."""
-import os
-import sys
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from tan.cli.visualize import cli  # noqa: E402
+import checkout_path  # noqa: F401  (this checkout's tan first on sys.path)
+from tan.cli.visualize import cli
 
 if __name__ == "__main__":
     cli()

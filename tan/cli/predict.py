@@ -16,14 +16,17 @@ import json
 import sys
 
 from ..config import load_config
-from ..engine.defaults import _ArgumentParser, resolve_device, run_cli
-from ..engine.prediction import SentenceEncoder, VideoSource, default_checkpoint, load_trained_model, predict
+from ..data import RunData, SentenceEncoder, VideoSource
+from ..engine.prediction import default_checkpoint, load_trained_model, predict
 from ..errors import TanError
 from ..utils.logger import setup_logger
+from .arguments import ConfigArgumentParser, add_overrides
+from .exits import run_cli
+from .setup import resolve_device
 
 
 def build_parser():
-    parser = _ArgumentParser(description="Find the moments that sentences describe in a video.",
+    parser = ConfigArgumentParser(description="Find the moments that sentences describe in a video.",
                              epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config-file", required=True, metavar="FILE", help="the config the model was trained with")
     parser.add_argument("--ckpt", default="", metavar="PATH",
@@ -39,8 +42,7 @@ def build_parser():
                         help="a sentence to ground; repeat for several")
     parser.add_argument("--topk", type=int, default=5, help="moments per sentence after NMS (default 5)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
-    parser.add_argument("opts", nargs=argparse.REMAINDER, metavar="KEY VALUE",
-                        help="config overrides, e.g. MODEL.DEVICE cpu TEST.NMS_THRESH 0.5")
+    add_overrides(parser, "MODEL.DEVICE cpu TEST.NMS_THRESH 0.5")
     return parser
 
 
@@ -52,13 +54,14 @@ def main(argv=None):
     setup_logger(None, stream=sys.stderr)  # stdout carries the answer
     device = resolve_device(cfg.MODEL.DEVICE)
     checkpoint = args.ckpt or default_checkpoint(cfg)
-    source = VideoSource(cfg)
+    data = RunData(cfg)
+    source = VideoSource(data)
     feats = source.features(args.video, args.features, args.feature_key)
     duration = args.duration if args.duration is not None else source.duration(args.video)
     if duration is None:
         raise TanError(f"no duration for video {args.video or args.features!r} in the configured annotations; "
                        f"pass --duration SECONDS")
-    encoded = SentenceEncoder(cfg)(args.query)
+    encoded = SentenceEncoder(data)(args.query)
     model = load_trained_model(cfg, checkpoint, device)
     moments, scores, filled, _ = predict(model, cfg, feats, duration, encoded, device, args.topk)
     report = {"video": args.video or args.features, "duration": duration, "checkpoint": checkpoint, "queries": [

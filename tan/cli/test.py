@@ -9,12 +9,14 @@ Examples:
   tan-test --config-file configs/2dtan_synthetic.yaml --ckpt outputs/synthetic/model_best.pth
   torchrun --nproc_per_node=2 tools/test_net.py --config-file FILE --ckpt model_final.pth
 """
-from ..engine.defaults import default_argument_parser, default_setup, run_cli
-from ..engine.precision import prepare_model
-from ..engine.recipes import run_test, wrap_distributed
+from ..engine.recipes import run_test
+from ..engine.wrappers import prepare_model, wrap_distributed
 from ..modeling import build_model
 from ..utils.checkpoint import Checkpointer, load_model_weights, model_state_from, read_checkpoint
 from ..utils.logger import get_logger
+from .arguments import default_argument_parser
+from .exits import run_cli
+from .setup import default_setup
 
 
 def main(argv=None):
@@ -22,8 +24,9 @@ def main(argv=None):
     parser.add_argument("--ckpt", default="", metavar="PATH",
                         help="checkpoint to evaluate (default: the latest in OUTPUT_DIR, else MODEL.WEIGHT)")
     args = parser.parse_args(argv)
-    cfg, device, distributed = default_setup(args, save=False)
-    model = prepare_model(cfg, build_model(cfg).to(device), device)
+    run = default_setup(args, save=False)
+    cfg = run.cfg
+    model = prepare_model(cfg, build_model(cfg).to(run.device))
     checkpoint = args.ckpt or Checkpointer(model, save_dir=cfg.OUTPUT_DIR).last_checkpoint() or cfg.MODEL.WEIGHT
     if checkpoint:
         load_model_weights(model, model_state_from(read_checkpoint(checkpoint), checkpoint), checkpoint)
@@ -31,7 +34,8 @@ def main(argv=None):
     else:
         get_logger().warning("NO CHECKPOINT: no --ckpt, no checkpoint in %s and no MODEL.WEIGHT; "
                              "evaluating an UNTRAINED model", cfg.OUTPUT_DIR)
-    run_test(cfg, wrap_distributed(model, device, distributed), device, distributed, checkpoint)
+    run_test(cfg, wrap_distributed(model, run.device, run.distributed), run.device, run.distributed, run.data,
+             checkpoint)
 
 
 def cli():

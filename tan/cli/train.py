@@ -8,8 +8,10 @@ Examples:
   tan-train --config-file configs/2dtan_128x128_pool_k5l8_tacos.yaml OUTPUT_DIR outputs/tacos SOLVER.AMP bf16
   torchrun --nproc_per_node=4 tools/train_net.py --config-file FILE SOLVER.BATCH_SIZE 32
 """
-from ..engine.defaults import default_argument_parser, default_setup, run_cli
 from ..engine.recipes import test_final_and_best, train
+from .arguments import default_argument_parser
+from .exits import run_cli
+from .setup import default_setup
 
 
 def main(argv=None):
@@ -17,10 +19,10 @@ def main(argv=None):
     parser.add_argument("--skip-test", action="store_true",
                         help="do not test after training (test later with tan-test)")
     args = parser.parse_args(argv)
-    cfg, device, distributed = default_setup(args)
-    model, checkpoint = train(cfg, device, distributed)
+    run = default_setup(args)
+    model, checkpoint = train(run.cfg, run.device, run.distributed, run.data)
     if not args.skip_test:
-        test_final_and_best(cfg, model, device, distributed, checkpoint)
+        test_final_and_best(run.cfg, model, run.device, run.distributed, run.data, checkpoint)
 
 
 def cli():

@@ -20,11 +20,14 @@ import os
 import sys
 
 from ..config import load_config
-from ..engine.defaults import resolve_device, run_cli
+from ..data import RunData
 from ..engine.prediction import default_checkpoint, load_trained_model, predict_dataset_queries
 from ..errors import TanError
 from ..utils.logger import get_logger, setup_logger
 from ..utils.plots import draw_curves, draw_score_map, read_metrics
+from .arguments import add_overrides
+from .exits import run_cli
+from .setup import resolve_device
 
 
 def build_parser():
@@ -47,7 +50,7 @@ def build_parser():
                              "(read from OUTPUT_DIR/inference/{dataset}/predictions.jsonl)")
     scores.add_argument("--topk", type=int, default=5, help="moments marked per query (default 5)")
     scores.add_argument("--out", required=True, metavar="DIR", help="folder for the PNG files")
-    scores.add_argument("opts", nargs=argparse.REMAINDER, metavar="KEY VALUE", help="config overrides")
+    add_overrides(scores, "MODEL.DEVICE cpu")
 
     curves = commands.add_parser("curves", help="training curves from metrics.jsonl",
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -68,7 +71,6 @@ def worst_queries(cfg, dataset, count):
 
 
 def draw_queries(args):
-    from ..data import build_datasets
     cfg = load_config(args.config_file, args.opts)
     dataset_name = args.dataset or (cfg.DATASETS.TEST[0] if cfg.DATASETS.TEST else "")
     if not dataset_name:
@@ -76,7 +78,7 @@ def draw_queries(args):
     indices = list(dict.fromkeys(args.index + (worst_queries(cfg, dataset_name, args.worst) if args.worst else [])))
     if not indices:
         raise TanError("choose queries with --index I (repeatable) or --worst K")
-    dataset = build_datasets(cfg, [dataset_name])[0]
+    dataset = RunData(cfg).dataset(dataset_name)
     bad = [i for i in indices if not 0 <= i < len(dataset)]
     if bad:
         raise TanError(f"--index {bad}: {dataset_name} has queries 0..{len(dataset) - 1}")

@@ -39,7 +39,7 @@ _C.MODEL.TAN.FEATPOOL.KERNEL_SIZE = 2
 
 _C.MODEL.TAN.FEAT2D = CN()
 # Sparse sampling of the 2D map: the first count uses stride 1, each later
-# count doubles the stride (see MODEL.md section 2.2). Sum of strided offsets
+# count doubles the stride (see docs/model.md §3.1). Sum of strided offsets
 # must stay below NUM_CLIPS.
 _C.MODEL.TAN.FEAT2D.POOLING_COUNTS = [15, 8, 8, 8]
 

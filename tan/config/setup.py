@@ -12,6 +12,7 @@ from yacs.config import CfgNode
 
 from ..errors import TanError
 from ..utils.io import atomic_write_text
+from .choices import AMP_MODES, metric_names
 from .defaults import _C
 
 
@@ -102,17 +103,16 @@ def _is_int(v):
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def validate_config(cfg):
-    """Reject values that are of the right type but cannot work together."""
+def _need(cond, key, msg):
+    if not cond:
+        raise TanError(f"config key {key}: {msg}")
+
+
+def _check_counts(cfg):
+    """Sizes and counts: positive integers, or integers >= 0 where 0 means "off"."""
     tan = cfg.MODEL.TAN
-    n, p = tan.NUM_CLIPS, cfg.INPUT.NUM_PRE_CLIPS
-
-    def need(cond, key, msg):
-        if not cond:
-            raise TanError(f"config key {key}: {msg}")
-
     for key, value in [
-        ("MODEL.TAN.NUM_CLIPS", n), ("INPUT.NUM_PRE_CLIPS", p),
+        ("MODEL.TAN.NUM_CLIPS", tan.NUM_CLIPS), ("INPUT.NUM_PRE_CLIPS", cfg.INPUT.NUM_PRE_CLIPS),
         ("MODEL.TAN.FEATPOOL.INPUT_SIZE", tan.FEATPOOL.INPUT_SIZE),
         ("MODEL.TAN.FEATPOOL.HIDDEN_SIZE", tan.FEATPOOL.HIDDEN_SIZE),
         ("MODEL.TAN.FEATPOOL.KERNEL_SIZE", tan.FEATPOOL.KERNEL_SIZE),
@@ -126,54 +126,67 @@ def validate_config(cfg):
         ("TEST.BATCH_SIZE", cfg.TEST.BATCH_SIZE), ("SOLVER.LOG_PERIOD", cfg.SOLVER.LOG_PERIOD),
         ("DISTRIBUTED.TIMEOUT", cfg.DISTRIBUTED.TIMEOUT),
     ]:
-        need(_is_int(value) and value > 0, key, f"expected a positive integer, got {value!r}")
+        _need(_is_int(value) and value > 0, key, f"expected a positive integer, got {value!r}")
     for key, value in [
         ("SOLVER.CHECKPOINT_PERIOD", cfg.SOLVER.CHECKPOINT_PERIOD), ("SOLVER.TEST_PERIOD", cfg.SOLVER.TEST_PERIOD),
         ("SOLVER.ITERS_PER_EPOCH", cfg.SOLVER.ITERS_PER_EPOCH),
         ("MODEL.TAN.PREDICTOR.STRIP_ROWS", tan.PREDICTOR.STRIP_ROWS),
         ("DATALOADER.NUM_WORKERS", cfg.DATALOADER.NUM_WORKERS), ("INPUT.FEATURE_CACHE_SIZE", cfg.INPUT.FEATURE_CACHE_SIZE),
     ]:
-        need(_is_int(value) and value >= 0, key, f"expected an integer >= 0, got {value!r}")
+        _need(_is_int(value) and value >= 0, key, f"expected an integer >= 0, got {value!r}")
 
-    need(p % n == 0, "INPUT.NUM_PRE_CLIPS",
-         f"must be a multiple of MODEL.TAN.NUM_CLIPS ({n}); got {p}")
+
+def _check_map_geometry(cfg):
+    """Pooling, the 2D map and the conv stack must fit together (docs/model.md §2, §3, §5)."""
+    tan = cfg.MODEL.TAN
+    n, p = tan.NUM_CLIPS, cfg.INPUT.NUM_PRE_CLIPS
+    _need(p % n == 0, "INPUT.NUM_PRE_CLIPS", f"must be a multiple of MODEL.TAN.NUM_CLIPS ({n}); got {p}")
     stride, kernel = p // n, tan.FEATPOOL.KERNEL_SIZE
-    need((p - kernel) // stride + 1 == n, "MODEL.TAN.FEATPOOL.KERNEL_SIZE",
-         f"pooling {p} rows with kernel {kernel} and stride {stride} gives {(p - kernel) // stride + 1} clips, "
-         f"not MODEL.TAN.NUM_CLIPS = {n}; use a kernel between {stride} and {2 * stride - 1}")
-
+    _need((p - kernel) // stride + 1 == n, "MODEL.TAN.FEATPOOL.KERNEL_SIZE",
+          f"pooling {p} rows with kernel {kernel} and stride {stride} gives {(p - kernel) // stride + 1} clips, "
+          f"not MODEL.TAN.NUM_CLIPS = {n}; use a kernel between {stride} and {2 * stride - 1}")
     counts = list(tan.FEAT2D.POOLING_COUNTS)
-    need(len(counts) > 0 and all(_is_int(c) and c > 0 for c in counts), "MODEL.TAN.FEAT2D.POOLING_COUNTS",
-         f"expected a non-empty list of positive integers, got {counts}")
+    _need(len(counts) > 0 and all(_is_int(c) and c > 0 for c in counts), "MODEL.TAN.FEAT2D.POOLING_COUNTS",
+          f"expected a non-empty list of positive integers, got {counts}")
     largest = counts[0] + sum(c * 2 ** (g + 1) for g, c in enumerate(counts[1:]))
-    need(largest < n, "MODEL.TAN.FEAT2D.POOLING_COUNTS",
-         f"{counts} reaches offset {largest}, which must stay below MODEL.TAN.NUM_CLIPS = {n}")
-
-    need((tan.PREDICTOR.KERNEL_SIZE - 1) * tan.PREDICTOR.NUM_STACK_LAYERS % 2 == 0, "MODEL.TAN.PREDICTOR.KERNEL_SIZE",
-         "(KERNEL_SIZE - 1) * NUM_STACK_LAYERS must be even so that the map returns to N x N")
+    _need(largest < n, "MODEL.TAN.FEAT2D.POOLING_COUNTS",
+          f"{counts} reaches offset {largest}, which must stay below MODEL.TAN.NUM_CLIPS = {n}")
+    _need((tan.PREDICTOR.KERNEL_SIZE - 1) * tan.PREDICTOR.NUM_STACK_LAYERS % 2 == 0,
+          "MODEL.TAN.PREDICTOR.KERNEL_SIZE",
+          "(KERNEL_SIZE - 1) * NUM_STACK_LAYERS must be even so that the map returns to N x N")
     if tan.INTEGRATOR.LSTM.BIDIRECTIONAL:
-        need(tan.INTEGRATOR.QUERY_HIDDEN_SIZE % 2 == 0, "MODEL.TAN.INTEGRATOR.QUERY_HIDDEN_SIZE",
-             "must be even when the LSTM is bidirectional (it is split between the two directions)")
-    need(0.0 <= tan.LOSS.MIN_IOU < tan.LOSS.MAX_IOU <= 1.0, "MODEL.TAN.LOSS.MIN_IOU",
-         f"need 0 <= MIN_IOU < MAX_IOU <= 1; got MIN_IOU {tan.LOSS.MIN_IOU}, MAX_IOU {tan.LOSS.MAX_IOU}")
-    need(0.0 <= cfg.TEST.NMS_THRESH <= 1.0, "TEST.NMS_THRESH", f"expected a value in [0, 1], got {cfg.TEST.NMS_THRESH}")
-    need(cfg.SOLVER.LR > 0, "SOLVER.LR", f"expected a positive learning rate, got {cfg.SOLVER.LR}")
+        _need(tan.INTEGRATOR.QUERY_HIDDEN_SIZE % 2 == 0, "MODEL.TAN.INTEGRATOR.QUERY_HIDDEN_SIZE",
+              "must be even when the LSTM is bidirectional (it is split between the two directions)")
+
+
+def _check_values(cfg):
+    """Ranges, orders and choices."""
+    loss = cfg.MODEL.TAN.LOSS
+    _need(0.0 <= loss.MIN_IOU < loss.MAX_IOU <= 1.0, "MODEL.TAN.LOSS.MIN_IOU",
+          f"need 0 <= MIN_IOU < MAX_IOU <= 1; got MIN_IOU {loss.MIN_IOU}, MAX_IOU {loss.MAX_IOU}")
+    _need(0.0 <= cfg.TEST.NMS_THRESH <= 1.0, "TEST.NMS_THRESH", f"expected a value in [0, 1], got {cfg.TEST.NMS_THRESH}")
+    _need(cfg.SOLVER.LR > 0, "SOLVER.LR", f"expected a positive learning rate, got {cfg.SOLVER.LR}")
     milestones = list(cfg.SOLVER.MILESTONES)
-    need(all(_is_int(m) and m > 0 for m in milestones) and milestones == sorted(milestones), "SOLVER.MILESTONES",
-         f"expected increasing positive epoch numbers, got {milestones}")
+    _need(all(_is_int(m) and m > 0 for m in milestones) and milestones == sorted(milestones), "SOLVER.MILESTONES",
+          f"expected increasing positive epoch numbers, got {milestones}")
     for key in ("TRAIN", "VAL", "TEST"):
         names = cfg.DATASETS[key]
-        need(all(isinstance(x, str) and x for x in names), f"DATASETS.{key}",
-             f"expected a list of dataset names, got {names!r}")
-
-    from ..engine.evaluation import metric_names
-    need(cfg.TEST.BEST_METRIC in metric_names(), "TEST.BEST_METRIC",
-         f"expected one of {', '.join(metric_names())}; got {cfg.TEST.BEST_METRIC!r}")
-    need(cfg.SOLVER.AMP in ("off", "fp16", "bf16"), "SOLVER.AMP",
-         f"expected 'off', 'fp16' or 'bf16', got {cfg.SOLVER.AMP!r}")
+        _need(all(isinstance(x, str) and x for x in names), f"DATASETS.{key}",
+              f"expected a list of dataset names, got {names!r}")
+    _need(cfg.TEST.BEST_METRIC in metric_names(), "TEST.BEST_METRIC",
+          f"expected one of {', '.join(metric_names())}; got {cfg.TEST.BEST_METRIC!r}")
+    _need(cfg.SOLVER.AMP in AMP_MODES, "SOLVER.AMP",
+          f"expected {', '.join(repr(m) for m in AMP_MODES[:-1])} or {AMP_MODES[-1]!r}, got {cfg.SOLVER.AMP!r}")
     device = cfg.MODEL.DEVICE
-    need(device in ("auto", "cpu", "cuda") or (device.startswith("cuda:") and device[5:].isdigit()),
-         "MODEL.DEVICE", f"expected 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    _need(device in ("auto", "cpu", "cuda") or (device.startswith("cuda:") and device[5:].isdigit()),
+          "MODEL.DEVICE", f"expected 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+
+
+def validate_config(cfg):
+    """Reject values that are of the right type but cannot work together."""
+    _check_counts(cfg)
+    _check_map_geometry(cfg)
+    _check_values(cfg)
 
 
 def load_config(config_file=None, opts=(), freeze=True):

@@ -1,4 +1,7 @@
-from .build import build_datasets, check_data_files, make_data_loader
+from .build import (RunData, build_datasets, check_batch_sizes, check_data_files, make_data_loader,
+                    word_vector_cache_dir)
 from .catalog import DatasetCatalog
+from .prediction_inputs import SentenceEncoder, VideoSource
 
-__all__ = ["make_data_loader", "build_datasets", "check_data_files", "DatasetCatalog"]
+__all__ = ["RunData", "check_batch_sizes", "make_data_loader", "build_datasets", "check_data_files",
+           "word_vector_cache_dir", "DatasetCatalog", "VideoSource", "SentenceEncoder"]

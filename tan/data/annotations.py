@@ -1,6 +1,6 @@
 """Annotation files -> one record per (video, moment, sentence).
 
-Formats (DATA.md): "tacos" gives timestamps in frames with ``fps`` and
+Formats (docs/data.md §1, §2): "tacos" gives timestamps in frames with ``fps`` and
 ``num_frames``; "seconds" (ActivityNet Captions, Charades-STA JSON) gives
 timestamps and ``duration`` in seconds; "charades_txt" is Charades-STA's
 original text form, ``VIDEO START END##sentence`` per line, with durations

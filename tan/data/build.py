@@ -1,5 +1,12 @@
-"""``make_data_loader``: config -> datasets -> samplers -> loaders."""
-import functools
+"""The data of one run, built once from the config: catalog entries -> parsed
+annotations -> vocabulary -> datasets -> samplers -> loaders.
+
+A run makes one :class:`RunData` and asks it for what it needs; each piece is
+built on first use and kept, so an annotation file is parsed once, and the
+datasets that periodic evaluation uses are those of the final test.
+``make_data_loader``, ``build_datasets`` and ``check_data_files`` are the
+one-call forms, each over a fresh ``RunData``.
+"""
 import os
 
 import torch
@@ -8,59 +15,21 @@ from torch.utils.data import ConcatDataset, DataLoader
 from ..errors import TanError
 from ..utils import comm
 from ..utils.logger import get_logger
-from .annotations import load_annotations
+from . import annotations
 from .catalog import DatasetCatalog, resolve_path
 from .collate import BatchCollator
 from .dataset import MomentDataset
+from .features import FeatureFile
 from .samplers import ResumableDistributedSampler
 from .synthetic import ensure_synthetic
 from .text import Vocabulary, cached_word_vectors, tokenize
 
 _GENERATORS = {"synthetic": ensure_synthetic}
 
-
-def _configured_names(cfg):
-    return list(dict.fromkeys(cfg.DATASETS.TRAIN + cfg.DATASETS.VAL + cfg.DATASETS.TEST))
-
-
-def _lookup(cfg, names):
-    """Catalog entries of ``names`` (with DATASETS.CATALOG registered first)."""
-    if cfg.DATASETS.CATALOG:
-        DatasetCatalog.register_file(resolve_path(cfg.DATASETS.ROOT, cfg.DATASETS.CATALOG))
-    return [DatasetCatalog.get(name, cfg.DATASETS.ROOT) for name in names]
-
-
-def _catalog_entries(cfg, names):
-    """Catalog entries of ``names``, with generated datasets written if missing."""
-    entries = _lookup(cfg, names)
-    generators = {e["generator"] for e in entries if e.get("generator")}
-    if generators:
-        # One process writes generated files; the others wait for them.
-        if comm.is_main_process():
-            for g in sorted(generators):
-                _GENERATORS[g](cfg.DATASETS.ROOT)
-        comm.synchronize()
-    return entries
-
-
-@functools.lru_cache(maxsize=2)
-def _vocabulary(path, dim, annotation_files, file_stamp, cache_dir):
-    """Vectors of every word of the configured datasets, read once per process.
-
-    The main process reads the text file (or the cache) first and writes the
-    cache; the others wait for it and then read the cache."""
-    words = set()
-    for annotations, fmt, durations in annotation_files:
-        queries, _ = load_annotations(annotations, fmt, durations)
-        for q in queries:
-            words.update(tokenize(q.sentence))
-    if comm.is_main_process():
-        vectors = cached_word_vectors(path, words, dim, cache_dir)
-    comm.synchronize()
-    if not comm.is_main_process():
-        vectors = cached_word_vectors(path, words, dim, cache_dir)
-    get_logger("data").info("word vectors: %d of %d words found in %s", len(vectors), len(words), path)
-    return Vocabulary(vectors, dim)
+VAL_FALLBACK_WARNING = (
+    "DATASETS.VAL is empty: periodic evaluation and model_best.pth use DATASETS.TEST (the reference's habit), "
+    "so the best model's test figures are optimistic; select epochs on a validation split, or report the "
+    "final model's figures")
 
 
 def word_vector_cache_dir(cfg):
@@ -75,78 +44,225 @@ def word_vector_cache_dir(cfg):
     return os.path.join(cfg.OUTPUT_DIR, "cache")
 
 
-def build_vocabulary(cfg):
-    entries = _catalog_entries(cfg, _configured_names(cfg))
-    files = tuple(sorted({(e["annotations"], e["format"], e.get("durations")) for e in entries}, key=str))
-    path = resolve_path(cfg.DATASETS.ROOT, cfg.INPUT.WORD_VECTORS)
-    stamp = (os.stat(path).st_mtime_ns, os.stat(path).st_size) if os.path.isfile(path) else None
-    return _vocabulary(path, cfg.INPUT.PRE_QUERY_SIZE, files, stamp, word_vector_cache_dir(cfg))
+def _file_key(entry):
+    """What load_annotations reads: two names over one file share its parse."""
+    return entry["annotations"], entry["format"], entry.get("durations")
+
+
+class RunData:
+    """Datasets, vocabulary and loaders of one run (DATASETS.TRAIN + VAL + TEST).
+
+    Construction only resolves the configured names in the catalog (so an
+    unknown name fails at once); files are read on first use and kept."""
+
+    def __init__(self, cfg, catalog=None):
+        self.cfg = cfg
+        self.catalog = catalog if catalog is not None else DatasetCatalog.from_config(cfg)
+        self.names = list(dict.fromkeys(cfg.DATASETS.TRAIN + cfg.DATASETS.VAL + cfg.DATASETS.TEST))
+        self._entries = {name: self.catalog.get(name) for name in self.names}
+        self._generated = set()  # generators already run (or checked) by this run
+        self._parsed = {}  # _file_key -> (queries, dropped)
+        self._vocabulary = None
+        self._datasets = {}
+        self._train_loaders = {}  # distributed -> loader
+        self._eval_loaders = {}  # (name, distributed) -> loader, shared by validation and test
+        self._warned_val_fallback = False
+
+    @property
+    def word_vectors_path(self):
+        """INPUT.WORD_VECTORS, relative to DATASETS.ROOT unless absolute."""
+        return resolve_path(self.cfg.DATASETS.ROOT, self.cfg.INPUT.WORD_VECTORS)
+
+    def entry(self, name):
+        """The catalog entry of ``name`` (absolute paths); names outside the config are looked up too."""
+        if name not in self._entries:
+            self._entries[name] = self.catalog.get(name)
+        return dict(self._entries[name])
+
+    def check_files(self):
+        """Fail before any work if a configured dataset's files or the word-vector file are missing."""
+        entries = [self._entries[name] for name in self.names]
+        for entry in entries:
+            if entry.get("generator"):
+                continue  # written on first use
+            for key in ("annotations", "features", "durations"):
+                if entry.get(key) and not os.path.isfile(entry[key]):
+                    raise TanError(f"dataset {entry['name']!r}: {key} file {entry[key]!r} not found "
+                                   f"(DATASETS.ROOT is {self.cfg.DATASETS.ROOT!r}; see README 'Real data')")
+        if entries and not all(e.get("generator") for e in entries):
+            if not os.path.isfile(self.word_vectors_path):
+                raise TanError(f"word-vector file {self.word_vectors_path!r} not found (INPUT.WORD_VECTORS, "
+                               f"relative to DATASETS.ROOT). Put a GloVe text file there, e.g. "
+                               f"glove.840B.300d.txt, or set INPUT.WORD_VECTORS.")
+
+    def prepare(self):
+        """Write the configured generated datasets (synthetic) if missing."""
+        self._generate([self._entries[name] for name in self.names])
+
+    def _generate(self, entries):
+        generators = sorted({e["generator"] for e in entries if e.get("generator")} - self._generated)
+        if not generators:
+            return
+        # One process writes generated files; the others wait for them.
+        if comm.is_main_process():
+            for g in generators:
+                _GENERATORS[g](self.catalog.root)
+        comm.synchronize()
+        self._generated.update(generators)
+
+    def queries(self, name):
+        """(queries, dropped Counter) of ``name``'s annotation file, parsed once per run.
+
+        Shared by every caller: read them, do not change them."""
+        return self._parse(self.entry(name))
+
+    def _parse(self, entry):
+        key = _file_key(entry)
+        if key not in self._parsed:
+            self._generate([entry])
+            self._parsed[key] = annotations.load_annotations(*key)
+        return self._parsed[key]
+
+    def vocabulary(self):
+        """Vectors of every word of the configured datasets, read once per run.
+
+        The main process reads the text file (or the cache) first and writes the
+        cache; the others wait for it and then read the cache."""
+        if self._vocabulary is None:
+            self.prepare()
+            entries = {_file_key(self._entries[name]): self._entries[name] for name in self.names}
+            words = set()
+            for key in sorted(entries, key=str):
+                for q in self._parse(entries[key])[0]:
+                    words.update(tokenize(q.sentence))
+            path, dim = self.word_vectors_path, self.cfg.INPUT.PRE_QUERY_SIZE
+            cache_dir = word_vector_cache_dir(self.cfg)
+            if comm.is_main_process():
+                vectors = cached_word_vectors(path, words, dim, cache_dir)
+            comm.synchronize()
+            if not comm.is_main_process():
+                vectors = cached_word_vectors(path, words, dim, cache_dir)
+            get_logger("data").info("word vectors: %d of %d words found in %s", len(vectors), len(words), path)
+            self._vocabulary = Vocabulary(vectors, dim)
+        return self._vocabulary
+
+    def dataset(self, name):
+        """The MomentDataset of ``name``, built once per run."""
+        if name not in self._datasets:
+            vocabulary = self.vocabulary()
+            entry, cfg = self.entry(name), self.cfg
+            self._datasets[name] = MomentDataset(
+                entry["name"], entry["annotations"], entry["features"], entry["format"], vocabulary,
+                cfg.INPUT.NUM_PRE_CLIPS, cfg.MODEL.TAN.FEATPOOL.INPUT_SIZE,
+                feature_key=entry.get("feature_key", "c3d_features"), cache_size=cfg.INPUT.FEATURE_CACHE_SIZE,
+                durations=entry.get("durations"), parsed=self._parse(entry))
+        return self._datasets[name]
+
+    def datasets(self, names):
+        """The datasets of ``names``, in order; every name is looked up before any is built."""
+        if not names:
+            raise TanError("no dataset named; set DATASETS.TRAIN / DATASETS.TEST")
+        self.vocabulary()
+        for name in names:
+            self.entry(name)
+        return [self.dataset(name) for name in names]
+
+    def _loader(self, dataset, batch_key, shuffle, distributed):
+        world, rank = (comm.get_world_size(), comm.get_rank()) if distributed else (1, 0)
+        batch_size = per_process_batch(self.cfg, batch_key, comm.get_world_size())
+        # One sampler for one or many processes: shuffled from SEED and the epoch,
+        # so a resumed run sees the same order as an uninterrupted one.
+        sampler = ResumableDistributedSampler(dataset, world, rank, shuffle, self.cfg.SEED, batch_size)
+        workers = self.cfg.DATALOADER.NUM_WORKERS
+        return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
+                          collate_fn=BatchCollator(), pin_memory=torch.cuda.is_available(),
+                          persistent_workers=workers > 0)
+
+    def train_loader(self, distributed):
+        """One shuffled loader over the concatenated DATASETS.TRAIN (SOLVER.BATCH_SIZE over all processes)."""
+        if distributed not in self._train_loaders:
+            datasets = self.datasets(self.cfg.DATASETS.TRAIN)
+            dataset = datasets[0] if len(datasets) == 1 else ConcatDataset(datasets)
+            self._train_loaders[distributed] = self._loader(dataset, "SOLVER.BATCH_SIZE", True, distributed)
+        return self._train_loaders[distributed]
+
+    def val_loaders(self, distributed):
+        """Loaders of DATASETS.VAL for periodic evaluation; of DATASETS.TEST (with a warning) when VAL is empty."""
+        names = self.cfg.DATASETS.VAL
+        if not names:
+            if not self._warned_val_fallback:
+                get_logger("data").warning(VAL_FALLBACK_WARNING)
+                self._warned_val_fallback = True
+            names = self.cfg.DATASETS.TEST
+        return self._eval_loaders_of(names, distributed)
+
+    def test_loaders(self, distributed):
+        """One loader per dataset of DATASETS.TEST, in order."""
+        return self._eval_loaders_of(self.cfg.DATASETS.TEST, distributed)
+
+    def _eval_loaders_of(self, names, distributed):
+        loaders = []
+        for dataset in self.datasets(names):
+            key = (dataset.name, distributed)
+            if key not in self._eval_loaders:
+                self._eval_loaders[key] = self._loader(dataset, "TEST.BATCH_SIZE", False, distributed)
+            loaders.append(self._eval_loaders[key])
+        return loaders
+
+    def video_features(self, video):
+        """[T, D_in] float32 features of ``video`` from the first configured feature file holding it."""
+        self.prepare()
+        entries = [self._entries[name] for name in self.names]
+        for entry in entries:
+            source = FeatureFile(entry["features"], entry.get("feature_key", "c3d_features"))
+            if source.shapes([video]):
+                return source.read(video)
+        files = sorted({e["features"] for e in entries})
+        raise TanError(f"video {video!r} is in none of the configured feature files ({', '.join(files) or 'none'}); "
+                       f"pass --features FILE")
+
+    def video_duration(self, video):
+        """Seconds, from the annotations of the configured datasets; None when not found."""
+        for name in self.names:
+            for q in self.queries(name)[0]:
+                if q.video == video:
+                    return q.duration
+        return None
+
+
+def per_process_batch(cfg, key, world_size):
+    """Each process's share of a global batch size ("SOLVER.BATCH_SIZE" or "TEST.BATCH_SIZE");
+    an error when the processes cannot share it equally."""
+    section, name = key.split(".")
+    total = cfg[section][name]
+    if total % world_size:
+        raise TanError(f"{key} = {total} is a global batch size and must be divisible by the number of "
+                       f"processes ({world_size})")
+    return total // world_size
+
+
+def check_batch_sizes(cfg, world_size):
+    """Both global batch sizes, checked at set-up before any work."""
+    for key in ("SOLVER.BATCH_SIZE", "TEST.BATCH_SIZE"):
+        per_process_batch(cfg, key, world_size)
 
 
 def check_data_files(cfg):
     """Fail before any work if a configured dataset's files or the word-vector file are missing."""
-    entries = _lookup(cfg, _configured_names(cfg))
-    for entry in entries:
-        if entry.get("generator"):
-            continue  # written on first use
-        for key in ("annotations", "features", "durations"):
-            if entry.get(key) and not os.path.isfile(entry[key]):
-                raise TanError(f"dataset {entry['name']!r}: {key} file {entry[key]!r} not found "
-                               f"(DATASETS.ROOT is {cfg.DATASETS.ROOT!r}; see README 'Real data')")
-    if entries and not all(e.get("generator") for e in entries):
-        path = resolve_path(cfg.DATASETS.ROOT, cfg.INPUT.WORD_VECTORS)
-        if not os.path.isfile(path):
-            raise TanError(f"word-vector file {path!r} not found (INPUT.WORD_VECTORS, relative to DATASETS.ROOT). "
-                           f"Put a GloVe text file there, e.g. glove.840B.300d.txt, or set INPUT.WORD_VECTORS.")
+    RunData(cfg).check_files()
 
 
 def build_datasets(cfg, names):
-    if not names:
-        raise TanError("no dataset named; set DATASETS.TRAIN / DATASETS.TEST")
-    vocabulary = build_vocabulary(cfg)
-    datasets = []
-    for entry in _catalog_entries(cfg, names):
-        datasets.append(MomentDataset(
-            entry["name"], entry["annotations"], entry["features"], entry["format"], vocabulary,
-            cfg.INPUT.NUM_PRE_CLIPS, cfg.MODEL.TAN.FEATPOOL.INPUT_SIZE,
-            feature_key=entry.get("feature_key", "c3d_features"), cache_size=cfg.INPUT.FEATURE_CACHE_SIZE,
-            durations=entry.get("durations")))
-    return datasets
-
-
-def _per_process_batch(total, key):
-    world = comm.get_world_size()
-    if total % world:
-        raise TanError(f"{key} = {total} is a global batch size and must be divisible by the number of "
-                       f"processes ({world})")
-    return total // world
-
-
-def _loader(cfg, dataset, batch_size, shuffle, is_distributed):
-    world, rank = (comm.get_world_size(), comm.get_rank()) if is_distributed else (1, 0)
-    # One sampler for one or many processes: shuffled from SEED and the epoch
-    # (set_epoch), so a resumed run sees the same order as an uninterrupted one.
-    sampler = ResumableDistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=shuffle, seed=cfg.SEED)
-    workers = cfg.DATALOADER.NUM_WORKERS
-    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
-                      collate_fn=BatchCollator(), pin_memory=torch.cuda.is_available(),
-                      persistent_workers=workers > 0)
+    """The datasets of ``names`` (with the vocabulary of the configured datasets)."""
+    return RunData(cfg).datasets(names)
 
 
 def make_data_loader(cfg, is_train=True, is_distributed=False, is_for_period=False):
     """Training: one loader over the concatenated DATASETS.TRAIN. Otherwise a list
     of loaders, one per dataset of DATASETS.TEST, or of DATASETS.VAL (falling
-    back to TEST) when ``is_for_period``."""
+    back to TEST) when ``is_for_period``. Each call builds everything anew: a
+    run that needs several should hold one :class:`RunData` instead."""
+    data = RunData(cfg)
     if is_train:
-        datasets = build_datasets(cfg, cfg.DATASETS.TRAIN)
-        dataset = datasets[0] if len(datasets) == 1 else ConcatDataset(datasets)
-        batch = _per_process_batch(cfg.SOLVER.BATCH_SIZE, "SOLVER.BATCH_SIZE")
-        return _loader(cfg, dataset, batch, True, is_distributed)
-    names = cfg.DATASETS.TEST
-    if is_for_period and cfg.DATASETS.VAL:
-        names = cfg.DATASETS.VAL
-    elif is_for_period:
-        get_logger("data").warning("DATASETS.VAL is empty: evaluating DATASETS.TEST during training "
-                                   "(the reference's habit; select epochs on a validation split instead)")
-    batch = _per_process_batch(cfg.TEST.BATCH_SIZE, "TEST.BATCH_SIZE")
-    return [_loader(cfg, d, batch, False, is_distributed) for d in build_datasets(cfg, names)]
+        return data.train_loader(is_distributed)
+    return data.val_loaders(is_distributed) if is_for_period else data.test_loaders(is_distributed)

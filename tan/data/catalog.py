@@ -1,8 +1,10 @@
 """Dataset names -> files under DATASETS.ROOT.
 
-Built-in names follow the reference layout; more can be registered from
-Python (``DatasetCatalog.register``) or from a YAML/JSON file named by
-``DATASETS.CATALOG`` that maps names to entries with the same fields, e.g.::
+Built-in names follow the reference layout; more come from a YAML/JSON file
+named by ``DATASETS.CATALOG`` or from Python (``register`` on a
+``DatasetCatalog`` instance). A catalog is an instance, not a process-wide
+registry, so two runs in one process never see each other's names. The file
+maps names to entries with the same fields, e.g.::
 
     mydata_train:
       annotations: mydata/train.json
@@ -23,47 +25,54 @@ _FIELDS = {"annotations", "features", "format", "feature_key", "durations", "gen
 _PATHS = ("annotations", "features", "durations")
 
 
-def _builtin():
-    entries = {}
-    for split in ("train", "val", "test"):
-        entries[f"tacos_{split}"] = {
-            "annotations": f"tacos/annotations/{split}.json",
-            "features": "tacos/features/tall_c3d_features.hdf5",
-            "format": "tacos",
-        }
-        entries[f"activitynet_{split}"] = {
-            "annotations": f"activitynet1.3/annotations/{split}.json",
-            "features": "activitynet1.3/features/activitynet_v1-3_c3d.hdf5",
-            "format": "seconds",
-            "feature_key": "c3d_features",
-        }
-        entries[f"synthetic_{split}"] = {
-            "annotations": f"synthetic/annotations/{split}.json",
-            "features": "synthetic/features/synthetic_features.hdf5",
-            "format": "seconds",
-            "generator": "synthetic",
-        }
-    for split in ("train", "test"):
-        entries[f"charades_{split}"] = {
-            "annotations": f"charades_sta/annotations/charades_{split}.json",
-            "features": "charades_sta/features/vgg_rgb_features.hdf5",
-            "format": "seconds",
-        }
-        # The original release: text annotations, durations from the Charades CSV.
-        entries[f"charades_txt_{split}"] = {
-            "annotations": f"charades_sta/annotations/charades_sta_{split}.txt",
-            "durations": f"charades_sta/annotations/Charades_v1_{split}.csv",
-            "features": "charades_sta/features/vgg_rgb_features.hdf5",
-            "format": "charades_txt",
-        }
-    return entries
+# Built-in datasets in the reference layout under DATASETS.ROOT: name ->
+# (splits, entry), where "{split}" in a field stands for the split.
+BUILTIN_DATASETS = {
+    "tacos": (("train", "val", "test"), {
+        "annotations": "tacos/annotations/{split}.json",
+        "features": "tacos/features/tall_c3d_features.hdf5", "format": "tacos"}),
+    "activitynet": (("train", "val", "test"), {
+        "annotations": "activitynet1.3/annotations/{split}.json",
+        "features": "activitynet1.3/features/activitynet_v1-3_c3d.hdf5", "format": "seconds",
+        "feature_key": "c3d_features"}),
+    "synthetic": (("train", "val", "test"), {
+        "annotations": "synthetic/annotations/{split}.json",
+        "features": "synthetic/features/synthetic_features.hdf5", "format": "seconds", "generator": "synthetic"}),
+    "charades": (("train", "test"), {
+        "annotations": "charades_sta/annotations/charades_{split}.json",
+        "features": "charades_sta/features/vgg_rgb_features.hdf5", "format": "seconds"}),
+    # The original release: text annotations, durations from the Charades CSV.
+    "charades_txt": (("train", "test"), {
+        "annotations": "charades_sta/annotations/charades_sta_{split}.txt",
+        "durations": "charades_sta/annotations/Charades_v1_{split}.csv",
+        "features": "charades_sta/features/vgg_rgb_features.hdf5", "format": "charades_txt"}),
+}
+
+
+def builtin_entries():
+    """The built-in names, as a new dict on each call (callers may change it)."""
+    return {f"{name}_{split}": {key: value.format(split=split) for key, value in entry.items()}
+            for name, (splits, entry) in BUILTIN_DATASETS.items() for split in splits}
 
 
 class DatasetCatalog:
-    _entries = _builtin()
+    """Dataset names -> entries: the built-in ones, those of ``catalog_file``
+    (read once, here) and any added with :meth:`register`."""
+
+    def __init__(self, root, catalog_file=""):
+        self.root = root
+        self._entries = builtin_entries()
+        if catalog_file:
+            for name, entry in _read_catalog_file(catalog_file).items():
+                self.register(name, entry)
 
     @classmethod
-    def register(cls, name, entry):
+    def from_config(cls, cfg):
+        """DATASETS.ROOT with the DATASETS.CATALOG file, if one is set."""
+        root = cfg.DATASETS.ROOT
+        return cls(root, resolve_path(root, cfg.DATASETS.CATALOG) if cfg.DATASETS.CATALOG else "")
+
+    def register(self, name, entry):
         unknown = set(entry) - _FIELDS
         missing = {"annotations", "features"} - set(entry)
         if entry.get("format", "seconds") not in FORMATS:
@@ -71,38 +80,37 @@ class DatasetCatalog:
         if unknown or missing:
             raise TanError(f"dataset {name!r}: unknown fields {sorted(unknown)} / missing fields {sorted(missing)}; "
                            f"fields are {sorted(_FIELDS)}")
-        cls._entries[name] = {"format": "seconds", **entry}
+        # A copy, so later changes to the caller's dict do not reach the catalog.
+        self._entries[name] = copy.deepcopy({"format": "seconds", **entry})
 
-    @classmethod
-    def register_file(cls, path):
-        if not os.path.isfile(path):
-            raise TanError(f"dataset catalog file {path!r} (DATASETS.CATALOG) not found")
-        try:
-            with open(path) as f:
-                data = yaml.safe_load(f)  # JSON is YAML too
-        except yaml.YAMLError as e:
-            raise TanError(f"dataset catalog file {path!r} is not valid YAML/JSON: {e}") from None
-        if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-            raise TanError(f"dataset catalog file {path!r}: expected a mapping of dataset names to entries")
-        for name, entry in data.items():
-            cls.register(name, entry)
+    def names(self):
+        return sorted(self._entries)
 
-    @classmethod
-    def names(cls):
-        return sorted(cls._entries)
-
-    @classmethod
-    def get(cls, name, root):
-        """The entry of ``name`` with paths made absolute against ``root``."""
-        if name not in cls._entries:
-            raise TanError(f"unknown dataset {name!r}; known: {', '.join(cls.names())} "
+    def get(self, name):
+        """The entry of ``name`` with paths made absolute against the root, and its "name"."""
+        if name not in self._entries:
+            raise TanError(f"unknown dataset {name!r}; known: {', '.join(self.names())} "
                            f"(register more with DATASETS.CATALOG)")
-        entry = copy.deepcopy(cls._entries[name])
+        entry = copy.deepcopy(self._entries[name])
         for key in _PATHS:
             if entry.get(key):
-                entry[key] = os.path.join(root, entry[key])
+                entry[key] = os.path.join(self.root, entry[key])
         entry["name"] = name
         return entry
+
+
+def _read_catalog_file(path):
+    """{name: entry} of a YAML/JSON catalog file, not yet validated entry by entry."""
+    if not os.path.isfile(path):
+        raise TanError(f"dataset catalog file {path!r} (DATASETS.CATALOG) not found")
+    try:
+        with open(path) as f:
+            data = yaml.safe_load(f)  # JSON is YAML too
+    except yaml.YAMLError as e:
+        raise TanError(f"dataset catalog file {path!r} is not valid YAML/JSON: {e}") from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise TanError(f"dataset catalog file {path!r}: expected a mapping of dataset names to entries")
+    return data
 
 
 def resolve_path(root, path):

@@ -1,5 +1,5 @@
 """One item per query: prepared video features, word vectors and the moment."""
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 
 import numpy as np
 import torch
@@ -7,7 +7,7 @@ from torch.utils.data import Dataset
 
 from ..errors import TanError
 from ..utils.logger import get_logger
-from .annotations import load_annotations
+from . import annotations as annotation_files
 from .features import FeatureFile, l2_normalize_rows, resample
 from .text import tokenize
 
@@ -21,7 +21,10 @@ class MomentDataset(Dataset):
     """
 
     def __init__(self, name, annotations, features, fmt, vocabulary, num_pre_clips, input_size,
-                 feature_key="c3d_features", cache_size=32, durations=None):
+                 feature_key="c3d_features", cache_size=32, durations=None, parsed=None):
+        """``parsed``: the (queries, dropped) that ``load_annotations`` returned for
+        ``annotations``, when the caller has parsed the file already (a run
+        parses each file once); the file is read here otherwise."""
         self.name = name
         self.num_pre_clips = num_pre_clips
         self.vocabulary = vocabulary
@@ -29,7 +32,9 @@ class MomentDataset(Dataset):
         self.cache_size = cache_size
         self._cache = OrderedDict()
 
-        queries, dropped = load_annotations(annotations, fmt, durations)
+        queries, dropped = parsed if parsed is not None else annotation_files.load_annotations(annotations, fmt,
+                                                                                                  durations)
+        dropped = Counter(dropped)  # this dataset's own count: the caller's may be shared
         shapes = self.features.shapes(sorted({q.video for q in queries}))
         for video, shape in shapes.items():
             if len(shape) != 2 or shape[1] != input_size:
@@ -38,32 +43,11 @@ class MomentDataset(Dataset):
 
         nonfinite = self.features.nonfinite(v for v, s in shapes.items() if s[0] > 0)
         self.videos = sorted(v for v, s in shapes.items() if s[0] > 0 and v not in nonfinite)
-        video_index = {v: i for i, v in enumerate(self.videos)}
-        kept, token_ids, unknown, total_words = [], [], 0, 0
-        for q in queries:
-            if q.video not in shapes:
-                dropped["video missing from the feature file"] += 1
-                continue
-            if q.video in nonfinite:
-                dropped["video with NaN or infinite features"] += 1
-                continue
-            if q.video not in video_index:
-                dropped["video with no feature rows"] += 1
-                continue
-            ids = vocabulary.encode(tokenize(q.sentence))
-            if len(ids) == 0:
-                dropped["sentence without words"] += 1
-                continue
-            if not ids.any():
-                dropped["sentence without a known word"] += 1
-                continue
-            unknown += int((ids == 0).sum())
-            total_words += len(ids)
-            kept.append(q)
-            token_ids.append(ids)
+        kept, token_ids = self._keep_usable(queries, shapes, nonfinite, dropped)
         if not kept:
             raise TanError(f"dataset {name!r} ({annotations}) has no usable query after filtering: {dict(dropped)}")
 
+        video_index = {v: i for i, v in enumerate(self.videos)}
         self.video_ids = np.asarray([video_index[q.video] for q in kept], dtype=np.int32)
         self.moments = np.asarray([[q.start, q.end] for q in kept], dtype=np.float32)
         self.durations = np.asarray([q.duration for q in kept], dtype=np.float32)
@@ -71,10 +55,39 @@ class MomentDataset(Dataset):
         self.word_offsets = np.cumsum([0] + [len(t) for t in token_ids])
         self.word_ids = np.concatenate(token_ids)
         self.dropped = dropped
-        self.unknown_words = unknown
+        self.unknown_words = int(sum(int((ids == 0).sum()) for ids in token_ids))
+        self._log_summary(len(kept), sum(len(ids) for ids in token_ids))
+
+    def _keep_usable(self, queries, shapes, nonfinite, dropped):
+        """(kept queries, their token ids); what is left out is counted in ``dropped``."""
+        usable_videos = set(self.videos)
+        kept, token_ids = [], []
+        for q in queries:
+            if q.video not in shapes:
+                dropped["video missing from the feature file"] += 1
+                continue
+            if q.video in nonfinite:
+                dropped["video with NaN or infinite features"] += 1
+                continue
+            if q.video not in usable_videos:
+                dropped["video with no feature rows"] += 1
+                continue
+            ids = self.vocabulary.encode(tokenize(q.sentence))
+            if len(ids) == 0:
+                dropped["sentence without words"] += 1
+                continue
+            if not ids.any():
+                dropped["sentence without a known word"] += 1
+                continue
+            kept.append(q)
+            token_ids.append(ids)
+        return kept, token_ids
+
+    def _log_summary(self, kept, total_words):
+        dropped, unknown = self.dropped, self.unknown_words
         get_logger("data").info(
             "dataset %s: %d queries over %d videos kept; %s; %d of %d words (%.1f%%) have no word vector",
-            name, len(kept), len(set(self.video_ids.tolist())),
+            self.name, kept, len(set(self.video_ids.tolist())),
             ("dropped or clipped: " + ", ".join(f"{k} {v}" for k, v in sorted(dropped.items()))) if dropped
             else "nothing dropped or clipped",
             unknown, total_words, 100.0 * unknown / max(total_words, 1))

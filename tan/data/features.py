@@ -1,4 +1,4 @@
-"""Clip features from HDF5, prepared as MODEL.md section 1."""
+"""Clip features from HDF5, prepared as docs/model.md §1 describes."""
 import os
 
 import h5py

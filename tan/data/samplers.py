@@ -5,16 +5,27 @@ from torch.utils.data import DistributedSampler
 class ResumableDistributedSampler(DistributedSampler):
     """A DistributedSampler (shuffled from the seed and the epoch) that can
     start an epoch part-way, so a run resumed mid-epoch skips the batches it
-    has already trained on and sees the rest in the same order."""
+    has already trained on and sees the rest in the same order.
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.start = 0
+    It knows its loader's ``batch_size`` so that callers resume by (epoch,
+    iteration), the units a checkpoint records, rather than by sample counts."""
 
-    def set_epoch(self, epoch, start=0):
-        """``start``: samples of this rank's share of the epoch already seen."""
+    def __init__(self, dataset, num_replicas, rank, shuffle, seed, batch_size):
+        super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed)
+        self.batch_size = batch_size
+        self.start = 0  # samples of this rank's share of the epoch to skip
+
+    def set_epoch(self, epoch):
+        """Start ``epoch`` at its beginning."""
+        self.resume(epoch, 0)
+
+    def resume(self, epoch, iteration):
+        """Start ``epoch`` after its first ``iteration`` batches of this rank.
+
+        The epoch's order does not depend on where it starts, so the batches
+        that follow are those an uninterrupted run would have drawn."""
         super().set_epoch(epoch)
-        self.start = start
+        self.start = iteration * self.batch_size
 
     def __iter__(self):
         return iter(list(super().__iter__())[self.start:])

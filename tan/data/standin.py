@@ -2,7 +2,7 @@
 with generated features and word vectors in the real layouts and file names.
 
 No feature file or GloVe file can be downloaded here, so this plants a
-signal instead (DATA.md, "Planted datasets"): every frequent content word of
+signal instead (docs/data.md §6.2): every frequent content word of
 the benchmark's sentences has a fixed random pattern in feature space, and
 the clips inside each annotated moment carry the sum of the patterns of its
 sentence's words on top of noise. Word vectors are random but fixed per word.
@@ -77,6 +77,28 @@ def make_standin(benchmark, source_dir, root, dim=None, seed=0, clips_per_second
     dim = dim or spec["dim"]
     rate = clips_per_second or spec["clips_per_second"]
     logger = get_logger("standin")
+    videos, sentences = _copy_annotations(spec, source_dir, root)
+
+    counts = Counter(t for s in sentences for t in tokenize(s))
+    content = [w for w, _ in counts.most_common() if w not in STOPWORDS and w.isalpha()]
+    signal_words = set(content[:SIGNAL_WORDS])
+    patterns = {w: _pattern(w, dim) for w in signal_words}
+    path = os.path.join(root, spec["features"])
+    _write_features(path, videos, spec["feature_key"], dim, rate, np.random.default_rng(seed), patterns)
+
+    vocab = sorted(counts)
+    lines = [w + " " + " ".join(f"{x:.4f}" for x in _word_vector(w)) for w in vocab]
+    atomic_write_text(os.path.join(root, WORD_VECTORS), "\n".join(lines) + "\n")
+    atomic_write_text(os.path.join(root, f"{benchmark}_standin.json"), json.dumps(
+        {"benchmark": benchmark, "videos": len(videos), "queries": len(sentences), "dim": dim,
+         "clips_per_second": rate, "signal_words": len(signal_words), "vocabulary": len(vocab)}, indent=2))
+    logger.info("%s stand-in: %d videos, %d queries, %d-d features, %d signal words, in %s",
+                benchmark, len(videos), len(sentences), dim, len(signal_words), root)
+    return path
+
+
+def _copy_annotations(spec, source_dir, root):
+    """Copy the real annotation files under ``root``; ({video: {duration, moments}}, all sentences)."""
     videos, sentences = {}, []
     for split in spec["splits"]:
         source = os.path.join(source_dir, spec["source"].format(split=split))
@@ -89,14 +111,12 @@ def make_standin(benchmark, source_dir, root, dim=None, seed=0, clips_per_second
         for q in queries:
             videos.setdefault(q.video, {"duration": q.duration, "moments": []})["moments"].append(q)
             sentences.append(q.sentence)
+    return videos, sentences
 
-    counts = Counter(t for s in sentences for t in tokenize(s))
-    content = [w for w, _ in counts.most_common() if w not in STOPWORDS and w.isalpha()]
-    signal_words = set(content[:SIGNAL_WORDS])
-    patterns = {w: _pattern(w, dim) for w in signal_words}
 
-    rng = np.random.default_rng(seed)
-    path = os.path.join(root, spec["features"])
+def _write_features(path, videos, feature_key, dim, rate, rng, patterns):
+    """Noise clips per video (in sorted order, one ``rng`` for all: the file is
+    reproducible), with each moment's signal-word patterns planted in its clips."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = path + ".tmp"
     noise_norm = np.sqrt(dim)
@@ -108,7 +128,7 @@ def make_standin(benchmark, source_dir, root, dim=None, seed=0, clips_per_second
             feats += rng.normal(scale=0.5, size=dim).astype(np.float32)  # the video's own look
             centres = (np.arange(num_clips) + 0.5) * info["duration"] / num_clips
             for q in info["moments"]:
-                words = [w for w in set(tokenize(q.sentence)) if w in signal_words]
+                words = [w for w in set(tokenize(q.sentence)) if w in patterns]
                 if not words:
                     continue
                 signal = np.sum([patterns[w] for w in words], axis=0)
@@ -117,21 +137,11 @@ def make_standin(benchmark, source_dir, root, dim=None, seed=0, clips_per_second
                 if not inside.any():  # a moment shorter than a clip still marks its clip
                     inside[min(int(q.start / info["duration"] * num_clips), num_clips - 1)] = True
                 feats[inside] += signal.astype(np.float32)
-            if spec["feature_key"]:
-                h5.create_group(video).create_dataset(spec["feature_key"], data=feats)
+            if feature_key:
+                h5.create_group(video).create_dataset(feature_key, data=feats)
             else:
                 h5.create_dataset(video, data=feats)
     os.replace(tmp, path)
-
-    vocab = sorted(counts)
-    lines = [w + " " + " ".join(f"{x:.4f}" for x in _word_vector(w)) for w in vocab]
-    atomic_write_text(os.path.join(root, WORD_VECTORS), "\n".join(lines) + "\n")
-    atomic_write_text(os.path.join(root, f"{benchmark}_standin.json"), json.dumps(
-        {"benchmark": benchmark, "videos": len(videos), "queries": len(sentences), "dim": dim,
-         "clips_per_second": rate, "signal_words": len(signal_words), "vocabulary": len(vocab)}, indent=2))
-    logger.info("%s stand-in: %d videos, %d queries, %d-d features, %d signal words, in %s",
-                benchmark, len(videos), len(sentences), dim, len(signal_words), root)
-    return path
 
 
 def write_charades_text_form(root):

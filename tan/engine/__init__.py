@@ -1,4 +1,7 @@
+"""Training and evaluation: the step, the loop and its hooks, inference and metrics."""
 from .inference import inference
-from .trainer import NonFiniteLossError, do_train
+from .state import TrainingState
+from .step import run_step
+from .trainer import do_train
 
-__all__ = ["do_train", "inference", "NonFiniteLossError"]
+__all__ = ["do_train", "run_step", "inference", "TrainingState"]

@@ -1,14 +1,10 @@
-"""Score maps -> top moments (greedy NMS) -> recall and mIoU (MODEL.md 4)."""
+"""Score maps -> top moments (greedy NMS) -> recall and mIoU (docs/metric.md §2, §3)."""
 import torch
 
-from ..modeling.loss import temporal_iou
+from ..config.choices import IOU_THRESHOLDS, RECALL_AT, metric_names
+from ..structures.moments import cell_spans, temporal_iou
 
-RECALL_AT = (1, 5)
-IOU_THRESHOLDS = (0.1, 0.3, 0.5, 0.7)
-
-
-def metric_names():
-    return [f"R@{k},IoU@{m}" for k in RECALL_AT for m in IOU_THRESHOLDS] + ["mIoU"]
+__all__ = ["top_moments", "evaluate_moments", "format_table", "metric_names", "RECALL_AT", "IOU_THRESHOLDS"]
 
 
 def top_moments(scores, durations, nms_thresh, topk=5, mask2d=None):
@@ -36,7 +32,7 @@ def top_moments(scores, durations, nms_thresh, topk=5, mask2d=None):
     # IoU is scale-free: NMS compares cells in clip units, where the ends are
     # small integers, so ties at the threshold (IoU exactly 0.5, say) are
     # decided exactly instead of by rounding of seconds.
-    units = torch.stack([cells // n, cells % n + 1], dim=1).float()  # [C, 2]
+    units = cell_spans(cells // n, cells % n)  # [C, 2]
     alive = flat_scores > 0
     rows = torch.arange(b, device=device)
     kept_cells = torch.zeros(b, topk, dtype=torch.long, device=device)

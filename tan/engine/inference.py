@@ -9,20 +9,10 @@ from ..utils import comm
 from ..utils.io import atomic_write_text
 from ..utils.logger import get_logger
 from ..utils.progress import progress
-from .precision import autocast
-from ..modeling.loss import temporal_iou
+from ..structures.moments import temporal_iou
 from .evaluation import evaluate_moments, format_table, top_moments
-
-
-def unwrap(model):
-    """The TAN module inside DistributedDataParallel and/or torch.compile wrappers."""
-    while True:
-        if hasattr(model, "module"):
-            model = model.module
-        elif hasattr(model, "_orig_mod"):
-            model = model._orig_mod
-        else:
-            return model
+from .precision import autocast
+from .wrappers import unwrap
 
 
 @torch.no_grad()

@@ -3,21 +3,30 @@ import contextlib
 
 import torch
 
-AMP_MODES = ("off", "fp16", "bf16")
-_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+from ..errors import TanError
+
+# SOLVER.AMP -> autocast dtype, for every mode of tan.config.choices.AMP_MODES but "off".
+AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 def autocast(amp, device):
     """Mixed-precision region for SOLVER.AMP; a no-op when it is "off"."""
     if amp == "off":
         return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=_DTYPES[amp])
+    return torch.autocast(device_type=device.type, dtype=AUTOCAST_DTYPES[amp])
 
 
 def make_grad_scaler(amp, device):
     """fp16 needs loss scaling to keep small gradients from underflowing; bf16
     has float32's range and does not. A disabled scaler passes through."""
     return torch.amp.GradScaler(device.type, enabled=amp == "fp16")
+
+
+def check_amp_support(amp, device):
+    """bf16 on a GPU without bfloat16 is an error before any work."""
+    if amp == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise TanError(f"SOLVER.AMP bf16: GPU {torch.cuda.get_device_name(device)} has no bfloat16 support; "
+                       f"use SOLVER.AMP fp16 or off")
 
 
 def configure_backends(cfg, device):
@@ -27,17 +36,3 @@ def configure_backends(cfg, device):
     torch.backends.cudnn.benchmark = bool(cfg.CUDNN_BENCHMARK)
     torch.backends.cudnn.allow_tf32 = bool(cfg.TF32)
     torch.backends.cuda.matmul.allow_tf32 = bool(cfg.TF32)
-
-
-def prepare_model(cfg, model, device):
-    """Memory format for the 2D convolutions (model already on ``device``)."""
-    if cfg.MODEL.CHANNELS_LAST:
-        model.to(memory_format=torch.channels_last)
-    return model
-
-
-def maybe_compile(cfg, model):
-    """torch.compile around the (possibly distributed) model when SOLVER.COMPILE is on."""
-    if not cfg.SOLVER.COMPILE:
-        return model
-    return torch.compile(model)

@@ -1,18 +1,17 @@
-"""Ask a trained model about one video: sentences in, top moments (seconds) out."""
+"""Ask a trained model about one video: sentences in, top moments (seconds) out.
+
+The inputs (a video's features and duration, sentences as word vectors) come
+from tan.data (VideoSource, SentenceEncoder); this module runs the model on
+them and keeps the top moments as the evaluation does."""
 import os
 
 import numpy as np
 import torch
 
-from ..data.annotations import load_annotations
-from ..data.build import _catalog_entries, _configured_names, build_vocabulary
-from ..data.catalog import resolve_path
-from ..data.features import FeatureFile, l2_normalize_rows, resample
-from ..data.text import read_word_vectors, tokenize
+from ..data.features import l2_normalize_rows, resample
 from ..errors import TanError
 from ..modeling import build_model
-from ..utils.checkpoint import BEST, Checkpointer, load_model_weights, model_state_from, read_checkpoint
-from ..utils.logger import get_logger
+from ..utils.checkpoint import BEST, last_checkpoint, load_model_weights, model_state_from, read_checkpoint
 from .evaluation import top_moments
 from .precision import autocast
 
@@ -22,8 +21,7 @@ def default_checkpoint(cfg):
     best = os.path.join(cfg.OUTPUT_DIR, BEST)
     if os.path.isfile(best):
         return best
-    last = Checkpointer(torch.nn.Module(), save_dir=cfg.OUTPUT_DIR).last_checkpoint() if os.path.isdir(
-        cfg.OUTPUT_DIR) else None
+    last = last_checkpoint(cfg.OUTPUT_DIR)
     if last:
         return last
     raise TanError(f"no checkpoint given (--ckpt) and none in OUTPUT_DIR {cfg.OUTPUT_DIR!r}; "
@@ -34,79 +32,6 @@ def load_trained_model(cfg, checkpoint, device):
     model = build_model(cfg)
     load_model_weights(model, model_state_from(read_checkpoint(checkpoint), checkpoint), checkpoint)
     return model.to(device).eval()
-
-
-class VideoSource:
-    """Where a video's features and duration come from: the configured datasets,
-    or a feature file (HDF5 or .npy) given directly."""
-
-    def __init__(self, cfg):
-        self.cfg = cfg
-        names = _configured_names(cfg)
-        self.entries = _catalog_entries(cfg, names) if names else []
-
-    def features(self, video, features_file=None, feature_key="c3d_features"):
-        """[T, D_in] float32 for ``video``."""
-        if features_file:
-            if features_file.endswith(".npy"):
-                if not os.path.isfile(features_file):
-                    raise TanError(f"--features file {features_file!r} not found")
-                return np.asarray(np.load(features_file), dtype=np.float32)
-            if not video:
-                raise TanError(f"--features {features_file!r} is an HDF5 file: name the video with --video")
-            source = FeatureFile(features_file, feature_key)
-            if not source.shapes([video]):
-                raise TanError(f"video {video!r} is not in {features_file!r}")
-            return source.read(video)
-        if not video:
-            raise TanError("give --video ID (a video of the configured datasets) or --features FILE")
-        for entry in self.entries:
-            source = FeatureFile(entry["features"], entry.get("feature_key", "c3d_features"))
-            if source.shapes([video]):
-                return source.read(video)
-        files = sorted({e["features"] for e in self.entries})
-        raise TanError(f"video {video!r} is in none of the configured feature files ({', '.join(files) or 'none'}); "
-                       f"pass --features FILE")
-
-    def duration(self, video):
-        """Seconds, from the annotations of the configured datasets; None when not found."""
-        for entry in self.entries:
-            queries, _ = load_annotations(entry["annotations"], entry["format"], entry.get("durations"))
-            for q in queries:
-                if q.video == video:
-                    return q.duration
-        return None
-
-
-class SentenceEncoder:
-    """Sentences -> word-vector sequences: the datasets' vocabulary (cached), plus
-    the word-vector file for any word outside it (one pass over that file)."""
-
-    def __init__(self, cfg):
-        self.cfg = cfg
-        self.dim = cfg.INPUT.PRE_QUERY_SIZE
-        self.known = {}
-        if _configured_names(cfg):
-            vocabulary = build_vocabulary(cfg)
-            self.known = {w: vocabulary.matrix[i] for w, i in vocabulary.index.items()}
-
-    def __call__(self, sentences):
-        tokens = [tokenize(s) for s in sentences]
-        missing = {t for ts in tokens for t in ts} - set(self.known)
-        if missing:
-            path = resolve_path(self.cfg.DATASETS.ROOT, self.cfg.INPUT.WORD_VECTORS)
-            self.known.update(read_word_vectors(path, missing, self.dim))
-        encoded = []
-        for sentence, ts in zip(sentences, tokens):
-            unknown = [t for t in ts if t not in self.known]
-            if len(unknown) == len(ts):
-                raise TanError(f"sentence {sentence!r} has no word with a word vector "
-                               f"({'no words' if not ts else 'unknown: ' + ', '.join(unknown)})")
-            if unknown:
-                get_logger("predict").warning("%r: no word vector for %s (zero vectors used)", sentence,
-                                              ", ".join(unknown))
-            encoded.append(np.stack([self.known.get(t, np.zeros(self.dim, np.float32)) for t in ts]))
-        return encoded
 
 
 @torch.no_grad()

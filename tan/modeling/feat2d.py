@@ -1,4 +1,4 @@
-"""The sparse 2D temporal map (MODEL.md 2.2).
+"""The sparse 2D temporal map (docs/model.md §3).
 
 Cell (i, j) holds the element-wise max over clips i..j. Instead of the
 reference's chain of pooling layers, the maxima come from a sparse table:

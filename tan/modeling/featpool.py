@@ -1,4 +1,4 @@
-"""Clip features -> N pooled clips (MODEL.md 2.1)."""
+"""Clip features -> N pooled clips (docs/model.md §2)."""
 from torch import nn
 
 

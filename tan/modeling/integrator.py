@@ -1,4 +1,4 @@
-"""Sentence encoding and fusion with the 2D map (MODEL.md 2.3)."""
+"""Sentence encoding and fusion with the 2D map (docs/model.md §4)."""
 import torch
 from torch import nn
 from torch.nn import functional as F

@@ -1,28 +1,8 @@
-"""Training target and loss (MODEL.md 3)."""
-import torch
+"""Training target and loss (docs/model.md §6)."""
 from torch import nn
 from torch.nn import functional as F
 
-
-def candidate_moments(num_clips, durations):
-    """[B, N, N, 2] start and end (seconds) of every cell's candidate moment."""
-    grid = torch.arange(num_clips, device=durations.device, dtype=durations.dtype)
-    unit = durations[:, None] / num_clips  # [B, 1]
-    starts = (grid * unit)[:, :, None].expand(-1, -1, num_clips)
-    ends = ((grid + 1) * unit)[:, None, :].expand(-1, num_clips, -1)
-    return torch.stack([starts, ends], dim=-1)
-
-
-def temporal_iou(a, b):
-    """IoU of moments ``a`` [..., 2] and ``b`` [..., 2] (broadcast)."""
-    inter = (torch.minimum(a[..., 1], b[..., 1]) - torch.maximum(a[..., 0], b[..., 0])).clamp(min=0)
-    union = torch.maximum(a[..., 1], b[..., 1]) - torch.minimum(a[..., 0], b[..., 0])
-    return torch.where(union > 0, inter / union.clamp(min=1e-12), torch.zeros_like(inter))
-
-
-def iou2d(moments, durations, num_clips):
-    """[B, N, N] IoU of each cell's candidate with the ground truth [B, 2] (seconds)."""
-    return temporal_iou(candidate_moments(num_clips, durations), moments[:, None, None, :])
+from ..structures.moments import cell_spans, temporal_iou
 
 
 class ScaledIoULoss(nn.Module):
@@ -40,7 +20,7 @@ class ScaledIoULoss(nn.Module):
         i, j = mask2d.nonzero(as_tuple=True)
         self.register_buffer("mask2d", mask2d, persistent=False)
         self.register_buffer("cell_index", i * n + j, persistent=False)
-        self.register_buffer("cell_bounds", torch.stack([i, j + 1], dim=1).float(), persistent=False)  # clip units
+        self.register_buffer("cell_bounds", cell_spans(i, j), persistent=False)  # clip units
 
     def targets(self, ious):
         return ((ious - self.min_iou) / (self.max_iou - self.min_iou)).clamp(0, 1)

@@ -1,4 +1,4 @@
-"""Stacked masked 2D convolutions that score every cell (MODEL.md 2.4)."""
+"""Stacked masked 2D convolutions that score every cell (docs/model.md §5)."""
 import torch
 from torch import nn
 from torch.nn import functional as F

@@ -65,6 +65,17 @@ def read_checkpoint(path):
         raise TanError(f"checkpoint {path!r} cannot be read ({type(e).__name__}: {e})") from None
 
 
+def last_checkpoint(save_dir):
+    """Path of the latest checkpoint in ``save_dir`` (what its last_checkpoint file names), or None."""
+    marker = os.path.join(save_dir, LAST_CHECKPOINT)
+    if not (save_dir and os.path.isfile(marker)):
+        return None
+    with open(marker) as f:
+        name = f.read().strip()
+    # Relative names keep a moved output folder resumable; old absolute ones still work.
+    return name if os.path.isabs(name) else os.path.join(save_dir, name)
+
+
 class Checkpointer:
     def __init__(self, model, optimizer=None, scheduler=None, save_dir="", save_to_disk=True, extra=None):
         """``extra``: more {name: object with state_dict()} saved and restored with the
@@ -113,13 +124,7 @@ class Checkpointer:
 
     def last_checkpoint(self):
         """Path of the latest checkpoint in save_dir, or None."""
-        marker = os.path.join(self.save_dir, LAST_CHECKPOINT)
-        if not (self.save_dir and os.path.isfile(marker)):
-            return None
-        with open(marker) as f:
-            name = f.read().strip()
-        # Relative names keep a moved output folder resumable; old absolute ones still work.
-        return name if os.path.isabs(name) else os.path.join(self.save_dir, name)
+        return last_checkpoint(self.save_dir)
 
     def _candidates(self):
         """Training checkpoints in save_dir, newest first."""

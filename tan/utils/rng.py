@@ -1,8 +1,16 @@
-"""Random states of Python, NumPy and torch, saved in checkpoints for exact resume."""
+"""Random generators of Python, NumPy and torch: seeding at start, and their
+states saved in checkpoints for exact resume."""
 import random
 
 import numpy as np
 import torch
+
+
+def seed_everything(seed):
+    """Seed Python, NumPy and torch (CPU and every GPU) from one number (config SEED)."""
+    random.seed(seed)
+    np.random.seed(seed % 2 ** 32)
+    torch.manual_seed(seed)
 
 
 def capture_rng_state():

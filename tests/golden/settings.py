@@ -192,10 +192,29 @@ def weight_digests(state):
     return {name: tensor_digest(value) for name, value in state.items()}
 
 
+# CPU features that change which kernels oneDNN / ATen pick (and so the rounding).
+KERNEL_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16")
+
+
 def machine_info():
+    """What must match for the exact comparison: torch, ATen's CPU capability,
+    the CPU model and its kernel-relevant instruction sets."""
     import torch
 
-    return {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    return {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "cpu_model": _cpu_model(), "cpu_flags": _kernel_flags()}
+
+
+def _kernel_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    present = set(line.split(":", 1)[1].split())
+                    return [flag for flag in KERNEL_FLAGS if flag in present]
+    except OSError:
+        pass
+    return []
 
 
 def machine_description():

@@ -1,5 +1,5 @@
 """A baseline written the way the reference re-implementation computes
-things (MODEL.md 2.2, 3, 4), for side-by-side benchmarks and equivalence tests.
+things (docs/model.md §3, §6; docs/metric.md §2), for side-by-side benchmarks and equivalence tests.
 
 It has the same parameters as ``TAN`` (a state dict loads into either), but:
 the 2D map is filled by a chain of 1D max-pools and one slice assignment per
@@ -12,11 +12,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..modeling.feat2d import build_mask2d
-from ..modeling.featpool import build_featpool
-from ..modeling.integrator import build_integrator
-from ..modeling.loss import iou2d, temporal_iou
-from ..modeling.predictor import ProposalConv
+from tan.config.choices import IOU_THRESHOLDS, RECALL_AT
+from tan.modeling.feat2d import build_mask2d
+from tan.modeling.featpool import build_featpool
+from tan.modeling.integrator import build_integrator
+from tan.modeling.predictor import ProposalConv
+from tan.structures.moments import iou2d, temporal_iou
 
 
 class PoolChainMap2D(nn.Module):
@@ -85,7 +86,7 @@ def stored_iou2d(moments, durations, num_clips):
 
 
 def greedy_nms_one_query(scores, duration, nms_thresh, topk=5):
-    """MODEL.md 4 literally: every candidate sorted, full greedy NMS, first ``topk`` kept."""
+    """docs/metric.md §2 literally: every candidate sorted, full greedy NMS, first ``topk`` kept."""
     n = scores.shape[0]
     i, j = scores.nonzero(as_tuple=True)
     values = scores[i, j]
@@ -104,7 +105,6 @@ def greedy_nms_one_query(scores, duration, nms_thresh, topk=5):
 
 def reference_evaluate(scores, durations, gt_moments, nms_thresh, topk=5):
     """Per-query loop over greedy NMS, then R@k,IoU@m and mIoU (percent)."""
-    from ..engine.evaluation import IOU_THRESHOLDS, RECALL_AT
     hits = {(k, m): 0 for k in RECALL_AT for m in IOU_THRESHOLDS}
     miou = 0.0
     for q in range(scores.shape[0]):

@@ -5,12 +5,15 @@ import time
 
 import torch
 
-from ..engine.evaluation import evaluate_moments, top_moments
-from ..engine.precision import autocast, make_grad_scaler
-from ..modeling import build_model
-from ..modeling.feat2d import build_mask2d
-from ..modeling.predictor import ProposalConv, build_weight_maps
-from ..solver import build_optimizer
+from tan.engine.evaluation import evaluate_moments, top_moments
+from tan.engine.precision import autocast, make_grad_scaler
+from tan.engine.step import run_step
+from tan.engine.wrappers import maybe_compile, prepare_model
+from tan.modeling import build_model
+from tan.modeling.feat2d import build_mask2d
+from tan.modeling.predictor import ProposalConv, build_weight_maps
+from tan.solver import build_optimizer
+
 from .reference import ReferenceTAN, reference_evaluate, stored_iou2d
 
 WORDS = 12  # words per sentence of the random queries (TACoS averages about 10)
@@ -84,10 +87,7 @@ def build(cfg, impl, device):
     torch.manual_seed(cfg.SEED)
     if impl == "reference":
         return ReferenceTAN(cfg).to(device)
-    model = build_model(cfg).to(device)
-    if cfg.MODEL.CHANNELS_LAST:
-        model.to(memory_format=torch.channels_last)
-    return model
+    return prepare_model(cfg, build_model(cfg).to(device))
 
 
 def train_step_fn(cfg, impl, model, batch, device):
@@ -107,26 +107,18 @@ def train_step_fn(cfg, impl, model, batch, device):
         return step
 
     optimizer = build_optimizer(cfg, model)
-    amp = cfg.SOLVER.AMP
-    scaler = make_grad_scaler(amp, device)
-    forward = torch.compile(model) if cfg.SOLVER.COMPILE else model
+    scaler = make_grad_scaler(cfg.SOLVER.AMP, device)
+    forward = maybe_compile(cfg, model)
 
     def step():
-        b = {k: (v.to(device, non_blocking=True) if k != "wordlens" else v) for k, v in batch.items()}
-        with autocast(amp, device):
-            logits = forward(b["feats"], b["queries"], b["wordlens"])
-        loss = model.loss(logits, b["moments"], b["durations"])
-        optimizer.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
+        run_step(forward, batch, optimizer, scaler, cfg.SOLVER.AMP, device)
     return step
 
 
 def inference_step_fn(cfg, impl, model, batch, device):
     model.eval()
     amp = "off" if impl == "reference" else cfg.SOLVER.AMP
-    forward = torch.compile(model) if (impl != "reference" and cfg.SOLVER.COMPILE) else model
+    forward = model if impl == "reference" else maybe_compile(cfg, model)
 
     @torch.no_grad()
     def step():
@@ -184,10 +176,10 @@ def time_evaluation(cfg, impl, num_queries, device, batch_size=None, seed=0):
     return elapsed / num_queries, results
 
 
-def time_data_loading(cfg, max_batches):
-    """Training batches per second of the configured loader (needs the dataset on disk)."""
-    from ..data import make_data_loader
-    loader = make_data_loader(cfg, is_train=True, is_distributed=False)
+def time_data_loading(data, max_batches):
+    """Training batches per second of the configured loader (``data``: the run's
+    tan.data.RunData; needs the dataset on disk)."""
+    loader = data.train_loader(distributed=False)
     loader.sampler.set_epoch(1)
     iterator = iter(loader)
     next(iterator)  # workers started, first files opened

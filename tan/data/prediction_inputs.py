@@ -1,0 +1,71 @@
+"""What prediction feeds a model: one video's features and duration, and
+sentences as word-vector sequences, from a run's configured data (or files
+given directly)."""
+import os
+
+import numpy as np
+
+from ..errors import TanError
+from ..utils.logger import get_logger
+from .features import FeatureFile
+from .text import read_word_vectors, tokenize
+
+
+class VideoSource:
+    """Where a video's features and duration come from: the configured datasets
+    of ``run_data`` (a :class:`~tan.data.RunData`), or a feature file (HDF5 or
+    .npy) given directly."""
+
+    def __init__(self, run_data):
+        self.run_data = run_data
+
+    def features(self, video, features_file=None, feature_key="c3d_features"):
+        """[T, D_in] float32 for ``video``."""
+        if features_file:
+            if features_file.endswith(".npy"):
+                if not os.path.isfile(features_file):
+                    raise TanError(f"--features file {features_file!r} not found")
+                return np.asarray(np.load(features_file), dtype=np.float32)
+            if not video:
+                raise TanError(f"--features {features_file!r} is an HDF5 file: name the video with --video")
+            source = FeatureFile(features_file, feature_key)
+            if not source.shapes([video]):
+                raise TanError(f"video {video!r} is not in {features_file!r}")
+            return source.read(video)
+        if not video:
+            raise TanError("give --video ID (a video of the configured datasets) or --features FILE")
+        return self.run_data.video_features(video)
+
+    def duration(self, video):
+        """Seconds, from the annotations of the configured datasets; None when not found."""
+        return self.run_data.video_duration(video)
+
+
+class SentenceEncoder:
+    """Sentences -> word-vector sequences: the datasets' vocabulary (cached), plus
+    the word-vector file for any word outside it (one pass over that file)."""
+
+    def __init__(self, run_data):
+        self.path = run_data.word_vectors_path
+        self.dim = run_data.cfg.INPUT.PRE_QUERY_SIZE
+        self.known = {}
+        if run_data.names:  # with no dataset configured, every word comes from the file
+            vocabulary = run_data.vocabulary()
+            self.known = {w: vocabulary.matrix[i] for w, i in vocabulary.index.items()}
+
+    def __call__(self, sentences):
+        tokens = [tokenize(s) for s in sentences]
+        missing = {t for ts in tokens for t in ts} - set(self.known)
+        if missing:
+            self.known.update(read_word_vectors(self.path, missing, self.dim))
+        encoded = []
+        for sentence, ts in zip(sentences, tokens):
+            unknown = [t for t in ts if t not in self.known]
+            if len(unknown) == len(ts):
+                raise TanError(f"sentence {sentence!r} has no word with a word vector "
+                               f"({'no words' if not ts else 'unknown: ' + ', '.join(unknown)})")
+            if unknown:
+                get_logger("predict").warning("%r: no word vector for %s (zero vectors used)", sentence,
+                                              ", ".join(unknown))
+            encoded.append(np.stack([self.known.get(t, np.zeros(self.dim, np.float32)) for t in ts]))
+        return encoded

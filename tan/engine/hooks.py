@@ -1,0 +1,297 @@
+"""The periodic jobs around the training step, each a small named hook.
+
+The loop (tan/engine/trainer.py) calls, for every hook in order:
+``before_train(state)``; after every step ``after_step(state, step)``; after
+every epoch ``after_epoch(state, epoch)``; ``after_train(state)`` once the
+last epoch is done; and ``close()`` however the loop ends. ``state`` is the
+run's :class:`TrainingState`, already advanced past the step or epoch.
+"""
+import datetime
+import json
+import math
+import os
+import time
+from typing import NamedTuple
+
+import torch
+
+from ..errors import NonFiniteLossError, TanError, TrainingInterrupted
+from ..utils import comm
+from ..utils.checkpoint import BEST, read_checkpoint
+from ..utils.events import ScalarWriter
+from ..utils.logger import get_logger
+from ..utils.metric_logger import MetricLogger
+from .inference import inference
+from .interrupt import InterruptFlag
+
+
+class LoopPlan(NamedTuple):
+    """The loop's fixed numbers."""
+    max_epoch: int
+    iters_per_epoch: int
+    log_period: int
+
+    @classmethod
+    def from_config(cls, cfg, data_loader):
+        iters = len(data_loader)
+        if cfg.SOLVER.ITERS_PER_EPOCH:
+            iters = min(iters, cfg.SOLVER.ITERS_PER_EPOCH)
+        return cls(cfg.SOLVER.MAX_EPOCH, iters, cfg.SOLVER.LOG_PERIOD)
+
+    def check_resume(self, state):
+        """A run resumed mid-epoch must still have batches of that epoch left."""
+        if state.iter_in_epoch >= self.iters_per_epoch:
+            raise TanError(f"the checkpoint stopped after iteration {state.iter_in_epoch} of epoch {state.epoch}, "
+                           f"but an epoch now has {self.iters_per_epoch} iterations (SOLVER.ITERS_PER_EPOCH, "
+                           f"or a smaller dataset); resume with the settings the run started with")
+
+    def is_sync_point(self, it):
+        """Log iterations and the end of an epoch: where losses are read back and ranks agree on signals."""
+        return it % self.log_period == 0 or it == self.iters_per_epoch
+
+
+class Step(NamedTuple):
+    """What the loop knows of the step just done (``it`` counts from 1 in the epoch)."""
+    epoch: int
+    it: int
+    loss: torch.Tensor  # on the device, not yet read back
+    data_time: float
+    iter_time: float
+    sync_point: bool
+
+
+class HookBase:
+    def before_train(self, state):
+        pass
+
+    def after_step(self, state, step):
+        pass
+
+    def after_epoch(self, state, epoch):
+        pass
+
+    def after_train(self, state):
+        pass
+
+    def close(self):
+        pass
+
+
+def _append_jsonl(path, record):
+    with open(path, "a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+class TrainingLogger(HookBase):
+    """Losses (read back and checked for NaN at sync points only), the log line
+    with its ETA, OUTPUT_DIR/metrics.jsonl and TensorBoard scalars."""
+
+    def __init__(self, cfg, plan, optimizer, device, checkpointer):
+        self.plan, self.optimizer, self.device, self.checkpointer = plan, optimizer, device, checkpointer
+        self.logger = get_logger("trainer")
+        self.metrics_path = None
+        if comm.is_main_process():
+            os.makedirs(cfg.OUTPUT_DIR, exist_ok=True)
+            self.metrics_path = os.path.join(cfg.OUTPUT_DIR, "metrics.jsonl")
+        self.events = ScalarWriter(cfg, comm.is_main_process())
+        self.meters = MetricLogger(window_size=plan.log_period)
+        self.pending = []  # (iteration, loss tensor) since the last read-back: one sync for all
+        self.run_start = self.timer_start = time.perf_counter()
+        self.timed_iters, self.warmed_up = 0, False
+
+    def before_train(self, state):
+        resuming = f" (resuming epoch {state.epoch} after iteration {state.iter_in_epoch})" if state.iter_in_epoch else ""
+        self.logger.info("start training: epochs %d..%d, %d iterations per epoch%s", state.epoch, self.plan.max_epoch,
+                         self.plan.iters_per_epoch, resuming)
+
+    def after_step(self, state, step):
+        self.pending.append((state.iteration, step.loss))
+        self.meters.update(data_time=step.data_time, iter_time=step.iter_time)
+        self.timed_iters += 1
+        if not step.sync_point:
+            return
+        self.flush_losses(step.epoch)
+        remaining = (self.plan.max_epoch - step.epoch + 1) * self.plan.iters_per_epoch - step.it
+        per_iter = (time.perf_counter() - self.timer_start) / max(self.timed_iters, 1)
+        record = self._log(step, state.iteration, remaining * per_iter)
+        self.events.scalars({k: record[k] for k in ("loss", "lr", "time", "data_time")}, state.iteration, "train/")
+        if not self.warmed_up:  # keep warm-up (workers starting, first allocations) out of the ETA
+            self.warmed_up, self.timed_iters, self.timer_start = True, 0, time.perf_counter()
+
+    def flush_losses(self, epoch):
+        """Read the pending losses back in one copy; a NaN or infinite one stops the run."""
+        if not self.pending:
+            return
+        values = torch.stack([loss for _, loss in self.pending]).float().cpu().tolist()
+        for (iteration, _), value in zip(self.pending, values):
+            if not math.isfinite(value):
+                last = self.checkpointer.last_checkpoint()
+                raise NonFiniteLossError(
+                    f"loss is {value} at iteration {iteration} (epoch {epoch}); stopping without saving. "
+                    f"The last good checkpoint is {last or 'none (no checkpoint was saved yet)'}, left as it was. "
+                    f"Lower SOLVER.LR or check the inputs.")
+        self.pending.clear()
+        for value in values:
+            self.meters.update(loss=value)
+
+    def _log(self, step, iteration, eta_seconds):
+        loss = comm.reduce_mean(self.meters["loss"].median)
+        loss_avg = comm.reduce_mean(self.meters["loss"].global_avg)
+        record = {"epoch": step.epoch, "iter": step.it, "iteration": iteration, "loss": loss, "loss_avg": loss_avg,
+                  "lr": self.optimizer.param_groups[0]["lr"], "time": self.meters["iter_time"].avg,
+                  "data_time": self.meters["data_time"].avg, "eta_seconds": eta_seconds}
+        memory = ""
+        if self.device.type == "cuda":
+            record["max_mem_mb"] = torch.cuda.max_memory_allocated(self.device) / 2 ** 20
+            memory = f"  max mem: {record['max_mem_mb']:.0f} MB"
+        self.logger.info("eta: %s  epoch: %d  iter: %d/%d  loss: %.4f (%.4f)  lr: %.6f  time: %.4f  data: %.4f%s",
+                         datetime.timedelta(seconds=int(eta_seconds)), step.epoch, step.it, self.plan.iters_per_epoch,
+                         loss, loss_avg, record["lr"], record["time"], record["data_time"], memory)
+        self.write(record)
+        return record
+
+    def write(self, record):
+        """Append a record to metrics.jsonl (rank 0)."""
+        if self.metrics_path:
+            _append_jsonl(self.metrics_path, record)
+
+    def record_validation(self, epoch, results):
+        """Validation metrics {dataset: metrics} of an epoch, into metrics.jsonl and TensorBoard."""
+        for name, values in results.items():
+            self.write({"epoch": epoch, "dataset": name, **values})
+            self.events.scalars(values, epoch, f"val/{name}/")
+
+    def after_train(self, state):
+        total = time.perf_counter() - self.run_start
+        self.logger.info("training finished in %s", datetime.timedelta(seconds=int(total)))
+
+    def close(self):
+        self.events.close()
+
+
+class EpochCheckpointer(HookBase):
+    """model_{epoch}e.pth every ``period`` epochs, model_final.pth at the end."""
+
+    def __init__(self, checkpointer, period):
+        self.checkpointer, self.period = checkpointer, period
+
+    def save(self, state, name=None):
+        """Save the whole run (weights, optimizer, scheduler, state); returns the path."""
+        name = name or state.checkpoint_name()
+        self.checkpointer.save(name, **state.checkpoint_fields())
+        return os.path.join(self.checkpointer.save_dir, name + ".pth")
+
+    def saved_at(self, epoch):
+        return bool(self.period) and epoch % self.period == 0
+
+    def after_epoch(self, state, epoch):
+        if self.saved_at(epoch):
+            self.save(state)
+
+    def after_train(self, state):
+        self.save(state, "model_final")
+
+
+class BestModel:
+    """model_best.pth: the weights of the epoch with the highest TEST.BEST_METRIC
+    on the first validation dataset (ties keep the earlier epoch)."""
+
+    def __init__(self, metric, checkpointer):
+        self.metric, self.checkpointer = metric, checkpointer
+        self.logger = get_logger("trainer")
+
+    def recover(self, state):
+        """After a resume the best so far is what model_best.pth says: it may be
+        newer than the checkpoint resumed from, which was saved before that evaluation."""
+        path = os.path.join(self.checkpointer.save_dir, BEST)
+        if not os.path.isfile(path):
+            return
+        try:
+            best = read_checkpoint(path).get("best")
+        except Exception as e:  # noqa: BLE001 - an unreadable best file is replaced by the next best epoch
+            self.logger.warning("cannot read %s (%s); it will be replaced by the next best epoch", path, e)
+            state.best = None
+            return
+        if best and best.get("metric") == self.metric:
+            state.best = best
+
+    def update(self, state, results, epoch):
+        """Compare this epoch's ``results`` {dataset: metrics} with the best so far; save when better."""
+        dataset = next(iter(results))
+        value = results[dataset][self.metric]
+        best = state.best
+        if best is not None and best.get("metric") == self.metric and value <= best["value"]:
+            self.logger.info("best %s on %s so far: %.2f at epoch %d (this epoch: %.2f)", self.metric, dataset,
+                             best["value"], best["epoch"], value)
+            return
+        state.best = {"metric": self.metric, "value": value, "epoch": epoch, "dataset": dataset}
+        self.checkpointer.save_weights(BEST[:-4], epoch=epoch, best=state.best)
+        self.logger.info("new best %s on %s: %.2f at epoch %d, saved as %s", self.metric, dataset, value, epoch, BEST)
+
+
+class PeriodicEvaluator(HookBase):
+    """Evaluate the validation loaders every TEST_PERIOD epochs and keep the best model."""
+
+    def __init__(self, cfg, model, loaders, device, best_model, training_logger):
+        self.cfg, self.model, self.loaders, self.device = cfg, model, loaders or [], device
+        self.period = cfg.SOLVER.TEST_PERIOD
+        self.best_model, self.training_logger = best_model, training_logger
+
+    def before_train(self, state):
+        self.best_model.recover(state)
+
+    def after_epoch(self, state, epoch):
+        if not (self.loaders and self.period and epoch % self.period == 0):
+            return
+        results = {}
+        for loader in self.loaders:  # every rank takes part; rank 0 gets the metrics
+            name = loader.dataset.name
+            metrics = inference(self.model, loader, name, self.cfg.TEST.NMS_THRESH, self.device,
+                                amp=self.cfg.SOLVER.AMP)
+            if metrics is not None:
+                results[name] = metrics
+        comm.synchronize()
+        self.model.train()
+        if results:
+            self.training_logger.record_validation(epoch, results)
+            self.best_model.update(state, results, epoch)
+
+
+class StopOnSignal(HookBase):
+    """SIGTERM / SIGINT: save a resumable checkpoint of the step or epoch just
+    done and stop with TrainingInterrupted (the one stop path).
+
+    A single process looks at the flag after every step; several processes
+    agree on it (an all-reduce) only at sync points, where the loop waits anyway.
+    The handlers are in place while there are epochs to train; once the last
+    one is done they are released, so a signal during the final save and the
+    test ends the process as usual (every write is atomic)."""
+
+    def __init__(self, plan, checkpoints, flush_losses):
+        self.plan, self.checkpoints, self.flush_losses = plan, checkpoints, flush_losses
+        self.flag = InterruptFlag()
+
+    def before_train(self, state):
+        if state.epoch <= self.plan.max_epoch:
+            self.flag.__enter__()
+
+    def after_step(self, state, step):
+        if step.it < self.plan.iters_per_epoch and (step.sync_point or not comm.is_dist()):
+            self._stop_if_asked(state, step.epoch, step.it, already_saved=False)
+
+    def after_epoch(self, state, epoch):
+        if epoch < self.plan.max_epoch:
+            self._stop_if_asked(state, epoch, self.plan.iters_per_epoch, self.checkpoints.saved_at(epoch))
+        else:
+            self.close()
+
+    def _stop_if_asked(self, state, epoch, it, already_saved):
+        signum = self.flag.raised()
+        if not signum:
+            return
+        self.flush_losses(epoch)  # never save after a NaN
+        path = self.checkpoints.checkpointer.last_checkpoint() if already_saved else self.checkpoints.save(state)
+        raise TrainingInterrupted(signum, path, epoch, it)
+
+    def close(self):
+        self.flag.__exit__(None, None, None)

@@ -1,0 +1,1 @@
+"""Plain data structures and their geometry, shared by modeling, data and evaluation."""
