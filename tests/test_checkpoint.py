@@ -78,3 +78,12 @@ def test_empty_weight_and_no_checkpoint_starts_fresh(tmp_path):
     before = {k: v.clone() for k, v in model.state_dict().items()}
     assert Checkpointer(model, opt, sched, str(tmp_path)).load("") == {}
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_resuming_past_the_end_of_a_now_shorter_epoch_is_a_clear_error():
+    from tan.engine.hooks import LoopPlan
+    from tan.engine.state import TrainingState
+    plan = LoopPlan(max_epoch=3, iters_per_epoch=4, log_period=2)
+    plan.check_resume(TrainingState(epoch=2, iter_in_epoch=3))  # one batch left: fine
+    with pytest.raises(TanError, match=r"iteration 5 of epoch 2.*now has 4 iterations"):
+        plan.check_resume(TrainingState(epoch=2, iter_in_epoch=5))
