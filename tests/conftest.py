@@ -20,6 +20,19 @@ def synthetic_root(tmp_path_factory):
     return root
 
 
+def stop_process_group(proc):
+    """Kill a background run started with ``start_new_session=True`` and all it
+    started (loader workers, torchrun's workers) if it is still running."""
+    import signal
+
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+
+
 def count_lines(path):
     if not os.path.isfile(path):
         return 0

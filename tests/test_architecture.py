@@ -51,25 +51,45 @@ def test_the_package_never_imports_the_measuring_tools():
     assert not wrong, wrong
 
 
+# Modules of this repository that tests and tools import by absolute name.
+OWN_MODULES = ("tan", "golden", "conftest", "benchmarking", "helpers", "checkout_path")
+
+
+def is_private(name):
+    return name.startswith("_") and not name.startswith("__")
+
+
+def attribute_chain(node):
+    """``a.b._c`` -> ("a", ["b", "_c"]); None when the chain does not start at a name."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.insert(0, node.attr)
+        node = node.value
+    return (node.id, parts) if isinstance(node, ast.Name) else None
+
+
 def test_no_module_reaches_private_names_outside_its_package():
     """``from .sibling import _x`` stays inside one package; any other import of
-    a private name, or ``imported._x``, reaches into another module's internals."""
+    a private name or module, or ``imported.(...)._x``, reaches into another
+    module's internals."""
     wrong = []
     for path, tree in python_files(TAN, os.path.join(REPO, "tests"), os.path.join(REPO, "tools")):
         imported = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
                 sibling = node.level == 1 and "." not in (node.module or "")
-                wrong += [f"{path}:{node.lineno} imports {a.name}" for a in node.names
-                          if a.name.startswith("_") and not a.name.startswith("__") and not sibling]
-                if node.level or (node.module or "").split(".")[0] == "tan":
+                names = [a.name for a in node.names] + (node.module or "").split(".")
+                wrong += [f"{path}:{node.lineno} imports {name}" for name in names if is_private(name) and not sibling]
+                if node.level or (node.module or "").split(".")[0] in OWN_MODULES:
                     imported.update(a.asname or a.name for a in node.names)
             elif isinstance(node, ast.Import):
-                imported.update((a.asname or a.name).split(".")[0] for a in node.names if a.name.startswith("tan"))
-        wrong += [f"{path}:{node.lineno} uses {node.value.id}.{node.attr}" for node in ast.walk(tree)
-                  if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                  and node.value.id in imported and node.attr.startswith("_") and not node.attr.startswith("__")]
-    assert not wrong, wrong
+                imported.update((a.asname or a.name).split(".")[0] for a in node.names
+                                if a.name.split(".")[0] in OWN_MODULES)
+        for node in ast.walk(tree):
+            chain = attribute_chain(node) if isinstance(node, ast.Attribute) else None
+            if chain and chain[0] in imported and any(is_private(part) for part in chain[1]):
+                wrong.append(f"{path}:{node.lineno} uses {chain[0]}.{'.'.join(chain[1])}")
+    assert not wrong, sorted(set(wrong))
 
 
 def test_no_function_in_the_package_is_longer_than_60_lines():

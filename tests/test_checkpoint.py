@@ -87,3 +87,22 @@ def test_resuming_past_the_end_of_a_now_shorter_epoch_is_a_clear_error():
     plan.check_resume(TrainingState(epoch=2, iter_in_epoch=3))  # one batch left: fine
     with pytest.raises(TanError, match=r"iteration 5 of epoch 2.*now has 4 iterations"):
         plan.check_resume(TrainingState(epoch=2, iter_in_epoch=5))
+
+
+def test_the_stop_hook_releases_the_signal_handlers_after_the_last_epoch():
+    import signal
+    from tan.engine.hooks import EpochCheckpointer, LoopPlan, StopOnSignal
+    from tan.engine.state import TrainingState
+    before = signal.getsignal(signal.SIGTERM)
+    hook = StopOnSignal(LoopPlan(max_epoch=2, iters_per_epoch=4, log_period=2), EpochCheckpointer(None, 1), None)
+    state = TrainingState()
+    hook.before_train(state)
+    try:
+        assert signal.getsignal(signal.SIGTERM) != before  # caught while epochs remain
+        hook.after_epoch(state, 1)
+        assert signal.getsignal(signal.SIGTERM) != before
+        hook.after_epoch(state, 2)  # the last: released before the final save
+        assert signal.getsignal(signal.SIGTERM) == before
+    finally:
+        hook.close()  # safe a second time
+    assert signal.getsignal(signal.SIGTERM) == before

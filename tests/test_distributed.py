@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from conftest import REPO, SYNTHETIC_CONFIG, run_tool, wait_for_training_record
+from conftest import REPO, SYNTHETIC_CONFIG, run_tool, stop_process_group, wait_for_training_record
 
 pytestmark = pytest.mark.slow
 
@@ -25,8 +25,9 @@ def torchrun(*args, nproc=2, extra=(), timeout=600, console=None):
            os.path.join(REPO, "tools", "train_net.py"), *args]
     env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
     if console is not None:
-        with open(console, "w") as f:
-            return subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, text=True)
+        with open(console, "w") as f:  # its own session: the test can stop the agent and its workers at once
+            return subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, text=True,
+                                    start_new_session=True)
     return subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
 
 
@@ -104,18 +105,27 @@ def _children(pid):
 
 
 def finish(proc, console, timeout):
-    """Wait for a background torchrun; returns its console output."""
-    proc.wait(timeout=timeout)
+    """Wait for a background torchrun (killing it and its workers if the time
+    runs out); returns its console output."""
+    try:
+        proc.wait(timeout=timeout)
+    finally:
+        stop_process_group(proc)
     with open(console) as f:
         return f.read()
 
 
 def _wait_for(path, proc, seconds):
+    """Wait for ``path`` to appear; on failure the run and its workers are stopped."""
     deadline = time.time() + seconds
-    while not path.exists():
-        assert proc.poll() is None, f"the run ended (exit {proc.returncode}) before {path} appeared"
-        assert time.time() < deadline, f"{path} did not appear"
-        time.sleep(0.2)
+    try:
+        while not path.exists():
+            assert proc.poll() is None, f"the run ended (exit {proc.returncode}) before {path} appeared"
+            assert time.time() < deadline, f"{path} did not appear"
+            time.sleep(0.2)
+    except BaseException:
+        stop_process_group(proc)
+        raise
 
 
 def test_a_killed_worker_is_restarted_and_the_run_resumes_from_the_last_checkpoint(synthetic_root, tmp_path):
@@ -193,18 +203,24 @@ def test_a_batch_size_that_does_not_divide_by_the_processes_is_refused(synthetic
 
 
 def test_sigterm_under_torchrun_stops_every_rank_at_one_iteration_and_resumes(synthetic_root, tmp_path):
-    steps = ["SOLVER.MAX_EPOCH", "2", "SOLVER.ITERS_PER_EPOCH", "20", "SOLVER.CHECKPOINT_PERIOD", "0"]
+    # 40 iterations an epoch: after the signal at iteration 10 the ranks have five log
+    # iterations to agree at before the epoch ends, even on a loaded machine.
+    steps = ["SOLVER.MAX_EPOCH", "2", "SOLVER.ITERS_PER_EPOCH", "40", "SOLVER.CHECKPOINT_PERIOD", "0"]
     straight = torchrun(*base_args(synthetic_root, tmp_path / "straight", *steps), "--skip-test")
     assert straight.returncode == 0, straight.stdout[-3000:]
 
     out = tmp_path / "term"
     proc = torchrun(*base_args(synthetic_root, out, *steps), "--skip-test", console=tmp_path / "console.txt")
-    wait_for_training_record(out, proc, epoch=1, it=10)
+    try:
+        wait_for_training_record(out, proc, epoch=1, it=10)
+    except BaseException:
+        stop_process_group(proc)
+        raise
     proc.send_signal(signal.SIGTERM)  # the agent passes it on to every worker
     output = finish(proc, tmp_path / "console.txt", 300)
     assert proc.returncode != 0
     saved = [n for n in os.listdir(out) if n.startswith("model_1e_")]
-    assert len(saved) == 1, output[-3000:]
+    assert len(saved) == 1, f"{sorted(os.listdir(out))}\n{output[-3000:]}"
     assert "interrupted by SIGTERM" in (out / "log.txt").read_text()
     again = torchrun(*base_args(synthetic_root, out, *steps), "--skip-test")
     assert again.returncode == 0, again.stdout[-3000:]

@@ -17,7 +17,8 @@ from tan.modeling import build_model
 from tan.utils import io as tan_io
 from tan.utils.checkpoint import Checkpointer
 
-from conftest import REPO, SYNTHETIC_CONFIG, count_lines, run_tool, wait_for_training_record
+from conftest import (REPO, SYNTHETIC_CONFIG, count_lines, run_tool, stop_process_group,
+                      wait_for_training_record)
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +36,7 @@ def start(root, out):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     console = open(f"{out}.console.txt", "a")
     proc = subprocess.Popen([sys.executable, os.path.join(REPO, "tools", "train_net.py"), *args(root, out)],
-                            env=env, stdout=console, stderr=subprocess.STDOUT, text=True)
+                            env=env, stdout=console, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     console.close()  # the child holds its own copy
     return proc
 
@@ -73,15 +74,15 @@ def test_killed_at_random_points_and_resumed_ends_with_the_uninterrupted_weights
     rng = random.Random(0)
     proc = start(synthetic_root, out)
     time.sleep(rng.uniform(0.2, 1.5))
-    proc.kill()
-    proc.wait()
+    stop_process_group(proc)
     for epoch in (1, 2, 3):
         before = count_lines(out / "metrics.jsonl")
         proc = start(synthetic_root, out)
-        wait_for_training_record(out, proc, epoch, rng.choice([4, 8]), skip_lines=before)
-        time.sleep(rng.uniform(0.0, 0.5))
-        proc.kill()
-        proc.wait()
+        try:
+            wait_for_training_record(out, proc, epoch, rng.choice([4, 8]), skip_lines=before)
+            time.sleep(rng.uniform(0.0, 0.5))
+        finally:
+            stop_process_group(proc)  # SIGKILL
     proc = run_tool("train_net", *args(synthetic_root, out))
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert_same_weights(final_weights(out), uninterrupted)
@@ -92,9 +93,12 @@ def test_sigterm_mid_epoch_saves_and_the_restart_ends_with_the_uninterrupted_wei
                                                                                       tmp_path):
     out = tmp_path / "term"
     proc = start(synthetic_root, out)
-    wait_for_training_record(out, proc, epoch=2, it=4)
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=120)
+    try:
+        wait_for_training_record(out, proc, epoch=2, it=4)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+    finally:
+        stop_process_group(proc)
     output = console_output(out)
     assert proc.returncode == 128 + signal.SIGTERM, output[-3000:]
     assert "interrupted by SIGTERM in epoch 2" in output

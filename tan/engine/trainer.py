@@ -60,6 +60,6 @@ def do_train(cfg, model, data_loader, val_loaders, optimizer, scheduler, checkpo
         for hook in hooks:
             hook.after_train(state)
     finally:
-        for hook in hooks:
+        for hook in reversed(hooks):  # the signal handlers are released first, whatever else fails
             hook.close()
     return model
