@@ -4,8 +4,8 @@ annotations -> vocabulary -> datasets -> samplers -> loaders.
 A run makes one :class:`RunData` and asks it for what it needs; each piece is
 built on first use and kept, so an annotation file is parsed once, and the
 datasets that periodic evaluation uses are those of the final test.
-``make_data_loader``, ``build_datasets`` and ``check_data_files`` are the
-one-call forms, each over a fresh ``RunData``.
+``make_data_loader`` and ``build_datasets`` are the one-call forms, each over
+a fresh ``RunData``.
 """
 import os
 
@@ -245,11 +245,6 @@ def check_batch_sizes(cfg, world_size):
     """Both global batch sizes, checked at set-up before any work."""
     for key in ("SOLVER.BATCH_SIZE", "TEST.BATCH_SIZE"):
         per_process_batch(cfg, key, world_size)
-
-
-def check_data_files(cfg):
-    """Fail before any work if a configured dataset's files or the word-vector file are missing."""
-    RunData(cfg).check_files()
 
 
 def build_datasets(cfg, names):

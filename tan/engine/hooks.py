@@ -179,10 +179,20 @@ class EpochCheckpointer(HookBase):
         """Save the whole run (weights, optimizer, scheduler, state); returns the path."""
         name = name or state.checkpoint_name()
         self.checkpointer.save(name, **state.checkpoint_fields())
+        return self._path(name)
+
+    def _path(self, name):
         return os.path.join(self.checkpointer.save_dir, name + ".pth")
 
     def saved_at(self, epoch):
         return bool(self.period) and epoch % self.period == 0
+
+    def save_for_stop(self, state):
+        """The checkpoint a stopped run resumes from: a new one mid-epoch; at the
+        end of an epoch, the one its periodic save already wrote, if any."""
+        if not state.iter_in_epoch and self.saved_at(state.epoch - 1):
+            return self._path(state.checkpoint_name())
+        return self.save(state)
 
     def after_epoch(self, state, epoch):
         if self.saved_at(epoch):
@@ -277,21 +287,20 @@ class StopOnSignal(HookBase):
 
     def after_step(self, state, step):
         if step.it < self.plan.iters_per_epoch and (step.sync_point or not comm.is_dist()):
-            self._stop_if_asked(state, step.epoch, step.it, already_saved=False)
+            self._stop_if_asked(state, step.epoch, step.it)
 
     def after_epoch(self, state, epoch):
         if epoch < self.plan.max_epoch:
-            self._stop_if_asked(state, epoch, self.plan.iters_per_epoch, self.checkpoints.saved_at(epoch))
+            self._stop_if_asked(state, epoch, self.plan.iters_per_epoch)
         else:
             self.close()
 
-    def _stop_if_asked(self, state, epoch, it, already_saved):
+    def _stop_if_asked(self, state, epoch, it):
         signum = self.flag.raised()
         if not signum:
             return
         self.flush_losses(epoch)  # never save after a NaN
-        path = self.checkpoints.checkpointer.last_checkpoint() if already_saved else self.checkpoints.save(state)
-        raise TrainingInterrupted(signum, path, epoch, it)
+        raise TrainingInterrupted(signum, self.checkpoints.save_for_stop(state), epoch, it)
 
     def close(self):
         self.flag.__exit__(None, None, None)
