@@ -52,7 +52,7 @@ def test_the_package_never_imports_the_measuring_tools():
 
 
 # Modules of this repository that tests and tools import by absolute name.
-OWN_MODULES = ("tan", "golden", "conftest", "benchmarking", "helpers", "checkout_path")
+OWN_MODULES = ("tan", "golden", "conftest", "runs", "benchmarking", "helpers", "checkout_path")
 
 
 def is_private(name):

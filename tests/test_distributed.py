@@ -10,7 +10,8 @@ import time
 import pytest
 import torch
 
-from conftest import REPO, SYNTHETIC_CONFIG, run_tool, stop_process_group, wait_for_training_record
+from conftest import REPO, SYNTHETIC_CONFIG, run_tool
+from runs import stop_process_group, wait_for_training_record
 
 pytestmark = pytest.mark.slow
 

@@ -17,8 +17,8 @@ from tan.modeling import build_model
 from tan.utils import io as tan_io
 from tan.utils.checkpoint import Checkpointer
 
-from conftest import (REPO, SYNTHETIC_CONFIG, count_lines, run_tool, stop_process_group,
-                      wait_for_training_record)
+from conftest import REPO, SYNTHETIC_CONFIG, run_tool
+from runs import count_lines, stop_process_group, wait_for_training_record
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,9 @@ It runs on this checkout's code (the repository two folders up, whatever
 ``tan`` is installed elsewhere), on CPU, one thread per process, with the
 settings of tests/golden/settings.py, and writes into tests/golden/:
 
-  machine.json       torch version and CPU capability of this machine: the
-                     comparisons are bit-exact only where both match
+  machine.json       torch version, CPU capability, CPU model and kernel-relevant
+                     CPU flags of this machine: the comparisons are bit-exact
+                     only where all of them match
   weights.json       sha256 / dtype / shape of every tensor of the golden run's
                      final model ("model" of model_final.pth)
   model_final.pth    that final checkpoint itself (for test_net, and for the
@@ -42,7 +43,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, REPO)  # this checkout's tan, not an installed one
-sys.path.insert(1, os.path.dirname(HERE))  # tests/, for golden.settings
+sys.path.insert(1, os.path.dirname(HERE))  # tests/, for golden.settings and runs
 
 import torch  # noqa: E402
 

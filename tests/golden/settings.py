@@ -12,7 +12,8 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
+
+from runs import stop_process_group, wait_for_training_record
 
 GOLDEN_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(GOLDEN_DIR))
@@ -111,25 +112,20 @@ def run_interrupted(tool, args, metrics_path, at, timeout=300):
     """Start tools/<tool>.py, send SIGTERM once ``metrics_path`` holds a training
     record of epoch ``at[0]`` with iter >= ``at[1]``, and wait for it to end.
     Returns (returncode, output, sent). Watches the file, not the log wording."""
-    epoch, it = at
     with tempfile.TemporaryFile("w+") as log:  # a file, so that a full pipe never blocks the run
         proc = subprocess.Popen(tool_command(tool, *args), env=tool_env(), stdout=log, stderr=subprocess.STDOUT,
-                                text=True)
+                                text=True, start_new_session=True)
+        sent = False
         try:
-            deadline = time.monotonic() + timeout
-            sent = False
-            while proc.poll() is None and time.monotonic() < deadline:
-                if any(r.get("epoch") == epoch and "dataset" not in r and r.get("iter", 0) >= it
-                       for r in read_jsonl(metrics_path)):
-                    proc.send_signal(signal.SIGTERM)
-                    sent = True
-                    break
-                time.sleep(0.01)
-            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            try:
+                wait_for_training_record(os.path.dirname(metrics_path), proc, *at, timeout=timeout)
+                proc.send_signal(signal.SIGTERM)
+                sent = True
+            except AssertionError:  # it ended, or the time ran out, before that point: ``sent`` says so
+                pass
+            proc.wait(timeout=timeout)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            stop_process_group(proc)
         log.seek(0)
         return proc.returncode, log.read(), sent
 
