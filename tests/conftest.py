@@ -20,8 +20,15 @@ def synthetic_root(tmp_path_factory):
     return root
 
 
-def run_tool(tool, *args, cwd=None, timeout=600):
-    """Run tools/<tool>.py in a fresh interpreter; returns the CompletedProcess."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+# For tests that compare weights bit for bit between separately launched runs:
+# with several threads, CPU kernels may split a reduction differently from one
+# process to the next, so two runs can differ in the last bits whatever the code.
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def run_tool(tool, *args, cwd=None, timeout=600, env=None):
+    """Run tools/<tool>.py in a fresh interpreter (``env``: variables to add);
+    returns the CompletedProcess."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
     return subprocess.run([sys.executable, os.path.join(REPO, "tools", f"{tool}.py"), *args], cwd=cwd, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)

@@ -17,7 +17,7 @@ from tan.modeling import build_model
 from tan.utils import io as tan_io
 from tan.utils.checkpoint import Checkpointer
 
-from conftest import REPO, SYNTHETIC_CONFIG, run_tool
+from conftest import ONE_THREAD, REPO, SYNTHETIC_CONFIG, run_tool
 from runs import count_lines, stop_process_group, wait_for_training_record
 
 pytestmark = pytest.mark.slow
@@ -33,7 +33,7 @@ def args(root, out):
 def start(root, out):
     """The run in the background, its console output in a file beside OUTPUT_DIR
     (a pipe nobody reads while the test waits could fill up and stall it)."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **ONE_THREAD)
     console = open(f"{out}.console.txt", "a")
     proc = subprocess.Popen([sys.executable, os.path.join(REPO, "tools", "train_net.py"), *args(root, out)],
                             env=env, stdout=console, stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -53,7 +53,7 @@ def final_weights(out):
 @pytest.fixture(scope="module")
 def uninterrupted(synthetic_root, tmp_path_factory):
     out = tmp_path_factory.mktemp("straight") / "out"
-    proc = run_tool("train_net", *args(synthetic_root, out))
+    proc = run_tool("train_net", *args(synthetic_root, out), env=ONE_THREAD)
     assert proc.returncode == 0, proc.stdout[-3000:]
     return final_weights(out)
 
@@ -83,7 +83,7 @@ def test_killed_at_random_points_and_resumed_ends_with_the_uninterrupted_weights
             time.sleep(rng.uniform(0.0, 0.5))
         finally:
             stop_process_group(proc)  # SIGKILL
-    proc = run_tool("train_net", *args(synthetic_root, out))
+    proc = run_tool("train_net", *args(synthetic_root, out), env=ONE_THREAD)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert_same_weights(final_weights(out), uninterrupted)
     assert not [n for n in os.listdir(out) if n.endswith(".tmp")]
@@ -104,7 +104,7 @@ def test_sigterm_mid_epoch_saves_and_the_restart_ends_with_the_uninterrupted_wei
     assert "interrupted by SIGTERM in epoch 2" in output
     saved = [n for n in os.listdir(out) if n.startswith("model_2e_")]
     assert len(saved) == 1 and (out / "last_checkpoint").read_text() == saved[0]
-    proc = run_tool("train_net", *args(synthetic_root, out))
+    proc = run_tool("train_net", *args(synthetic_root, out), env=ONE_THREAD)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "resuming epoch 2 after iteration" in proc.stdout
     assert_same_weights(final_weights(out), uninterrupted)
