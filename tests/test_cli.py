@@ -8,7 +8,7 @@ import torch
 
 from tan.config import load_config
 
-from conftest import SYNTHETIC_CONFIG, run_tool
+from conftest import REPO, SYNTHETIC_CONFIG, run_tool
 
 FAST = ["SOLVER.LOG_PERIOD", "10", "DATALOADER.NUM_WORKERS", "0", "MODEL.DEVICE", "cpu"]
 
@@ -148,6 +148,10 @@ def test_missing_feature_file_is_named(synthetic_root, tmp_path):
                     str(catalog), "DATASETS.TEST", "('holes_test',)", "OUTPUT_DIR", str(tmp_path / "o"), *FAST)
     assert proc.returncode == 2
     assert re.search(r"features file .*synthetic_features.hdf5' not found", proc.stderr + proc.stdout)
+    assert "see the README's 'Data' section" in proc.stderr + proc.stdout
+    with open(os.path.join(REPO, "README.md")) as f:
+        assert "\n## Data\n" in f.read()  # the section the message points to exists
+    assert not (tmp_path / "o").exists()  # nothing written before the check
 
 
 def test_an_output_folder_that_cannot_be_created_is_a_clear_error(synthetic_root, tmp_path):

@@ -88,7 +88,7 @@ class RunData:
             for key in ("annotations", "features", "durations"):
                 if entry.get(key) and not os.path.isfile(entry[key]):
                     raise TanError(f"dataset {entry['name']!r}: {key} file {entry[key]!r} not found "
-                                   f"(DATASETS.ROOT is {self.cfg.DATASETS.ROOT!r}; see README 'Real data')")
+                                   f"(DATASETS.ROOT is {self.cfg.DATASETS.ROOT!r}; see the README's 'Data' section)")
         if entries and not all(e.get("generator") for e in entries):
             if not os.path.isfile(self.word_vectors_path):
                 raise TanError(f"word-vector file {self.word_vectors_path!r} not found (INPUT.WORD_VECTORS, "
