@@ -16,7 +16,8 @@ def _umask():
 def _atomic_write(path, write, mode):
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
+    # The writer's pid is in the name, so a clean-up can tell a live writer's file from a leftover.
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.{os.getpid()}.", suffix=".tmp", dir=folder)
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
         with os.fdopen(fd, mode) as f:
@@ -38,6 +39,29 @@ def _atomic_write(path, write, mode):
             os.close(dir_fd)
     except OSError:
         pass
+
+
+def os_error_in(error):
+    """The OSError behind ``error``: itself, or one in its chain of causes.
+    torch.save on a full disk raises a RuntimeError ("... unexpected pos")
+    chained from the OSError that says what actually failed."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, OSError):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def temporary_writer(name):
+    """For a file name of this module's temporaries (".NAME.PID.XXXXXX.tmp"), the
+    writer's pid (0 for a name without one, as older versions wrote); None for
+    any other name."""
+    if not (name.startswith(".") and name.endswith(".tmp")):
+        return None
+    parts = name[:-len(".tmp")].rsplit(".", 2)
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else 0
 
 
 def atomic_write_text(path, text):
