@@ -1,4 +1,6 @@
 """Optimizer and learning-rate schedule (docs/model.md §7)."""
+from collections import Counter
+
 import torch
 
 
@@ -14,3 +16,24 @@ def build_optimizer(cfg, model):
 def build_lr_scheduler(cfg, optimizer):
     # Stepped once per epoch: the rate drops tenfold after each milestone epoch.
     return torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=list(cfg.SOLVER.MILESTONES), gamma=0.1)
+
+
+# The config keys that define the learning rate of every epoch.
+SCHEDULE_KEYS = ("SOLVER.LR", "SOLVER.MILESTONES")
+
+
+def apply_schedule(cfg, optimizer, scheduler):
+    """Give a resumed optimizer and scheduler the learning rate and milestones of
+    ``cfg`` (restoring their state brought back the old ones): the rate of the
+    epoch in progress becomes SOLVER.LR times 0.1 per milestone already passed,
+    and later epochs follow the new milestones."""
+    milestones = sorted(cfg.SOLVER.MILESTONES)
+    state = scheduler.state_dict()
+    passed = sum(1 for m in milestones if m <= state["last_epoch"])
+    lr = cfg.SOLVER.LR * state["gamma"] ** passed
+    for group in optimizer.param_groups:
+        group["initial_lr"], group["lr"] = cfg.SOLVER.LR, lr
+    state.update(base_lrs=[cfg.SOLVER.LR] * len(optimizer.param_groups), milestones=Counter(milestones),
+                 _last_lr=[lr] * len(optimizer.param_groups))
+    scheduler.load_state_dict(state)
+    return lr

@@ -1,18 +1,21 @@
 """What train and test do first: assemble the config, check the data, join the
-process group, pick the device, prepare OUTPUT_DIR and logging, seed."""
+process group, pick the device, prepare OUTPUT_DIR (for training: lock it and
+check its config) and logging, seed."""
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from ..config import load_config, save_config
+from ..config.history import record_start
 from ..data import RunData, check_batch_sizes
 from ..engine.precision import check_amp_support, configure_backends
 from ..errors import TanError
 from ..utils import comm
 from ..utils.events import check_tensorboard
-from ..utils.logger import setup_logger
+from ..utils.logger import log_file_failure, setup_logger
 from ..utils.rng import seed_everything
+from .run_folder import create_output_dir, open_run_folder
 
 
 @dataclass
@@ -23,6 +26,7 @@ class Session:
     device: torch.device
     distributed: bool
     data: RunData
+    config_changes: list = field(default_factory=list)  # vs OUTPUT_DIR/config.yml, accepted (training only)
 
 
 def resolve_device(name, local_rank=0):
@@ -42,15 +46,49 @@ def resolve_device(name, local_rank=0):
     return torch.device("cuda", index)
 
 
-def _prepare_output_dir(path):
-    if not comm.is_main_process():
-        return
+def _prepare_output_dir(cfg, training, accept_changes):
+    """Rank 0 creates OUTPUT_DIR, and for training locks it and checks its config
+    (tan/cli/run_folder.py); every rank stops if that fails."""
+    folder, error = None, None
+    if comm.is_main_process():
+        try:
+            folder = open_run_folder(cfg, accept_changes) if training else create_output_dir(cfg.OUTPUT_DIR)
+        except TanError as e:
+            error = e
+    if comm.reduce_max_int(error is not None):
+        raise error or TanError(f"rank 0 could not prepare OUTPUT_DIR {cfg.OUTPUT_DIR!r} (its message says why)")
+    return folder
+
+
+def _start_log(cfg):
+    """log.txt on rank 0; a log that cannot be written at start stops the run and is not left empty."""
+    existed = os.path.exists(os.path.join(cfg.OUTPUT_DIR, "log.txt"))
     try:
-        os.makedirs(path, exist_ok=True)
+        logger = setup_logger(cfg.OUTPUT_DIR, comm.get_rank())
     except OSError as e:
-        raise TanError(f"OUTPUT_DIR {path!r} cannot be created: {e.strerror}") from None
-    if not os.access(path, os.W_OK):
-        raise TanError(f"OUTPUT_DIR {path!r} is not writable")
+        raise TanError(f"cannot write {os.path.join(cfg.OUTPUT_DIR, 'log.txt')}: {e.strerror or e}") from None
+    return logger, existed
+
+
+def _check_log(existed):
+    failure = log_file_failure()
+    if failure is None:
+        return
+    path, error = failure
+    if not existed and os.path.isfile(path) and os.path.getsize(path) == 0:
+        os.unlink(path)
+    raise TanError(f"cannot write {path}: {error.strerror or error}")
+
+
+def _write_config(cfg, logger):
+    """A new run folder: config.yml, and the first line of its config history."""
+    path = os.path.join(cfg.OUTPUT_DIR, "config.yml")
+    try:
+        save_config(cfg, path)
+        record_start(cfg.OUTPUT_DIR, cfg)
+    except OSError as e:
+        raise TanError(f"cannot write {path}: {e.strerror or e}") from None
+    logger.info("saved the merged config to %s", path)
 
 
 def _log_run(logger, args, cfg, device):
@@ -62,11 +100,14 @@ def _log_run(logger, args, cfg, device):
     logger.info("running with config:\n%s", cfg.dump().rstrip())
 
 
-def default_setup(args, save=True):
+def default_setup(args, training=True):
     """A :class:`Session`, with the process group joined and logging set up.
 
     The config and the data files are checked before any work, so mistakes fail
-    fast on every rank and leave earlier outputs untouched."""
+    fast on every rank and leave earlier outputs untouched. A training run
+    holds OUTPUT_DIR alone and refuses a config that differs from the folder's
+    own (``--accept-config-changes`` overrides; the change is recorded by
+    :func:`tan.engine.recipes.train` once the checkpoint is restored)."""
     local_rank = args.local_rank if args.local_rank is not None else int(os.environ.get("LOCAL_RANK", "0"))
     cfg = load_config(args.config_file, args.opts)
     data = RunData(cfg)
@@ -78,13 +119,14 @@ def default_setup(args, save=True):
     check_amp_support(cfg.SOLVER.AMP, device)
     configure_backends(cfg, device)
     check_batch_sizes(cfg, comm.get_world_size())
-    _prepare_output_dir(cfg.OUTPUT_DIR)
-    comm.synchronize()
-    logger = setup_logger(cfg.OUTPUT_DIR, comm.get_rank())
+    folder = _prepare_output_dir(cfg, training, getattr(args, "accept_config_changes", False))
+    logger, log_existed = _start_log(cfg)
     _log_run(logger, args, cfg, device)
-    if save and comm.is_main_process():
-        path = os.path.join(cfg.OUTPUT_DIR, "config.yml")
-        save_config(cfg, path)
-        logger.info("saved the merged config to %s", path)
+    if comm.is_main_process():
+        _check_log(log_existed)
+    if folder is not None:
+        folder.describe(logger)
+        if folder.fresh:
+            _write_config(cfg, logger)
     seed_everything(cfg.SEED)
-    return Session(cfg, device, distributed, data)
+    return Session(cfg, device, distributed, data, folder.changes if folder else [])

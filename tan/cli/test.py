@@ -24,7 +24,7 @@ def main(argv=None):
     parser.add_argument("--ckpt", default="", metavar="PATH",
                         help="checkpoint to evaluate (default: the latest in OUTPUT_DIR, else MODEL.WEIGHT)")
     args = parser.parse_args(argv)
-    run = default_setup(args, save=False)
+    run = default_setup(args, training=False)
     cfg = run.cfg
     model = prepare_model(cfg, build_model(cfg).to(run.device))
     checkpoint = args.ckpt or Checkpointer(model, save_dir=cfg.OUTPUT_DIR).last_checkpoint() or cfg.MODEL.WEIGHT

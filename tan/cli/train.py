@@ -11,6 +11,7 @@ Examples:
 from ..engine.recipes import test_final_and_best, train
 from .arguments import default_argument_parser
 from .exits import run_cli
+from .run_folder import ACCEPT_FLAG
 from .setup import default_setup
 
 
@@ -18,9 +19,14 @@ def main(argv=None):
     parser = default_argument_parser("Train 2D-TAN, then test it.", __doc__.split("\n\n", 1)[1])
     parser.add_argument("--skip-test", action="store_true",
                         help="do not test after training (test later with tan-test)")
+    parser.add_argument(ACCEPT_FLAG, action="store_true",
+                        help="continue the run in OUTPUT_DIR although keys that alter results differ from its "
+                             "config.yml: the new values hold from the next step (the learning rate and schedule "
+                             "included; a higher SOLVER.MAX_EPOCH continues a finished run) and the change is "
+                             "recorded in OUTPUT_DIR/config_history.jsonl")
     args = parser.parse_args(argv)
     run = default_setup(args)
-    model, checkpoint = train(run.cfg, run.device, run.distributed, run.data)
+    model, checkpoint = train(run.cfg, run.device, run.distributed, run.data, run.config_changes)
     if not args.skip_test:
         test_final_and_best(run.cfg, model, run.device, run.distributed, run.data, checkpoint)
 

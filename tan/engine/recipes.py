@@ -1,10 +1,14 @@
 """The two things the tools do: train from a config, and test a model."""
 import os
 
+from ..config import save_config
+from ..config.history import record_changes
+from ..errors import TanError
 from ..modeling import build_model
-from ..solver import build_lr_scheduler, build_optimizer
+from ..solver import SCHEDULE_KEYS, apply_schedule, build_lr_scheduler, build_optimizer
 from ..utils import comm
-from ..utils.checkpoint import BEST, FINAL, Checkpointer, load_model_weights, model_state_from, read_checkpoint
+from ..utils.checkpoint import (BEST, FINAL, Checkpointer, last_checkpoint, load_model_weights, model_state_from,
+                                read_checkpoint)
 from ..utils.logger import get_logger
 from .inference import inference
 from .precision import make_grad_scaler
@@ -13,15 +17,18 @@ from .trainer import do_train
 from .wrappers import maybe_compile, prepare_model, unwrap, wrap_distributed
 
 
-def train(cfg, device, distributed, data):
+def train(cfg, device, distributed, data, config_changes=()):
     """Build, resume or initialise, and train; returns (model, path of the final checkpoint).
 
     ``data`` is the run's :class:`tan.data.RunData`: its loaders are built once
-    and shared with the test that follows."""
+    and shared with the test that follows. ``config_changes``: the accepted
+    differences from OUTPUT_DIR/config.yml (rank 0; tan/cli/run_folder.py),
+    applied and recorded once the checkpoint is restored, so that a change
+    the checkpoint cannot take (another model shape) leaves config.yml as it was."""
     logger = get_logger("train")
     model = prepare_model(cfg, build_model(cfg).to(device))
     final = os.path.join(cfg.OUTPUT_DIR, FINAL)
-    if os.path.isfile(final):
+    if os.path.isfile(final) and not last_checkpoint(cfg.OUTPUT_DIR):  # a final model from elsewhere
         logger.info("%s exists: nothing to train", final)
         load_model_weights(model, model_state_from(read_checkpoint(final), final), final)
         return model, final
@@ -31,11 +38,37 @@ def train(cfg, device, distributed, data):
     checkpointer = Checkpointer(model, optimizer, scheduler, cfg.OUTPUT_DIR, comm.is_main_process(),
                                 extra={"grad_scaler": grad_scaler})
     state = TrainingState.from_checkpoint(checkpointer.load(cfg.MODEL.WEIGHT))
+    _apply_config_changes(cfg, config_changes, state, optimizer, scheduler)
+    if os.path.isfile(final) and state.epoch > cfg.SOLVER.MAX_EPOCH:
+        logger.info("%s exists and holds all %d epochs: nothing to train", final, cfg.SOLVER.MAX_EPOCH)
+        return model, final
     model = maybe_compile(cfg, wrap_distributed(model, device, distributed))
     train_loader = data.train_loader(distributed)
     val_loaders = data.val_loaders(distributed) if cfg.SOLVER.TEST_PERIOD > 0 else None
     do_train(cfg, model, train_loader, val_loaders, optimizer, scheduler, checkpointer, device, state, grad_scaler)
     return model, final
+
+
+def _apply_config_changes(cfg, changes, state, optimizer, scheduler):
+    """The accepted config changes take effect from ``state`` (the step the run
+    resumes at), and config.yml and its history say so."""
+    if state.epoch - 1 > cfg.SOLVER.MAX_EPOCH:
+        raise TanError(f"the run in {cfg.OUTPUT_DIR} has trained {state.epoch - 1} epochs; SOLVER.MAX_EPOCH "
+                       f"{cfg.SOLVER.MAX_EPOCH} cannot undo that (nothing was changed); use another OUTPUT_DIR")
+    resumed = state.iteration > 0
+    if comm.reduce_max_int(resumed and any(c.key in SCHEDULE_KEYS for c in changes)):
+        lr = apply_schedule(cfg, optimizer, scheduler)
+        get_logger("train").info("learning rate from now on: %g (SOLVER.LR %g, milestones %s)", lr, cfg.SOLVER.LR,
+                                 list(cfg.SOLVER.MILESTONES))
+    if not (changes and comm.is_main_process()):
+        return
+    path = os.path.join(cfg.OUTPUT_DIR, "config.yml")
+    try:
+        save_config(cfg, path)
+        record_changes(cfg.OUTPUT_DIR, changes, state.epoch, state.iter_in_epoch,
+                       "runtime settings" if all(not c.affects_results for c in changes) else "accepted")
+    except OSError as e:
+        raise TanError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def run_test(cfg, model, device, distributed, data, checkpoint="", folder_name="inference"):

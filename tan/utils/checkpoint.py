@@ -9,7 +9,7 @@ import os
 import torch
 
 from ..errors import TanError
-from .io import atomic_torch_save, atomic_write_text
+from .io import atomic_torch_save, atomic_write_text, os_error_in
 from .logger import get_logger
 
 LAST_CHECKPOINT = "last_checkpoint"
@@ -104,11 +104,14 @@ class Checkpointer:
             atomic_torch_save(data, path)
             # Only once the checkpoint is complete does last_checkpoint point to it.
             atomic_write_text(os.path.join(self.save_dir, LAST_CHECKPOINT), os.path.basename(path))
-        except OSError as e:
+        except (OSError, RuntimeError) as e:
+            cause = os_error_in(e)
+            if cause is None:
+                raise
             previous = self.last_checkpoint()
-            raise TanError(f"cannot write checkpoint {path} ({e.strerror or e}); "
-                           f"{'the previous checkpoint ' + previous + ' is intact' if previous else 'no earlier checkpoint'}"
-                           f" and last_checkpoint still points to it") from None
+            kept = (f"the previous checkpoint {previous} is intact and last_checkpoint still points to it" if previous
+                    else "no earlier checkpoint exists")
+            raise TanError(f"cannot write checkpoint {path} ({cause.strerror or cause}); {kept}") from None
         self.logger.info("saved checkpoint %s", path)
 
     def save_weights(self, name, **info):
@@ -118,8 +121,12 @@ class Checkpointer:
         path = os.path.join(self.save_dir, f"{name}.pth")
         try:
             atomic_torch_save({"model": self.model.state_dict(), **info}, path)
-        except OSError as e:
-            raise TanError(f"cannot write {path} ({e.strerror or e}); the previous version, if any, is intact") from None
+        except (OSError, RuntimeError) as e:
+            cause = os_error_in(e)
+            if cause is None:
+                raise
+            raise TanError(f"cannot write {path} ({cause.strerror or cause}); the previous version, if any, "
+                           f"is intact") from None
         self.logger.info("saved %s", path)
 
     def last_checkpoint(self):
@@ -150,24 +157,12 @@ class Checkpointer:
         raise TanError(f"{problem}, and no other checkpoint in {self.save_dir} can be read; remove "
                        f"{os.path.join(self.save_dir, LAST_CHECKPOINT)} to start from scratch") from None
 
-    def _remove_stale_temporaries(self):
-        """Half-written files of a save that was killed (atomic writes leave the real files intact)."""
-        if not self.save_to_disk:
-            return
-        for name in os.listdir(self.save_dir):
-            if name.startswith(".") and name.endswith(".tmp"):
-                try:
-                    os.unlink(os.path.join(self.save_dir, name))
-                except OSError:
-                    pass
-
     def load(self, weight="", use_latest=True):
         """Resume from the latest checkpoint (model, optimizer, scheduler); else
         load ``weight`` (model only); else start fresh. Returns the saved
         loop arguments (empty unless resuming)."""
         latest = self.last_checkpoint() if use_latest else None
         if latest:
-            self._remove_stale_temporaries()
             latest, checkpoint = self._newest_readable(latest)
             self.logger.info("resuming from %s", latest)
             load_model_weights(self.model, model_state_from(checkpoint, latest), latest)

@@ -6,6 +6,26 @@ import sys
 from .progress import TqdmAwareHandler
 
 LOGGER_NAME = "tan"
+_log_file = None  # the LogFileHandler of the last setup_logger call, if any
+
+
+class LogFileHandler(logging.FileHandler):
+    """log.txt. A write that fails (disk full, quota) switches the file off with
+    one console warning, instead of logging's traceback for every later line;
+    ``failure`` keeps the error, so that a tool can stop when it happens at start."""
+
+    failure = None
+
+    def handleError(self, record):
+        error = sys.exc_info()[1]
+        if not isinstance(error, OSError):
+            super().handleError(record)
+            return
+        self.failure = error
+        logger = logging.getLogger(LOGGER_NAME)
+        logger.removeHandler(self)
+        logger.warning("cannot write %s (%s); the log continues on the console only",
+                       self.baseFilename, error.strerror or error)
 
 
 def setup_logger(output_dir=None, rank=0, filename="log.txt", stream=None):
@@ -21,13 +41,22 @@ def setup_logger(output_dir=None, rank=0, filename="log.txt", stream=None):
     console.setFormatter(fmt)
     console.setLevel(logging.INFO if rank == 0 else logging.WARNING)
     logger.addHandler(console)
+    global _log_file
+    _log_file = None
     if rank == 0 and output_dir:
         os.makedirs(output_dir, exist_ok=True)
-        fh = logging.FileHandler(os.path.join(output_dir, filename))
-        fh.setFormatter(fmt)
-        fh.setLevel(logging.DEBUG)
-        logger.addHandler(fh)
+        _log_file = LogFileHandler(os.path.join(output_dir, filename))
+        _log_file.setFormatter(fmt)
+        _log_file.setLevel(logging.DEBUG)
+        logger.addHandler(_log_file)
     return logger
+
+
+def log_file_failure():
+    """(path, OSError) of a log file that could not be written since setup_logger, else None."""
+    if _log_file is None or _log_file.failure is None:
+        return None
+    return _log_file.baseFilename, _log_file.failure
 
 
 def get_logger(name=None):

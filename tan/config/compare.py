@@ -1,0 +1,62 @@
+"""What changed between two configs, and whether a change can alter a result.
+
+A training folder's config.yml says what its checkpoints were trained with;
+a run that continues the folder compares its config with that file before
+writing anything (tan/cli/setup.py). Keys listed here decide only how or
+where the work runs, never what is learned or measured: they may change
+between the runs of one folder. Every other key is guarded.
+"""
+from typing import Any, NamedTuple
+
+# Where files are found, how fast and on what the work runs, what is logged
+# and how often checkpoints are kept: the trained weights and the test
+# metrics are the same whatever these say (up to floating-point rounding for
+# the device and backend switches).
+RUNTIME_KEYS = (
+    "OUTPUT_DIR",  # a moved or copied run folder
+    "DATASETS.ROOT",  # the same files, elsewhere
+    "DATASETS.CACHE_DIR",
+    "INPUT.FEATURE_CACHE_SIZE",
+    "DATALOADER.NUM_WORKERS",
+    "TEST.BATCH_SIZE",  # inference is per query; the batch only groups them
+    "SOLVER.LOG_PERIOD",
+    "SOLVER.CHECKPOINT_PERIOD",
+    "TENSORBOARD",
+    "DISTRIBUTED.TIMEOUT",
+    "MODEL.DEVICE",
+    "MODEL.CHANNELS_LAST",
+    "MODEL.TAN.PREDICTOR.STRIP_ROWS",  # the same convolutions, computed where needed
+    "SOLVER.COMPILE",
+    "CUDNN_BENCHMARK",
+    "TF32",
+)
+
+
+class Change(NamedTuple):
+    key: str
+    old: Any
+    new: Any
+
+    @property
+    def affects_results(self):
+        return self.key not in RUNTIME_KEYS
+
+    def __str__(self):
+        return f"{self.key}: {self.old!r} -> {self.new!r}"
+
+
+def flatten(cfg, prefix=""):
+    """{"SOLVER.LR": 0.01, ...}: every leaf of a (yacs) config, lists as lists."""
+    values = {}
+    for name, value in cfg.items():
+        if isinstance(value, dict):
+            values.update(flatten(value, f"{prefix}{name}."))
+        else:
+            values[prefix + name] = list(value) if isinstance(value, (list, tuple)) else value
+    return values
+
+
+def config_changes(old, new):
+    """The keys whose values differ between configs ``old`` and ``new``, sorted."""
+    a, b = flatten(old), flatten(new)
+    return [Change(key, a.get(key), b.get(key)) for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key)]
