@@ -2,6 +2,7 @@
 process, distributed evaluation, restarts after a killed worker, hung peers."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -30,6 +31,11 @@ def torchrun(*args, nproc=2, extra=(), timeout=600, console=None):
             return subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, text=True,
                                     start_new_session=True)
     return subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+
+
+def worker_exit_codes(output):
+    """The exit codes torchrun reports for its failed workers (torchrun itself then exits 1)."""
+    return sorted(int(code) for code in re.findall(r"exitcode\s*: (-?\d+)", output))
 
 
 def base_args(root, out, *extra):
@@ -160,7 +166,7 @@ def test_a_hung_peer_ends_the_run_with_a_clear_error(synthetic_root, tmp_path):
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-    assert proc.returncode != 0
+    assert proc.returncode == 1 and 4 in worker_exit_codes(output), output[-3000:]  # rank 0 saw the hang
     assert "distributed communication failed" in (out / "log.txt").read_text() + output
 
 
@@ -197,7 +203,7 @@ def test_legacy_local_rank_arguments_are_accepted():
 
 def test_a_batch_size_that_does_not_divide_by_the_processes_is_refused(synthetic_root, tmp_path):
     proc = torchrun(*base_args(synthetic_root, tmp_path / "odd", "SOLVER.BATCH_SIZE", "31"))
-    assert proc.returncode != 0
+    assert proc.returncode == 1 and worker_exit_codes(proc.stdout) == [2, 2], proc.stdout[-3000:]
     assert "SOLVER.BATCH_SIZE = 31 is a global batch size and must be divisible by the number of processes (2)" \
         in proc.stdout
     assert not (tmp_path / "odd" / "config.yml").exists()
@@ -219,7 +225,7 @@ def test_sigterm_under_torchrun_stops_every_rank_at_one_iteration_and_resumes(sy
         raise
     proc.send_signal(signal.SIGTERM)  # the agent passes it on to every worker
     output = finish(proc, tmp_path / "console.txt", 300)
-    assert proc.returncode != 0
+    assert proc.returncode == 1  # torchrun's own status when a signal stopped it (each worker exited 143)
     saved = [n for n in os.listdir(out) if n.startswith("model_1e_")]
     assert len(saved) == 1, f"{sorted(os.listdir(out))}\n{output[-3000:]}"
     assert "interrupted by SIGTERM" in (out / "log.txt").read_text()

@@ -1,0 +1,344 @@
+"""A run folder never lies: one training run per OUTPUT_DIR, its config.yml is
+what the checkpoints were trained with (changes refused, or accepted and
+recorded), and a write that fails ends with exit 2 and leaves the last good state."""
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from tan.errors import TanError
+from tan.utils.run_lock import RunLock, remove_stale_temporaries
+
+from conftest import ONE_THREAD, REPO, SYNTHETIC_CONFIG, run_tool
+from runs import stop_process_group, wait_for_training_record
+
+pytestmark = pytest.mark.slow
+
+RUN = ["MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0", "SOLVER.LOG_PERIOD", "2", "SOLVER.TEST_PERIOD", "0",
+       "SOLVER.ITERS_PER_EPOCH", "6", "SOLVER.MILESTONES", "(2,)"]
+
+
+def train_args(root, out, *extra, epochs=2):
+    return ["--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", root, "OUTPUT_DIR", str(out), *RUN,
+            "SOLVER.MAX_EPOCH", str(epochs), *extra, "--skip-test"]
+
+
+def train(root, out, *extra, epochs=2):
+    return run_tool("train_net", *train_args(root, out, *extra, epochs=epochs), env=ONE_THREAD)
+
+
+def start(root, out, *extra, epochs=2, console=None):
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **ONE_THREAD)
+    with open(console or f"{out}.console.txt", "a") as f:
+        return subprocess.Popen([sys.executable, os.path.join(REPO, "tools", "train_net.py"),
+                                 *train_args(root, out, *extra, epochs=epochs)],
+                                env=env, stdout=f, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def snapshot(folder):
+    """{name: bytes} of every file under ``folder``: what a refused run must leave as it was."""
+    files = {}
+    for base, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(base, name)
+            with open(path, "rb") as f:
+                files[os.path.relpath(path, folder)] = f.read()
+    return files
+
+
+def weights(path):
+    return torch.load(path, weights_only=False)["model"]
+
+
+def assert_same_weights(a, b):
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+
+
+def records(out):
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def history(out):
+    with open(os.path.join(out, "config_history.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+@pytest.fixture(scope="module")
+def two_epochs(synthetic_root, tmp_path_factory):
+    """A finished 2-epoch run, copied by the tests that change it."""
+    out = tmp_path_factory.mktemp("finished") / "out"
+    proc = train(synthetic_root, out)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return out
+
+
+def copy_of(folder, tmp_path):
+    target = tmp_path / "run"
+    shutil.copytree(folder, target)
+    return target
+
+
+# --- one run per folder -------------------------------------------------------------------------------------
+
+
+def test_a_second_training_on_a_busy_folder_is_refused_at_once_and_the_first_is_untouched(synthetic_root, tmp_path):
+    out = tmp_path / "busy"
+    first = start(synthetic_root, out, epochs=3)
+    try:
+        wait_for_training_record(out, first, epoch=1, it=2)
+        holder = json.loads((out / "run.lock").read_text())
+        assert holder["pid"] == first.pid
+        before = time.monotonic()
+        second = train(synthetic_root, out, epochs=3)
+        took = time.monotonic() - before
+        first.wait(timeout=300)
+    finally:
+        stop_process_group(first)
+    assert second.returncode == 2, second.stdout[-2000:] + second.stderr[-2000:]
+    message = second.stderr.strip()
+    assert "Traceback" not in message and len(message.splitlines()) == 1
+    assert f"OUTPUT_DIR '{out}' is in use by another run: pid {first.pid} on host" in message
+    assert took < 60  # start-up and the data checks, no training
+    assert first.returncode == 0
+    log = (out / "log.txt").read_text()
+    assert log.count("start training") == 1 and "in use by another run" not in log
+    steps = [(r["epoch"], r["iter"]) for r in records(out)]
+    assert steps == [(e, i) for e in (1, 2, 3) for i in (2, 4, 6)]  # one run's records, none twice
+    assert len(history(out)) == 1
+    assert not (out / "run.lock").exists()  # released at the end
+
+
+def test_the_lock_of_a_killed_run_is_taken_over(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from tan.utils.run_lock import RunLock; RunLock(sys.argv[1]).acquire(); "
+        "print('locked', flush=True); time.sleep(600)"), str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(TanError, match=f"is in use by another run: pid {holder.pid} on host"):
+            RunLock(str(tmp_path)).acquire()
+        holder.kill()
+        holder.wait()
+        assert (tmp_path / "run.lock").exists()  # left behind by the killed holder
+        lock = RunLock(str(tmp_path)).acquire()
+        assert lock.taken_over["pid"] == holder.pid
+        assert json.loads((tmp_path / "run.lock").read_text())["pid"] == os.getpid()
+        lock.release()
+        assert not (tmp_path / "run.lock").exists()
+    finally:
+        holder.kill()
+        holder.stdout.close()
+
+
+def test_only_temporaries_of_writers_that_are_gone_are_removed(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], stdout=subprocess.PIPE,
+                          text=True).stdout.strip()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        names = [f".model_2e.pth.{dead}.abc123.tmp", f".model_3e.pth.{live.pid}.def456.tmp",
+                 ".model_1e.pth.xyz789.tmp", "notes.tmp", "model_1e.pth"]
+        for name in names:
+            (tmp_path / name).write_text("x")
+        removed = remove_stale_temporaries(str(tmp_path))
+        assert removed == sorted([f".model_2e.pth.{dead}.abc123.tmp", ".model_1e.pth.xyz789.tmp"])
+        assert sorted(os.listdir(tmp_path)) == sorted([f".model_3e.pth.{live.pid}.def456.tmp", "notes.tmp",
+                                                       "model_1e.pth"])
+    finally:
+        live.kill()
+        live.wait()
+
+
+# --- the folder's config is the truth ------------------------------------------------------------------------
+
+
+def test_a_changed_learning_rate_is_refused_and_nothing_is_written(synthetic_root, two_epochs, tmp_path):
+    out = copy_of(two_epochs, tmp_path)
+    before = snapshot(out)
+    proc = train(synthetic_root, out, "SOLVER.LR", "0.5")
+    assert proc.returncode == 2
+    assert "SOLVER.LR: 0.001 -> 0.5" in proc.stderr and "--accept-config-changes" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert snapshot(out) == before  # config.yml byte-identical, and everything else
+
+
+def test_a_model_change_the_checkpoint_cannot_take_leaves_the_folder_as_it_was(synthetic_root, two_epochs, tmp_path):
+    out = copy_of(two_epochs, tmp_path)
+    before = snapshot(out)
+    proc = train(synthetic_root, out, "MODEL.TAN.PREDICTOR.HIDDEN_SIZE", "32", "SOLVER.MAX_EPOCH", "3",
+                 "--accept-config-changes")
+    assert proc.returncode == 2
+    assert "does not fit the configured model (shape mismatch" in proc.stdout + proc.stderr
+    after = snapshot(out)
+    assert after.pop("log.txt").startswith(before.pop("log.txt"))  # the log tells what happened
+    assert after == before
+
+
+def test_max_epoch_cannot_undo_trained_epochs(synthetic_root, two_epochs, tmp_path):
+    out = copy_of(two_epochs, tmp_path)
+    before = snapshot(out)
+    proc = train(synthetic_root, out, "--accept-config-changes", epochs=1)
+    assert proc.returncode == 2 and "has trained 2 epochs; SOLVER.MAX_EPOCH 1 cannot undo that" in proc.stdout
+    after = snapshot(out)
+    after.pop("log.txt"), before.pop("log.txt")
+    assert after == before
+
+
+def test_runtime_settings_may_change_with_a_log_line(synthetic_root, two_epochs, tmp_path):
+    out = copy_of(two_epochs, tmp_path)
+    proc = train(synthetic_root, out, "SOLVER.LOG_PERIOD", "3", "TEST.BATCH_SIZE", "16")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "config change that does not alter results: SOLVER.LOG_PERIOD: 2 -> 3" in proc.stdout
+    assert "nothing to train" in proc.stdout
+    assert "LOG_PERIOD: 3" in (out / "config.yml").read_text()
+    last = history(out)[-1]
+    assert last["changes"] == {"OUTPUT_DIR": [str(two_epochs), str(out)],  # the folder was copied
+                               "SOLVER.LOG_PERIOD": [2, 3], "TEST.BATCH_SIZE": [64, 16]}
+    assert last["from_epoch"] == 3 and last["reason"] == "runtime settings"
+
+
+def test_continuing_a_finished_run_gives_the_weights_of_one_longer_run(synthetic_root, two_epochs, tmp_path):
+    out = copy_of(two_epochs, tmp_path)
+    proc = train(synthetic_root, out, "--accept-config-changes", epochs=3)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "config change accepted (--accept-config-changes): SOLVER.MAX_EPOCH: 2 -> 3" in proc.stdout
+    straight = tmp_path / "straight"
+    assert train(synthetic_root, straight, epochs=3).returncode == 0
+    assert_same_weights(weights(out / "model_final.pth"), weights(straight / "model_final.pth"))
+    assert [(r["epoch"], r["iter"]) for r in records(out)] == [(e, i) for e in (1, 2, 3) for i in (2, 4, 6)]
+    start_record, change = history(out)
+    assert start_record["event"] == "start" and start_record["config"]["SOLVER.MAX_EPOCH"] == 2
+    assert change["from_epoch"] == 3
+    assert change["changes"] == {"OUTPUT_DIR": [str(two_epochs), str(out)], "SOLVER.MAX_EPOCH": [2, 3]}
+    assert "MAX_EPOCH: 3" in (out / "config.yml").read_text()
+
+
+def test_an_accepted_learning_rate_applies_to_the_resumed_run(synthetic_root, tmp_path):
+    """Stopped mid-epoch 2 (SIGTERM), resumed with another SOLVER.LR: the rest of
+    epoch 2 trains at the new rate, epoch 3 at a tenth of it (milestone 2)."""
+    out = tmp_path / "lr"
+    proc = start(synthetic_root, out, epochs=3)
+    try:
+        wait_for_training_record(out, proc, epoch=2, it=2)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+    finally:
+        stop_process_group(proc)
+    assert proc.returncode == 128 + signal.SIGTERM
+    stopped_at = int(re.fullmatch(r"model_2e_(\d+)it\.pth", (out / "last_checkpoint").read_text()).group(1))
+    done = len(records(out))
+    resumed = train(synthetic_root, out, "SOLVER.LR", "0.01", "--accept-config-changes", epochs=3)
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    assert "SOLVER.LR: 0.001 -> 0.01" in resumed.stdout
+    later = records(out)[done:]
+    epoch2 = [r["lr"] for r in later if r["epoch"] == 2]
+    epoch3 = [r["lr"] for r in later if r["epoch"] == 3]
+    assert epoch2 and epoch2 == pytest.approx([0.01] * len(epoch2))
+    assert epoch3 == pytest.approx([0.001] * 3)
+    change = history(out)[-1]
+    assert change["changes"] == {"SOLVER.LR": [0.001, 0.01]} and change["from_epoch"] == 2
+    assert change["after_iteration"] == stopped_at > 0
+    assert "LR: 0.01" in (out / "config.yml").read_text()
+
+
+def test_an_unreadable_folder_config_stops_the_run(synthetic_root, two_epochs, tmp_path):
+    out = copy_of(two_epochs, tmp_path)
+    (out / "config.yml").write_text("SOLVER: [unclosed\n")
+    before = snapshot(out)
+    proc = train(synthetic_root, out)
+    assert proc.returncode == 2 and "the run folder's own config cannot be read" in proc.stderr
+    assert snapshot(out) == before
+
+
+# --- writes that fail ----------------------------------------------------------------------------------------
+
+
+def _file_size_limit(limit):
+    def apply():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of being killed; kept across exec
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+def train_limited(root, out, limit, *extra):
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **ONE_THREAD)
+    return subprocess.run([sys.executable, os.path.join(REPO, "tools", "train_net.py"), *train_args(root, out, *extra)],
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600,
+                          preexec_fn=_file_size_limit(limit))
+
+
+def error_lines(proc):
+    return [line for line in (proc.stdout + proc.stderr).splitlines() if "ERROR" in line or line.startswith("error")]
+
+
+def test_no_room_at_start_ends_with_one_line_and_leaves_nothing(synthetic_root, tmp_path):
+    out = tmp_path / "none"
+    proc = train_limited(synthetic_root, out, 0)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert error_lines(proc) == [f"error: cannot write {out}/run.lock: File too large"]
+    assert not out.exists()  # this run made the folder; it leaves nothing behind
+
+
+def test_a_checkpoint_that_cannot_be_written_ends_with_one_line(synthetic_root, tmp_path):
+    """A real write failure through torch.save (a file-size limit): exit 2 and one line, no partial file."""
+    out = tmp_path / "limited"
+    proc = train_limited(synthetic_root, out, 1_000_000)  # logs fit, a 3 MB checkpoint does not
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    [line] = error_lines(proc)
+    assert line.endswith(f"cannot write checkpoint {out}/model_1e.pth (File too large); no earlier checkpoint exists")
+    assert sorted(os.listdir(out)) == ["config.yml", "config_history.jsonl", "log.txt", "metrics.jsonl"]
+
+
+def _in_small_tmpfs(size, out, command, keep):
+    """``command`` run with OUTPUT_DIR on a tmpfs of ``size`` mounted in a private mount
+    namespace (unshare: root, or user namespaces); the folder is copied to ``keep``
+    before the namespace goes. None when this machine does not allow it."""
+    probe = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
+                            "mount -t tmpfs -o size=1m tmpfs /mnt && umount /mnt"], capture_output=True)
+    if probe.returncode != 0:
+        return None
+    return subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
+                           f'mkdir -p "$OUT" && mount -t tmpfs -o size={size} tmpfs "$OUT" && {command}; rc=$?; '
+                           f'cp -a "$OUT" "{keep}"; exit $rc'],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600,
+                          env=dict(os.environ, PYTHONUNBUFFERED="1", OUT=str(out), **ONE_THREAD))
+
+
+def test_a_full_disk_during_the_second_checkpoint(synthetic_root, tmp_path):
+    out, keep = tmp_path / "full", tmp_path / "kept"
+    args = " ".join(f"'{a}'" for a in train_args(synthetic_root, out))
+    proc = _in_small_tmpfs("5m", out, f'"{sys.executable}" {REPO}/tools/train_net.py {args}', keep)
+    if proc is None:
+        pytest.skip("no tmpfs can be mounted here (needs root or user namespaces); the file-size limit tests cover it")
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    [line] = error_lines(proc)
+    assert line.endswith(f"cannot write checkpoint {out}/model_2e.pth (No space left on device); the previous "
+                         f"checkpoint {out}/model_1e.pth is intact and last_checkpoint still points to it")
+    assert (keep / "last_checkpoint").read_text() == "model_1e.pth"
+    assert torch.load(keep / "model_1e.pth", weights_only=False)["epoch"] == 2
+    assert not [n for n in os.listdir(keep) if n.endswith(".tmp") or n == "run.lock"]
+
+
+def test_a_full_disk_at_start(synthetic_root, tmp_path):
+    out, keep = tmp_path / "full", tmp_path / "kept"
+    args = " ".join(f"'{a}'" for a in train_args(synthetic_root, out))
+    fill = f'dd if=/dev/zero of="$OUT/filler" bs=64k count=100 2>/dev/null'
+    proc = _in_small_tmpfs("1m", out, f'{fill}; "{sys.executable}" {REPO}/tools/train_net.py {args}', keep)
+    if proc is None:
+        pytest.skip("no tmpfs can be mounted here (needs root or user namespaces); the file-size limit tests cover it")
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert error_lines(proc) == [f"error: cannot write {out}/run.lock: No space left on device"]
+    assert os.listdir(keep) == ["filler"]
