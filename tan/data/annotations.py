@@ -5,12 +5,16 @@ Formats (docs/data.md §1, §2): "tacos" gives timestamps in frames with ``fps``
 timestamps and ``duration`` in seconds; "charades_txt" is Charades-STA's
 original text form, ``VIDEO START END##sentence`` per line, with durations
 from the ``length`` column of a Charades CSV file. Bad records are dropped
-or clipped and counted, never patched with another record's values.
+or clipped and counted under a name that says what was wrong, never patched
+with another record's values and never read as something they are not: a
+string is not a number, ``true`` is not 1, a string is not a list of
+sentences. Only a file that cannot be read as a whole stops the run.
 """
 import csv
 import json
 import math
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass
 
@@ -26,20 +30,51 @@ class Query:
     sentence: str
 
 
-def _video_duration(video, info, fmt):
-    if fmt == "tacos":
-        return float(info["num_frames"]) / float(info["fps"])
-    return float(info["duration"])
-
-
 FORMATS = ("tacos", "seconds", "charades_txt")
+
+# The fields that a video entry must have; charades_txt entries are built in the "seconds" layout.
+_REQUIRED_FIELDS = {"tacos": ("num_frames", "fps", "timestamps", "sentences"),
+                    "seconds": ("duration", "timestamps", "sentences"),
+                    "charades_txt": ("duration", "timestamps", "sentences")}
+
+# A number as the text form writes one. Stricter than float(), which also takes "nan", "infinity", "1_000"
+# and non-ASCII digits, and would so turn a typo in a times column into a value.
+_TEXT_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
+class _Dropped(Exception):
+    """A record that cannot be used; the message is the name it is counted under (docs/data.md §2)."""
+
+
+def _json_number(value):
+    """A JSON number as a float, else None. bool is refused although Python makes it an int: ``true`` in a
+    timestamp is a mistake, not 1. An integer too large for a float becomes inf, which the callers refuse."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+
+
+def _text_number(text):
+    """A number written as text, as a float, else None."""
+    return float(text) if isinstance(text, str) and _TEXT_NUMBER.fullmatch(text) else None
+
+
+def _read_text(path, what):
+    """A UTF-8 text file's content; one that cannot be read stops the run, naming the file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise TanError(f"{what} {path!r} cannot be read: {e}") from None
 
 
 def _read_json(path):
     try:
-        with open(path) as f:
-            data = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        data = json.loads(_read_text(path, "annotation file"))
+    except (ValueError, RecursionError) as e:  # ValueError: bad JSON, or an integer of more digits than Python reads
         raise TanError(f"annotation file {path!r} is not valid JSON: {e}") from None
     if not isinstance(data, dict):
         raise TanError(f"annotation file {path!r}: expected an object mapping video ids to annotations")
@@ -51,16 +86,19 @@ def _read_durations_csv(path):
     if not path or not os.path.isfile(path):
         raise TanError(f"Charades CSV file {path!r} with video durations not found (catalog field 'durations'; "
                        f"the Charades_v1_{{train,test}}.csv files of the Charades release)")
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            columns, rows = reader.fieldnames, list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise TanError(f"Charades CSV file {path!r} cannot be read: {e}") from None
+    if not columns or not {"id", "length"} <= set(columns):
+        raise TanError(f"{path}: expected the columns 'id' and 'length', got {columns}")
     durations = {}
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        if not reader.fieldnames or not {"id", "length"} <= set(reader.fieldnames):
-            raise TanError(f"{path}: expected the columns 'id' and 'length', got {reader.fieldnames}")
-        for row in reader:
-            try:
-                durations[row["id"]] = float(row["length"])
-            except (TypeError, ValueError):
-                continue  # counted when a query needs that video
+    for row in rows:
+        seconds = _text_number((row["length"] or "").strip())  # None when the row is short
+        if seconds is not None:
+            durations[row["id"]] = seconds  # a length that is no number: counted when a line needs that video
     return durations
 
 
@@ -68,23 +106,117 @@ def _read_charades_txt(path, durations_csv, counts):
     """The text form as the JSON layout: {video: {duration, timestamps, sentences}}."""
     durations = _read_durations_csv(durations_csv)
     data = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            head, sep, sentence = line.rstrip("\n").partition("##")
-            fields = head.split()
-            if not sep or len(fields) != 3:
-                counts["malformed line"] += 1
-                continue
-            video, start, end = fields
-            if video not in durations:
-                counts["video without a duration in the CSV"] += 1
-                continue
-            entry = data.setdefault(video, {"duration": durations[video], "timestamps": [], "sentences": []})
-            entry["timestamps"].append([start, end])
-            entry["sentences"].append(sentence)
+    for line in _read_text(path, "annotation file").split("\n"):
+        if not line.strip():
+            continue
+        head, sep, sentence = line.partition("##")
+        fields = head.split()
+        if not sep or len(fields) != 3:
+            counts["malformed line"] += 1
+            continue
+        video, start, end = fields
+        if video not in durations:
+            counts["video without a duration in the CSV"] += 1
+            continue
+        # Times are text in this form, so reading them as numbers is parsing, not reinterpreting; text that
+        # is no number is the fault a string is in a JSON timestamp.
+        stamp = [_text_number(start), _text_number(end)]
+        if None in stamp:
+            counts["timestamp not two numbers"] += 1
+            continue
+        entry = data.setdefault(video, {"duration": durations[video], "timestamps": [], "sentences": []})
+        entry["timestamps"].append(stamp)
+        entry["sentences"].append(sentence)
     return data
+
+
+def _queries_of(info):
+    """How many queries a dropped video entry is counted as: one per sentence it lists, and at least one, so
+    that no dropped entry goes uncounted."""
+    sentences = info.get("sentences") if isinstance(info, dict) else None
+    return max(len(sentences), 1) if isinstance(sentences, list) else 1
+
+
+def _check_entry(info, fmt):
+    if not isinstance(info, dict):
+        raise _Dropped("video entry not an object")
+    if any(field not in info for field in _REQUIRED_FIELDS[fmt]):
+        raise _Dropped("video without duration, timestamps or sentences")
+    # Checked before any pairing: zip() would walk a string character by character.
+    if not isinstance(info["timestamps"], list):
+        raise _Dropped("timestamps not a list")
+    if not isinstance(info["sentences"], list):
+        raise _Dropped("sentences not a list")
+
+
+def _duration_and_scale(info, fmt):
+    """(duration in seconds, seconds per timestamp unit) of a checked entry."""
+    if fmt == "tacos":
+        frames, fps = _json_number(info["num_frames"]), _json_number(info["fps"])
+        if frames is None or fps is None:
+            raise _Dropped("num_frames or fps not a number")
+        # Each on its own: two negatives would make a positive duration out of nonsense.
+        if not (0 < frames < math.inf and 0 < fps < math.inf):
+            raise _Dropped("video with a non-positive duration")
+        duration, scale = frames / fps, 1.0 / fps
+    else:
+        duration, scale = _json_number(info["duration"]), 1.0
+        if duration is None:
+            raise _Dropped("duration not a number")
+    if not 0 < duration < math.inf:  # also refuses NaN, for which every comparison is false
+        raise _Dropped("video with a non-positive duration")
+    return duration, scale
+
+
+def _moment(stamp, scale):
+    """(start, end) in seconds, not yet clipped."""
+    if not (isinstance(stamp, list) and len(stamp) == 2):
+        raise _Dropped("timestamp not two numbers")
+    start, end = _json_number(stamp[0]), _json_number(stamp[1])
+    if start is None or end is None:
+        raise _Dropped("timestamp not two numbers")
+    start, end = start * scale, end * scale
+    if not (math.isfinite(start) and math.isfinite(end)):
+        raise _Dropped("timestamp not finite")
+    return start, end
+
+
+def _sentence(value):
+    if not isinstance(value, str):
+        raise _Dropped("sentence not a string")
+    if not value.strip():
+        raise _Dropped("empty sentence")
+    return value.strip()
+
+
+def _video_queries(video, info, fmt, counts):
+    """The usable queries of one video entry; what is dropped or clipped is added to ``counts``."""
+    try:
+        _check_entry(info, fmt)
+        duration, scale = _duration_and_scale(info, fmt)
+    except _Dropped as dropped:
+        counts[str(dropped)] += _queries_of(info)
+        return []
+    stamps, sentences = info["timestamps"], info["sentences"]
+    queries = []
+    # A pair is checked whole before it is clipped, so that a dropped query is counted once (docs/data.md §2).
+    for stamp, sentence in zip(stamps, sentences):
+        try:
+            start, end = _moment(stamp, scale)
+            sentence = _sentence(sentence)
+        except _Dropped as dropped:
+            counts[str(dropped)] += 1
+            continue
+        if start < 0 or end > duration:
+            counts["moment clipped to the video"] += 1
+            start, end = max(start, 0.0), min(end, duration)
+        if start >= end:
+            counts["start >= end"] += 1
+            continue
+        queries.append(Query(video, duration, start, end, sentence))
+    if len(stamps) != len(sentences):
+        counts["timestamps and sentences of different lengths"] += abs(len(stamps) - len(sentences))
+    return queries
 
 
 def load_annotations(path, fmt, durations=None):
@@ -100,35 +232,5 @@ def load_annotations(path, fmt, durations=None):
     data = _read_charades_txt(path, durations, counts) if fmt == "charades_txt" else _read_json(path)
     queries = []
     for video, info in data.items():
-        try:
-            duration = _video_duration(video, info, fmt)
-            stamps, sentences = info["timestamps"], info["sentences"]
-        except (KeyError, TypeError, ValueError, ZeroDivisionError):
-            counts["video without duration, timestamps or sentences"] += 1
-            continue
-        if not math.isfinite(duration) or duration <= 0:
-            counts["video with a non-positive duration"] += len(sentences) if isinstance(sentences, list) else 1
-            continue
-        scale = 1.0 / float(info["fps"]) if fmt == "tacos" else 1.0
-        for stamp, sentence in zip(stamps, sentences):
-            try:
-                start, end = float(stamp[0]) * scale, float(stamp[1]) * scale
-            except (TypeError, ValueError, IndexError):
-                counts["malformed timestamp"] += 1
-                continue
-            if not (math.isfinite(start) and math.isfinite(end)):
-                counts["malformed timestamp"] += 1
-                continue
-            if start < 0 or end > duration:
-                counts["moment clipped to the video"] += 1
-                start, end = max(start, 0.0), min(end, duration)
-            if start >= end:
-                counts["start >= end"] += 1
-                continue
-            if not isinstance(sentence, str) or not sentence.strip():
-                counts["empty sentence"] += 1
-                continue
-            queries.append(Query(video, duration, start, end, sentence.strip()))
-        if len(stamps) != len(sentences):
-            counts["timestamps and sentences of different lengths"] += abs(len(stamps) - len(sentences))
+        queries += _video_queries(video, info, fmt, counts)
     return queries, counts
