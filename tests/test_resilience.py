@@ -85,8 +85,9 @@ def test_killed_at_random_points_and_resumed_ends_with_the_uninterrupted_weights
             stop_process_group(proc)  # SIGKILL
     proc = run_tool("train_net", *args(synthetic_root, out), env=ONE_THREAD)
     assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "took over the lock of pid" in proc.stdout  # the killed run could not remove run.lock
     assert_same_weights(final_weights(out), uninterrupted)
-    assert not [n for n in os.listdir(out) if n.endswith(".tmp")]
+    assert not [n for n in os.listdir(out) if n.endswith(".tmp") or n == "run.lock"]
 
 
 def test_sigterm_mid_epoch_saves_and_the_restart_ends_with_the_uninterrupted_weights(synthetic_root, uninterrupted,

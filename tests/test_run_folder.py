@@ -342,3 +342,42 @@ def test_a_full_disk_at_start(synthetic_root, tmp_path):
     assert "Traceback" not in proc.stdout + proc.stderr
     assert error_lines(proc) == [f"error: cannot write {out}/run.lock: No space left on device"]
     assert os.listdir(keep) == ["filler"]
+
+
+def test_a_log_that_cannot_be_written_at_start_stops_the_run(synthetic_root, tmp_path):
+    """run.lock fits under the limit, the log's config dump does not."""
+    out = tmp_path / "log"
+    proc = train_limited(synthetic_root, out, 1500)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Traceback" not in proc.stdout + proc.stderr and "Logging error" not in proc.stderr
+    assert error_lines(proc)[-1].endswith(f"cannot write {out}/log.txt: File too large")
+    assert sorted(os.listdir(out)) == ["log.txt"]  # what it could write; no config.yml, no lock
+    assert 0 < (out / "log.txt").stat().st_size <= 1500
+
+
+def test_a_log_file_that_fails_later_is_switched_off_with_one_warning(tmp_path, capsys):
+    import errno
+
+    from tan.utils.logger import get_logger, log_file_failure, setup_logger
+
+    logger = setup_logger(str(tmp_path), stream=sys.stderr)
+    logger.info("first line")
+    [file_handler] = [h for h in logger.handlers if getattr(h, "baseFilename", None)]
+
+    class FullDisk:
+        def write(self, text):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def flush(self):
+            pass
+
+    file_handler.stream = FullDisk()
+    get_logger("trainer").info("second line")
+    get_logger("trainer").info("third line")
+    err = capsys.readouterr().err
+    assert err.count("cannot write") == 1 and "the log continues on the console only" in err
+    assert "Traceback" not in err and "third line" in err
+    path, error = log_file_failure()
+    assert path == str(tmp_path / "log.txt") and error.errno == errno.ENOSPC
+    assert (tmp_path / "log.txt").read_text().count("line") == 1
+    setup_logger(None)

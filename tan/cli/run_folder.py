@@ -26,6 +26,12 @@ class RunFolder:
     fresh: bool
     changes: list = field(default_factory=list)
     removed_temporaries: list = field(default_factory=list)
+    created: bool = False  # OUTPUT_DIR did not exist before this run
+
+    def abandon(self):
+        """This run stops before it started: unlock, and remove OUTPUT_DIR if this run made it and left it empty."""
+        self.lock.release()
+        _remove_if_empty(self.path, self.created)
 
     def describe(self, logger):
         """The log lines about the folder, once logging is set up."""
@@ -42,13 +48,21 @@ class RunFolder:
                 logger.info("config change that does not alter results: %s", change)
 
 
+def _remove_if_empty(path, created):
+    if created and os.path.isdir(path) and not os.listdir(path):
+        os.rmdir(path)
+
+
 def create_output_dir(path):
+    """Make OUTPUT_DIR (with its parents); True when it did not exist."""
+    created = not os.path.isdir(path)
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as e:
         raise TanError(f"OUTPUT_DIR {path!r} cannot be created: {e.strerror or e}") from None
     if not os.access(path, os.W_OK):
         raise TanError(f"OUTPUT_DIR {path!r} is not writable")
+    return created
 
 
 def _saved_config(path):
@@ -73,8 +87,12 @@ def open_run_folder(cfg, accept_changes=False):
     Raises TanError (lock released, nothing written) when another run holds
     the folder or when a key that alters results changed without ``accept_changes``."""
     path = cfg.OUTPUT_DIR
-    create_output_dir(path)
-    lock = RunLock(path).acquire()
+    created = create_output_dir(path)
+    try:
+        lock = RunLock(path).acquire()
+    except BaseException:
+        _remove_if_empty(path, created)
+        raise
     try:
         saved = os.path.join(path, CONFIG_FILE)
         changes = config_changes(_saved_config(saved), cfg) if os.path.isfile(saved) else []
@@ -84,5 +102,6 @@ def open_run_folder(cfg, accept_changes=False):
         removed = remove_stale_temporaries(path)
     except BaseException:
         lock.release()
+        _remove_if_empty(path, created)
         raise
-    return RunFolder(path, lock, not os.path.isfile(saved), changes, removed)
+    return RunFolder(path, lock, not os.path.isfile(saved), changes, removed, created)

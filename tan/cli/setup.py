@@ -120,13 +120,18 @@ def default_setup(args, training=True):
     configure_backends(cfg, device)
     check_batch_sizes(cfg, comm.get_world_size())
     folder = _prepare_output_dir(cfg, training, getattr(args, "accept_config_changes", False))
-    logger, log_existed = _start_log(cfg)
-    _log_run(logger, args, cfg, device)
-    if comm.is_main_process():
-        _check_log(log_existed)
-    if folder is not None:
-        folder.describe(logger)
-        if folder.fresh:
-            _write_config(cfg, logger)
+    try:
+        logger, log_existed = _start_log(cfg)
+        _log_run(logger, args, cfg, device)
+        if comm.is_main_process():
+            _check_log(log_existed)
+        if folder is not None:
+            folder.describe(logger)
+            if folder.fresh:
+                _write_config(cfg, logger)
+    except TanError:
+        if folder is not None:
+            folder.abandon()
+        raise
     seed_everything(cfg.SEED)
     return Session(cfg, device, distributed, data, folder.changes if folder else [])
