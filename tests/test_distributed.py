@@ -35,7 +35,7 @@ def torchrun(*args, nproc=2, extra=(), timeout=600, console=None):
 
 def worker_exit_codes(output):
     """The exit codes torchrun reports for its failed workers (torchrun itself then exits 1)."""
-    return sorted(int(code) for code in re.findall(r"exitcode\s*: (-?\d+)", output))
+    return sorted(int(code) for code in re.findall(r"^\s+exitcode\s+: (-?\d+)", output, re.MULTILINE))
 
 
 def base_args(root, out, *extra):

@@ -52,7 +52,10 @@ def _prepare_output_dir(cfg, training, accept_changes):
     folder, error = None, None
     if comm.is_main_process():
         try:
-            folder = open_run_folder(cfg, accept_changes) if training else create_output_dir(cfg.OUTPUT_DIR)
+            if training:
+                folder = open_run_folder(cfg, accept_changes)
+            else:
+                create_output_dir(cfg.OUTPUT_DIR)
         except TanError as e:
             error = e
     if comm.reduce_max_int(error is not None):
