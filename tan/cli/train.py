@@ -10,6 +10,7 @@ Examples:
 """
 from ..engine.recipes import test_final_and_best, train
 from .arguments import default_argument_parser
+from . import interrupts
 from .exits import run_cli
 from .setup import default_setup
 
@@ -19,9 +20,14 @@ def main(argv=None):
     parser.add_argument("--skip-test", action="store_true",
                         help="do not test after training (test later with tan-test)")
     args = parser.parse_args(argv)
+    interrupts.now_doing("preparing the run", "checkpoints and results are kept as they were")
     run = default_setup(args)
+    # Inside the training loop a Ctrl-C saves a checkpoint instead (TrainingInterrupted).
+    interrupts.now_doing("training", "checkpoints saved so far are kept; run the same command again to resume")
     model, checkpoint = train(run.cfg, run.device, run.distributed, run.data)
     if not args.skip_test:
+        interrupts.now_doing("testing", f"checkpoints and earlier results are kept; test {checkpoint} later "
+                                        f"with tan-test")
         test_final_and_best(run.cfg, model, run.device, run.distributed, run.data, checkpoint)
 
 
