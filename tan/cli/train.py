@@ -22,8 +22,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     interrupts.now_doing("preparing the run", "checkpoints and results are kept as they were")
     run = default_setup(args)
-    # Inside the training loop a Ctrl-C saves a checkpoint instead (TrainingInterrupted).
-    interrupts.now_doing("training", "checkpoints saved so far are kept; run the same command again to resume")
+    # Building the model and the datasets, resuming. Once the loop runs, a
+    # Ctrl-C saves a checkpoint instead (TrainingInterrupted).
+    interrupts.now_doing("preparing to train", "checkpoints saved so far are kept; run the same command again to "
+                                               "resume")
     model, checkpoint = train(run.cfg, run.device, run.distributed, run.data)
     if not args.skip_test:
         interrupts.now_doing("testing", f"checkpoints and earlier results are kept; test {checkpoint} later "
