@@ -31,8 +31,6 @@ EXIT_INTERRUPTED = 128 + signal.SIGINT  # the shell's convention for "ended by S
 REDELIVERY_DELAY = 0.05  # seconds
 TOOL_NAMES = ("tan-train", "tan-test", "tan-predict", "tan-visualize")
 TOOLS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools")
-
-
 DEFAULT_ACTIVITY = ("running", "files already written are complete")
 
 
@@ -83,8 +81,7 @@ def _install():
     if current is not signal.default_int_handler and current is not _on_sigint:
         return None
     signal.signal(signal.SIGINT, _on_sigint)
-    if _State.owner != os.getpid():
-        _State.owner = os.getpid()
+    _State.owner = os.getpid()
     return current
 
 
@@ -129,13 +126,18 @@ def _unraisable(previous):
     that is noise after the one line, and is dropped."""
     def hook(unraisable):
         if issubclass(unraisable.exc_type, KeyboardInterrupt) and _State.phase == "running":
-            import _thread
-            timer = threading.Timer(REDELIVERY_DELAY, _thread.interrupt_main)
+            timer = threading.Timer(REDELIVERY_DELAY, _interrupt_if_still_running)
             timer.daemon = True
             timer.start()
         elif not (_State.phase == "ending" and _State.reported):
             previous(unraisable)
     return hook
+
+
+def _interrupt_if_still_running():
+    import _thread
+    if _State.phase == "running":  # not when another interrupt got through meanwhile
+        _thread.interrupt_main()
 
 
 @contextmanager
@@ -156,5 +158,6 @@ def guarded():
 
 
 def mark_reported():
-    """The interruption's line is out: a second Ctrl-C ends the tool silently."""
+    """The interruption's line is out: a second Ctrl-C ends the tool without
+    another line, and "Exception ignored" noise from half-built objects is dropped."""
     _State.reported = True
