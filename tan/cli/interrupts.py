@@ -32,6 +32,14 @@ REDELIVERY_DELAY = 0.05  # seconds
 TOOL_NAMES = ("tan-train", "tan-test", "tan-predict", "tan-visualize")
 TOOLS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools")
 DEFAULT_ACTIVITY = ("running", "files already written are complete")
+# Code that an exception must not cut in two; an interrupt waits until it is
+# done. Starting a process: os.fork runs the logging module's fork callbacks,
+# which swallow a KeyboardInterrupt and can leave its lock taken or released
+# twice. Building a DataLoader iterator: one cut short cannot shut its workers
+# down. Receiving a tensor from a worker: the worker's resource-sharer thread
+# prints a ConnectionResetError traceback if the handshake is cut.
+UNINTERRUPTIBLE = (("multiprocessing.process", "start"), ("torch.utils.data.dataloader", "__init__"),
+                   ("multiprocessing.resource_sharer", "detach"))
 
 
 class _State:
@@ -89,12 +97,35 @@ def _on_sigint(signum, frame):
     if os.getpid() != _State.owner:
         return  # a forked worker: its parent stops it
     if _State.phase == "running":
+        if _in_uninterruptible_code(frame):
+            _redeliver_soon()
+            return
         raise KeyboardInterrupt
     if not _State.reported:
         line = ("interrupted (Ctrl-C) while starting; nothing was written" if _State.phase == "starting"
                 else "interrupted (Ctrl-C) while finishing; files already written are complete")
         _write_line(line)
     _exit_now()
+
+
+def _in_uninterruptible_code(frame):
+    places = set()
+    for module, function in UNINTERRUPTIBLE:
+        path = getattr(sys.modules.get(module), "__file__", None)
+        if path:
+            places.add((path, function))
+    while frame is not None and places:
+        if (frame.f_code.co_filename, frame.f_code.co_name) in places:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _redeliver_soon():
+    """The interrupt again in a moment, from a thread (the main thread is busy)."""
+    timer = threading.Timer(REDELIVERY_DELAY, _interrupt_if_still_running)
+    timer.daemon = True
+    timer.start()
 
 
 def _write_line(line):
@@ -126,9 +157,7 @@ def _unraisable(previous):
     that is noise after the one line, and is dropped."""
     def hook(unraisable):
         if issubclass(unraisable.exc_type, KeyboardInterrupt) and _State.phase == "running":
-            timer = threading.Timer(REDELIVERY_DELAY, _interrupt_if_still_running)
-            timer.daemon = True
-            timer.start()
+            _redeliver_soon()
         elif not (_State.phase == "ending" and _State.reported):
             previous(unraisable)
     return hook
