@@ -159,6 +159,30 @@ def test_a_swallowed_keyboard_interrupt_is_delivered_again(capsys):
     assert code == 130 and len(lines) == 1 and "interrupted (Ctrl-C)" in lines[0]
 
 
+def uninterruptible_part(log):
+    signal.raise_signal(signal.SIGINT)
+    for _ in range(3):
+        time.sleep(0.02)  # the interrupt must not land here
+        log.append("step")
+
+
+def test_an_interrupt_waits_until_code_that_must_not_be_cut_is_done(monkeypatch, capsys):
+    """As while a DataLoader worker is forked or a batch's tensors are received."""
+    monkeypatch.setattr(interrupts, "UNINTERRUPTIBLE", ((__name__, "uninterruptible_part"),))
+    log = []
+
+    def main():
+        uninterruptible_part(log)
+        log.append("after")
+        time.sleep(5)
+        raise AssertionError("the interrupt was lost")
+    start = time.monotonic()
+    code, lines = ended(main, capsys)
+    assert code == 130 and len(lines) == 1
+    assert log[:3] == ["step"] * 3
+    assert time.monotonic() - start < 2  # delivered again at once, even into a blocking call
+
+
 def test_signals_held_over_writes_that_belong_together_arrive_after_them():
     done = []
     with pytest.raises(KeyboardInterrupt):

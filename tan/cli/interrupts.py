@@ -164,8 +164,12 @@ def _unraisable(previous):
 
 
 def _interrupt_if_still_running():
-    import _thread
-    if _State.phase == "running":  # not when another interrupt got through meanwhile
+    if _State.phase != "running":  # another interrupt got through meanwhile
+        return
+    if hasattr(signal, "pthread_kill"):  # a real signal: it also ends a blocking call (a sleep, a queue's poll)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+    else:
+        import _thread
         _thread.interrupt_main()
 
 
