@@ -21,6 +21,7 @@ from ..engine.prediction import default_checkpoint, load_trained_model, predict
 from ..errors import TanError
 from ..utils.logger import setup_logger
 from .arguments import ConfigArgumentParser, add_overrides
+from . import interrupts
 from .exits import run_cli
 from .setup import resolve_device
 
@@ -48,6 +49,7 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    interrupts.now_doing("predicting", "no output was written")
     if args.topk < 1:
         raise TanError(f"--topk must be at least 1, got {args.topk}")
     cfg = load_config(args.config_file, args.opts)

@@ -15,6 +15,7 @@ from ..modeling import build_model
 from ..utils.checkpoint import Checkpointer, load_model_weights, model_state_from, read_checkpoint
 from ..utils.logger import get_logger
 from .arguments import default_argument_parser
+from . import interrupts
 from .exits import run_cli
 from .setup import default_setup
 
@@ -24,7 +25,9 @@ def main(argv=None):
     parser.add_argument("--ckpt", default="", metavar="PATH",
                         help="checkpoint to evaluate (default: the latest in OUTPUT_DIR, else MODEL.WEIGHT)")
     args = parser.parse_args(argv)
+    interrupts.now_doing("preparing the run", "checkpoints and results are kept as they were")
     run = default_setup(args, training=False)
+    interrupts.now_doing("testing", "checkpoints and earlier results are kept")
     cfg = run.cfg
     model = prepare_model(cfg, build_model(cfg).to(run.device))
     checkpoint = args.ckpt or Checkpointer(model, save_dir=cfg.OUTPUT_DIR).last_checkpoint() or cfg.MODEL.WEIGHT

@@ -9,6 +9,7 @@ Examples:
   torchrun --nproc_per_node=4 tools/train_net.py --config-file FILE SOLVER.BATCH_SIZE 32
 """
 from ..engine.recipes import test_final_and_best, train
+from . import interrupts
 from .arguments import default_argument_parser
 from .exits import run_cli
 from .run_folder import ACCEPT_FLAG
@@ -25,9 +26,16 @@ def main(argv=None):
                              "included; a higher SOLVER.MAX_EPOCH continues a finished run) and the change is "
                              "recorded in OUTPUT_DIR/config_history.jsonl")
     args = parser.parse_args(argv)
+    interrupts.now_doing("preparing the run", "checkpoints and results are kept as they were")
     run = default_setup(args)
+    # Building the model and the datasets, resuming. Once the loop runs, a
+    # Ctrl-C saves a checkpoint instead (TrainingInterrupted).
+    interrupts.now_doing("preparing to train", "checkpoints saved so far are kept; run the same command again to "
+                                               "resume")
     model, checkpoint = train(run.cfg, run.device, run.distributed, run.data, run.config_changes)
     if not args.skip_test:
+        interrupts.now_doing("testing", f"checkpoints and earlier results are kept; test {checkpoint} later "
+                                        f"with tan-test")
         test_final_and_best(run.cfg, model, run.device, run.distributed, run.data, checkpoint)
 
 

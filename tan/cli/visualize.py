@@ -26,6 +26,7 @@ from ..errors import TanError
 from ..utils.logger import get_logger, setup_logger
 from ..utils.plots import draw_curves, draw_score_map, read_metrics
 from .arguments import add_overrides
+from . import interrupts
 from .exits import run_cli
 from .setup import resolve_device
 
@@ -102,6 +103,7 @@ def draw_queries(args):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    interrupts.now_doing("drawing", "pictures already written are complete")
     setup_logger(None, stream=sys.stderr)
     if args.command == "curves":
         train, val = read_metrics(args.metrics)

@@ -17,7 +17,7 @@ import torch
 
 from ..errors import NonFiniteLossError, TanError, TrainingInterrupted
 from ..utils import comm
-from ..utils.checkpoint import BEST, read_checkpoint
+from ..utils.checkpoint import BEST, FINAL, read_checkpoint
 from ..utils.events import ScalarWriter
 from ..utils.logger import get_logger
 from ..utils.metric_logger import MetricLogger
@@ -199,7 +199,10 @@ class EpochCheckpointer(HookBase):
             self.save(state)
 
     def after_train(self, state):
-        self.save(state, "model_final")
+        self.save(state, FINAL[:-4])
+
+    def final_path(self):
+        return self._path(FINAL[:-4])
 
 
 class BestModel:
@@ -273,9 +276,11 @@ class StopOnSignal(HookBase):
 
     A single process looks at the flag after every step; several processes
     agree on it (an all-reduce) only at sync points, where the loop waits anyway.
-    The handlers are in place while there are epochs to train; once the last
-    one is done they are released, so a signal during the final save and the
-    test ends the process as usual (every write is atomic)."""
+    The handlers are in place until model_final.pth is saved: a signal during
+    the last epoch's evaluation or the final save stops the run right after
+    that save, before the test (a stop there used to be lost and the test ran
+    on). Then they are released, so a signal during the test ends the process
+    as usual (every write is atomic; tan/cli/interrupts.py)."""
 
     def __init__(self, plan, checkpoints, flush_losses):
         self.plan, self.checkpoints, self.flush_losses = plan, checkpoints, flush_losses
@@ -292,8 +297,12 @@ class StopOnSignal(HookBase):
     def after_epoch(self, state, epoch):
         if epoch < self.plan.max_epoch:
             self._stop_if_asked(state, epoch, self.plan.iters_per_epoch)
-        else:
-            self.close()
+
+    def after_train(self, state):
+        signum = self.flag.raised()
+        self.close()
+        if signum:
+            raise TrainingInterrupted(signum, self.checkpoints.final_path(), state.epoch - 1, self.plan.iters_per_epoch)
 
     def _stop_if_asked(self, state, epoch, it):
         signum = self.flag.raised()

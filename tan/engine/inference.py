@@ -11,6 +11,7 @@ from ..utils.logger import get_logger
 from ..utils.progress import progress
 from ..structures.moments import temporal_iou
 from .evaluation import evaluate_moments, format_table, top_moments
+from .interrupt import signals_held
 from .precision import autocast
 from .wrappers import unwrap
 
@@ -62,11 +63,10 @@ def inference(model, data_loader, dataset_name, nms_thresh, device, output_folde
     logger.info("%s: %d queries evaluated in %.1f s\n%s", dataset_name, len(order), time.perf_counter() - start,
                 format_table(results, f"results on {dataset_name}:"))
     if output_folder:
-        record = dict(results)
-        record["checkpoint"] = checkpoint or ""
-        record["num_queries"] = len(order)
-        atomic_write_text(os.path.join(output_folder, "metrics.json"), json.dumps(record, indent=2) + "\n")
-        write_predictions(os.path.join(output_folder, "predictions.jsonl"), dataset, predictions, gt)
+        record = dict(results, checkpoint=checkpoint or "", num_queries=len(order))
+        with signals_held():  # both files new, or both as they were
+            atomic_write_text(os.path.join(output_folder, "metrics.json"), json.dumps(record, indent=2) + "\n")
+            write_predictions(os.path.join(output_folder, "predictions.jsonl"), dataset, predictions, gt)
     return results
 
 
