@@ -11,6 +11,7 @@ import sys
 
 from ..errors import NonFiniteLossError, TanError, TrainingInterrupted
 from ..utils import comm
+from ..utils.io import os_error_in
 from ..utils.logger import get_logger
 from . import interrupts
 
@@ -36,16 +37,11 @@ def _report(level, error):
 
 def file_access_error(error):
     """The OSError of a failed write (or read) behind ``error``: the error itself,
-    or the first one that RuntimeErrors wrap (torch.save on a full disk raises
+    or the one a RuntimeError wraps (torch.save on a full disk raises
     "[enforce fail at inline_container.cc] unexpected pos" while handling the
     OSError). None for anything else, which is a bug and keeps its traceback."""
-    seen = set()
-    while isinstance(error, (OSError, RuntimeError)) and id(error) not in seen:
-        seen.add(id(error))
-        if isinstance(error, OSError):
-            return error if error.errno in WRITE_ERRNOS | ACCESS_ERRNOS else None
-        error = error.__cause__ or error.__context__
-    return None
+    cause = os_error_in(error) if isinstance(error, (OSError, RuntimeError)) else None
+    return cause if cause is not None and cause.errno in WRITE_ERRNOS | ACCESS_ERRNOS else None
 
 
 def describe_file_access_error(error):

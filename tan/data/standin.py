@@ -19,7 +19,7 @@ import h5py
 import numpy as np
 
 from ..errors import TanError
-from ..utils.io import atomic_write_text
+from ..utils.io import atomic_write_text, replaced_when_done
 from ..utils.logger import get_logger
 from .annotations import load_annotations
 from .text import tokenize
@@ -118,9 +118,8 @@ def _write_features(path, videos, feature_key, dim, rate, rng, patterns):
     """Noise clips per video (in sorted order, one ``rng`` for all: the file is
     reproducible), with each moment's signal-word patterns planted in its clips."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
     noise_norm = np.sqrt(dim)
-    with h5py.File(tmp, "w") as h5:
+    with replaced_when_done(path) as tmp, h5py.File(tmp, "w") as h5:
         for video in sorted(videos):
             info = videos[video]
             num_clips = max(1, int(round(info["duration"] * rate)))
@@ -141,7 +140,6 @@ def _write_features(path, videos, feature_key, dim, rate, rng, patterns):
                 h5.create_group(video).create_dataset(feature_key, data=feats)
             else:
                 h5.create_dataset(video, data=feats)
-    os.replace(tmp, path)
 
 
 def write_charades_text_form(root):

@@ -21,7 +21,7 @@ import os
 import h5py
 import numpy as np
 
-from ..utils.io import atomic_write_text
+from ..utils.io import atomic_write_text, replaced_when_done
 from ..utils.logger import get_logger
 from .text import tokenize
 
@@ -98,8 +98,7 @@ def generate(root, seed=SEED):
     os.makedirs(os.path.join(folder, "annotations"), exist_ok=True)
     os.makedirs(os.path.join(folder, "features"), exist_ok=True)
     feature_path = os.path.join(folder, "features", "synthetic_features.hdf5")
-    tmp_features = feature_path + ".tmp"
-    with h5py.File(tmp_features, "w") as h5:
+    with replaced_when_done(feature_path) as tmp_features, h5py.File(tmp_features, "w") as h5:
         for split, num_videos in SPLITS.items():
             annotations = {}
             for v in range(num_videos):
@@ -125,7 +124,6 @@ def generate(root, seed=SEED):
                     "sentences": sentences,
                 }
             atomic_write_text(os.path.join(folder, "annotations", f"{split}.json"), json.dumps(annotations))
-    os.replace(tmp_features, feature_path)
 
     lines = []
     for word in _tokens_of_templates():

@@ -5,6 +5,7 @@ synced, then renamed over the destination (rename is atomic on POSIX).
 """
 import os
 import tempfile
+from contextlib import contextmanager
 
 
 def _umask():
@@ -25,11 +26,14 @@ def _atomic_write(path, write, mode):
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        cause = os_error_in(e)
+        if cause is not None and cause.filename is None:  # say which file could not be written
+            cause.filename = path
         raise
     try:  # make the rename itself durable
         dir_fd = os.open(folder, os.O_RDONLY)
@@ -62,6 +66,23 @@ def temporary_writer(name):
         return None
     parts = name[:-len(".tmp")].rsplit(".", 2)
     return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else 0
+
+
+@contextmanager
+def replaced_when_done(path):
+    """For files written by a library that wants a path (h5py): yields a temporary
+    path beside ``path``, renamed over it when the block ends normally and
+    removed when it raises (Ctrl-C included), so no half-written file remains."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
 
 
 def atomic_write_text(path, text):
