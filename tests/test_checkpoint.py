@@ -101,7 +101,9 @@ def test_the_stop_hook_releases_the_signal_handlers_after_the_last_epoch():
         assert signal.getsignal(signal.SIGTERM) != before  # caught while epochs remain
         hook.after_epoch(state, 1)
         assert signal.getsignal(signal.SIGTERM) != before
-        hook.after_epoch(state, 2)  # the last: released before the final save
+        hook.after_epoch(state, 2)  # the last: still caught through the final save
+        assert signal.getsignal(signal.SIGTERM) != before
+        hook.after_train(state)  # model_final.pth is saved: released before the test
         assert signal.getsignal(signal.SIGTERM) == before
     finally:
         hook.close()  # safe a second time

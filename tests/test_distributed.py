@@ -203,7 +203,8 @@ def test_legacy_local_rank_arguments_are_accepted():
 
 def test_a_batch_size_that_does_not_divide_by_the_processes_is_refused(synthetic_root, tmp_path):
     proc = torchrun(*base_args(synthetic_root, tmp_path / "odd", "SOLVER.BATCH_SIZE", "31"))
-    assert proc.returncode == 1 and worker_exit_codes(proc.stdout) == [2, 2], proc.stdout[-3000:]
+    codes = worker_exit_codes(proc.stdout)  # 2; a rank still starting may be stopped by torchrun first (-15)
+    assert proc.returncode == 1 and 2 in codes and set(codes) <= {2, -signal.SIGTERM}, proc.stdout[-3000:]
     assert "SOLVER.BATCH_SIZE = 31 is a global batch size and must be divisible by the number of processes (2)" \
         in proc.stdout
     assert not (tmp_path / "odd" / "config.yml").exists()

@@ -6,7 +6,6 @@ The end-to-end tests start a tool in its own session and send SIGINT to the
 whole process group, as a terminal does on Ctrl-C."""
 import errno
 import hashlib
-import io
 import os
 import random
 import re
@@ -73,28 +72,26 @@ def test_a_path_that_is_a_file_where_a_folder_should_be(tmp_path, capsys):
                                    f"(a file is where a folder should be)"]
 
 
-class FullDisk(io.RawIOBase):
-    """A file that takes the first 1000 bytes, then reports a full disk."""
-
-    def __init__(self):
-        self.written = 0
-
-    def writable(self):
-        return True
-
-    def write(self, data):
-        self.written += len(data)
-        if self.written > 1000:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return len(data)
-
-
-def test_torch_save_on_a_full_disk_is_a_failed_write_not_a_bug(capsys):
+def test_torch_save_on_a_full_disk_is_a_failed_write_not_a_bug(capsys, tmp_path):
     """torch.save raises RuntimeError("[enforce fail at inline_container.cc] ...
-    unexpected pos") while handling the OSError: the net looks through it."""
-    code, lines = ended(lambda: torch.save({"w": torch.zeros(10000)}, FullDisk()), capsys)
-    assert code == 2 and lines == ["error: cannot write a file (the system did not say which): "
-                                   "No space left on device"]
+    unexpected pos") while handling the OSError; the atomic writer gives the
+    OSError back, with the path, and the net reports it (a real short write:
+    a file-size limit in this process)."""
+    import resource
+
+    from tan.utils.io import atomic_torch_save
+
+    path = tmp_path / "model.pth"
+    previous_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1000, hard))
+    try:
+        code, lines = ended(lambda: atomic_torch_save({"w": torch.zeros(10000)}, str(path)), capsys)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous_handler)
+    assert code == 2 and lines == [f"error: cannot write {path}: File too large"]
+    assert os.listdir(tmp_path) == []  # no partial file
 
 
 @pytest.mark.parametrize("error", [

@@ -105,6 +105,7 @@ def test_sigterm_mid_epoch_saves_and_the_restart_ends_with_the_uninterrupted_wei
     assert "interrupted by SIGTERM in epoch 2" in output
     saved = [n for n in os.listdir(out) if n.startswith("model_2e_")]
     assert len(saved) == 1 and (out / "last_checkpoint").read_text() == saved[0]
+    assert not (out / "run.lock").exists()  # released on the way out
     proc = run_tool("train_net", *args(synthetic_root, out), env=ONE_THREAD)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "resuming epoch 2 after iteration" in proc.stdout

@@ -94,13 +94,14 @@ def copy_of(folder, tmp_path):
 
 def test_a_second_training_on_a_busy_folder_is_refused_at_once_and_the_first_is_untouched(synthetic_root, tmp_path):
     out = tmp_path / "busy"
-    first = start(synthetic_root, out, epochs=3)
+    long_epochs = ["SOLVER.ITERS_PER_EPOCH", "30"]  # the first run is still training when the second starts
+    first = start(synthetic_root, out, *long_epochs, epochs=3)
     try:
         wait_for_training_record(out, first, epoch=1, it=2)
         holder = json.loads((out / "run.lock").read_text())
         assert holder["pid"] == first.pid
         before = time.monotonic()
-        second = train(synthetic_root, out, epochs=3)
+        second = train(synthetic_root, out, *long_epochs, epochs=3)
         took = time.monotonic() - before
         first.wait(timeout=300)
     finally:
@@ -109,12 +110,12 @@ def test_a_second_training_on_a_busy_folder_is_refused_at_once_and_the_first_is_
     message = second.stderr.strip()
     assert "Traceback" not in message and len(message.splitlines()) == 1
     assert f"OUTPUT_DIR '{out}' is in use by another run: pid {first.pid} on host" in message
-    assert took < 60  # start-up and the data checks, no training
+    assert took < 30  # start-up and the data checks, no training
     assert first.returncode == 0
     log = (out / "log.txt").read_text()
     assert log.count("start training") == 1 and "in use by another run" not in log
     steps = [(r["epoch"], r["iter"]) for r in records(out)]
-    assert steps == [(e, i) for e in (1, 2, 3) for i in (2, 4, 6)]  # one run's records, none twice
+    assert steps == [(e, i) for e in (1, 2, 3) for i in range(2, 31, 2)]  # one run's records, none twice
     assert len(history(out)) == 1
     assert not (out / "run.lock").exists()  # released at the end
 
@@ -236,6 +237,16 @@ def test_an_accepted_learning_rate_applies_to_the_resumed_run(synthetic_root, tm
     assert proc.returncode == 128 + signal.SIGTERM
     stopped_at = int(re.fullmatch(r"model_2e_(\d+)it\.pth", (out / "last_checkpoint").read_text()).group(1))
     done = len(records(out))
+    before = snapshot(out)
+    # Changes the resumed run cannot take fail before config.yml or its history say they hold:
+    # an epoch now shorter than the point it stopped at; an end before the epoch it began.
+    shorter = train(synthetic_root, out, "SOLVER.ITERS_PER_EPOCH", "1", "--accept-config-changes", epochs=3)
+    assert shorter.returncode == 2 and "resume with the settings the run started with" in shorter.stdout
+    ended = train(synthetic_root, out, "--accept-config-changes", epochs=1)
+    assert ended.returncode == 2
+    assert f"has trained 1 epochs and {stopped_at} steps of epoch 2; SOLVER.MAX_EPOCH 1 cannot undo" in ended.stdout
+    after = snapshot(out)
+    assert after.pop("log.txt").startswith(before.pop("log.txt")) and after == before
     resumed = train(synthetic_root, out, "SOLVER.LR", "0.01", "--accept-config-changes", epochs=3)
     assert resumed.returncode == 0, resumed.stdout[-3000:]
     assert "SOLVER.LR: 0.001 -> 0.01" in resumed.stdout
@@ -360,6 +371,10 @@ def test_a_log_file_that_fails_later_is_switched_off_with_one_warning(tmp_path, 
 
     from tan.utils.logger import get_logger, log_file_failure, setup_logger
 
+    import logging
+
+    tan_logger = logging.getLogger("tan")
+    saved = list(tan_logger.handlers), tan_logger.propagate, tan_logger.level
     logger = setup_logger(str(tmp_path), stream=sys.stderr)
     logger.info("first line")
     [file_handler] = [h for h in logger.handlers if getattr(h, "baseFilename", None)]
@@ -380,4 +395,29 @@ def test_a_log_file_that_fails_later_is_switched_off_with_one_warning(tmp_path, 
     path, error = log_file_failure()
     assert path == str(tmp_path / "log.txt") and error.errno == errno.ENOSPC
     assert (tmp_path / "log.txt").read_text().count("line") == 1
-    setup_logger(None)
+    for handler in list(logger.handlers):  # the logger as it was, with no handler on capsys' stream
+        logger.removeHandler(handler)
+    for handler in saved[0]:
+        logger.addHandler(handler)
+    logger.propagate, logger.level = saved[1], saved[2]
+
+
+def test_a_metrics_record_that_cannot_be_written_is_cut_off_and_named(tmp_path):
+    """A real short write (a file-size limit in this process): the file keeps its
+    whole records only, and the error names it."""
+    from tan.engine.hooks import TrainingLogger
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"epoch": 1}\n')
+    logger = TrainingLogger.__new__(TrainingLogger)
+    logger.metrics_path = str(path)
+    previous_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (path.stat().st_size + 10, hard))
+    try:
+        with pytest.raises(TanError, match=f"cannot write {path}: File too large"):
+            logger.write({"epoch": 2, "loss": 0.123456789, "note": "x" * 100})
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous_handler)
+    assert path.read_text() == '{"epoch": 1}\n'

@@ -90,7 +90,7 @@ def _write_config(cfg, logger):
         save_config(cfg, path)
         record_start(cfg.OUTPUT_DIR, cfg)
     except OSError as e:
-        raise TanError(f"cannot write {path}: {e.strerror or e}") from None
+        raise TanError(f"cannot write {e.filename or path}: {e.strerror or e}") from None
     logger.info("saved the merged config to %s", path)
 
 
@@ -132,7 +132,7 @@ def default_setup(args, training=True):
             folder.describe(logger)
             if folder.fresh:
                 _write_config(cfg, logger)
-    except TanError:
+    except BaseException:  # a TanError, or Ctrl-C: the run never started
         if folder is not None:
             folder.abandon()
         raise

@@ -11,7 +11,9 @@ from typing import Any, NamedTuple
 # Where files are found, how fast and on what the work runs, what is logged
 # and how often checkpoints are kept: the trained weights and the test
 # metrics are the same whatever these say (up to floating-point rounding for
-# the device and backend switches).
+# the device and the kernel choices: the same arithmetic, in another order).
+# DATASETS.CATALOG and INPUT.WORD_VECTORS are paths too, but they choose
+# which files are read, so they are guarded; DATASETS.ROOT only says where.
 RUNTIME_KEYS = (
     "OUTPUT_DIR",  # a moved or copied run folder
     "DATASETS.ROOT",  # the same files, elsewhere
@@ -28,8 +30,9 @@ RUNTIME_KEYS = (
     "MODEL.TAN.PREDICTOR.STRIP_ROWS",  # the same convolutions, computed where needed
     "SOLVER.COMPILE",
     "CUDNN_BENCHMARK",
-    "TF32",
 )
+# Not here, though they are switches too: SOLVER.AMP and TF32 change the
+# precision of the arithmetic, and with it the weights, beyond rounding.
 
 
 class Change(NamedTuple):

@@ -78,8 +78,18 @@ class HookBase:
 
 
 def _append_jsonl(path, record):
-    with open(path, "a") as f:
-        f.write(json.dumps(record) + "\n")
+    """One more line; a write that fails (disk full) is cut back off, so the file
+    never ends in half a record, and ends the run naming the file."""
+    size = os.path.getsize(path) if os.path.exists(path) else 0
+    try:
+        with open(path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+    except OSError as e:
+        try:
+            os.truncate(path, size)
+        except OSError:
+            pass
+        raise TanError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 class TrainingLogger(HookBase):

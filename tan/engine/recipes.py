@@ -2,7 +2,7 @@
 import os
 
 from ..config import save_config
-from ..config.history import record_changes
+from ..config.history import HISTORY_FILE, record_changes
 from ..errors import TanError
 from ..modeling import build_model
 from ..solver import SCHEDULE_KEYS, apply_schedule, build_lr_scheduler, build_optimizer
@@ -13,6 +13,7 @@ from ..utils.logger import get_logger
 from .inference import inference
 from .precision import make_grad_scaler
 from .state import TrainingState
+from .hooks import LoopPlan
 from .trainer import do_train
 from .wrappers import maybe_compile, prepare_model, unwrap, wrap_distributed
 
@@ -38,37 +39,54 @@ def train(cfg, device, distributed, data, config_changes=()):
     checkpointer = Checkpointer(model, optimizer, scheduler, cfg.OUTPUT_DIR, comm.is_main_process(),
                                 extra={"grad_scaler": grad_scaler})
     state = TrainingState.from_checkpoint(checkpointer.load(cfg.MODEL.WEIGHT))
-    _apply_config_changes(cfg, config_changes, state, optimizer, scheduler)
+    _check_epochs(cfg, state)
+    _apply_schedule_changes(cfg, config_changes, state, optimizer, scheduler)
     if os.path.isfile(final) and state.epoch > cfg.SOLVER.MAX_EPOCH:
+        _record_config_changes(cfg, config_changes, state)
         logger.info("%s exists and holds all %d epochs: nothing to train", final, cfg.SOLVER.MAX_EPOCH)
         return model, final
     model = maybe_compile(cfg, wrap_distributed(model, device, distributed))
     train_loader = data.train_loader(distributed)
     val_loaders = data.val_loaders(distributed) if cfg.SOLVER.TEST_PERIOD > 0 else None
+    LoopPlan.from_config(cfg, train_loader).check_resume(state)
+    # Only now, with everything the new config could fail on behind us, does the folder say it holds.
+    _record_config_changes(cfg, config_changes, state)
     do_train(cfg, model, train_loader, val_loaders, optimizer, scheduler, checkpointer, device, state, grad_scaler)
     return model, final
 
 
-def _apply_config_changes(cfg, changes, state, optimizer, scheduler):
-    """The accepted config changes take effect from ``state`` (the step the run
-    resumes at), and config.yml and its history say so."""
-    if state.epoch - 1 > cfg.SOLVER.MAX_EPOCH:
-        raise TanError(f"the run in {cfg.OUTPUT_DIR} has trained {state.epoch - 1} epochs; SOLVER.MAX_EPOCH "
-                       f"{cfg.SOLVER.MAX_EPOCH} cannot undo that (nothing was changed); use another OUTPUT_DIR")
+def _check_epochs(cfg, state):
+    """SOLVER.MAX_EPOCH may not end a run before what it has trained (a finished or a begun epoch)."""
+    begun = state.epoch - 1 + (1 if state.iter_in_epoch else 0)
+    if begun > cfg.SOLVER.MAX_EPOCH:
+        trained = f"{state.epoch - 1} epochs" + (f" and {state.iter_in_epoch} steps of epoch {state.epoch}"
+                                                 if state.iter_in_epoch else "")
+        raise TanError(f"the run in {cfg.OUTPUT_DIR} has trained {trained}; SOLVER.MAX_EPOCH {cfg.SOLVER.MAX_EPOCH} "
+                       f"cannot undo that (nothing was changed); use another OUTPUT_DIR")
+
+
+def _apply_schedule_changes(cfg, changes, state, optimizer, scheduler):
+    """A resumed run with an accepted new SOLVER.LR or SOLVER.MILESTONES (rank 0
+    knows the changes; every rank applies them)."""
     resumed = state.iteration > 0
     if comm.reduce_max_int(resumed and any(c.key in SCHEDULE_KEYS for c in changes)):
         lr = apply_schedule(cfg, optimizer, scheduler)
         get_logger("train").info("learning rate from now on: %g (SOLVER.LR %g, milestones %s)", lr, cfg.SOLVER.LR,
                                  list(cfg.SOLVER.MILESTONES))
+
+
+def _record_config_changes(cfg, changes, state):
+    """config.yml becomes the config the next step trains with; the history says from where."""
     if not (changes and comm.is_main_process()):
         return
-    path = os.path.join(cfg.OUTPUT_DIR, "config.yml")
     try:
-        save_config(cfg, path)
+        save_config(cfg, os.path.join(cfg.OUTPUT_DIR, "config.yml"))
         record_changes(cfg.OUTPUT_DIR, changes, state.epoch, state.iter_in_epoch,
                        "runtime settings" if all(not c.affects_results for c in changes) else "accepted")
     except OSError as e:
-        raise TanError(f"cannot write {path}: {e.strerror or e}") from None
+        raise TanError(f"cannot write {e.filename or cfg.OUTPUT_DIR}: {e.strerror or e}") from None
+    get_logger("train").info("config.yml updated; the change is recorded in %s from epoch %d", HISTORY_FILE,
+                             state.epoch)
 
 
 def run_test(cfg, model, device, distributed, data, checkpoint="", folder_name="inference"):

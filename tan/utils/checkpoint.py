@@ -9,7 +9,7 @@ import os
 import torch
 
 from ..errors import TanError
-from .io import atomic_torch_save, atomic_write_text, os_error_in
+from .io import atomic_torch_save, atomic_write_text
 from .logger import get_logger
 
 LAST_CHECKPOINT = "last_checkpoint"
@@ -104,10 +104,7 @@ class Checkpointer:
             atomic_torch_save(data, path)
             # Only once the checkpoint is complete does last_checkpoint point to it.
             atomic_write_text(os.path.join(self.save_dir, LAST_CHECKPOINT), os.path.basename(path))
-        except (OSError, RuntimeError) as e:
-            cause = os_error_in(e)
-            if cause is None:
-                raise
+        except OSError as cause:  # atomic_torch_save unwraps torch's own error on a full disk
             previous = self.last_checkpoint()
             kept = (f"the previous checkpoint {previous} is intact and last_checkpoint still points to it" if previous
                     else "no earlier checkpoint exists")
@@ -121,10 +118,7 @@ class Checkpointer:
         path = os.path.join(self.save_dir, f"{name}.pth")
         try:
             atomic_torch_save({"model": self.model.state_dict(), **info}, path)
-        except (OSError, RuntimeError) as e:
-            cause = os_error_in(e)
-            if cause is None:
-                raise
+        except OSError as cause:
             raise TanError(f"cannot write {path} ({cause.strerror or cause}); the previous version, if any, "
                            f"is intact") from None
         self.logger.info("saved %s", path)

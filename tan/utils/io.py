@@ -31,9 +31,13 @@ def _atomic_write(path, write, mode):
             os.unlink(tmp)
         except FileNotFoundError:
             pass
-        cause = os_error_in(e)
-        if cause is not None and cause.filename is None:  # say which file could not be written
-            cause.filename = path
+        failed = _failed_write(e)
+        if failed is None:
+            raise
+        if failed.filename is None:  # say which file could not be written
+            failed.filename = path
+        if failed is not e:
+            raise failed from e  # the OSError says what went wrong; torch's wrapper does not
         raise
     try:  # make the rename itself durable
         dir_fd = os.open(folder, os.O_RDONLY)
@@ -46,15 +50,26 @@ def _atomic_write(path, write, mode):
 
 
 def os_error_in(error):
-    """The OSError behind ``error``: itself, or one in its chain of causes.
-    torch.save on a full disk raises a RuntimeError ("... unexpected pos")
-    chained from the OSError that says what actually failed."""
+    """The OSError behind ``error``: itself, or one it was raised ``from``
+    (explicit causes only: an error that merely happened while handling an
+    OSError is a bug of its own and must keep its traceback)."""
     seen = set()
     while error is not None and id(error) not in seen:
         if isinstance(error, OSError):
             return error
         seen.add(id(error))
-        error = error.__cause__ or error.__context__
+        error = error.__cause__
+    return None
+
+
+def _failed_write(error):
+    """The OSError of a write that failed: the error itself, or the one torch.save
+    was handling when it raised its own RuntimeError ("[enforce fail at
+    inline_container.cc] ... unexpected pos" on a full disk)."""
+    if isinstance(error, OSError):
+        return error
+    if isinstance(error, RuntimeError) and isinstance(error.__context__, OSError):
+        return error.__context__
     return None
 
 

@@ -67,7 +67,7 @@ class RunLock:
     def __init__(self, folder):
         self.folder = folder
         self.path = os.path.join(folder, LOCK_FILE)
-        self.fd = None
+        self.fd, self.owner = None, None
         self.taken_over = None  # the holder described by a stale lock file, if one was taken over
 
     def _read_holder(self, fd):
@@ -88,9 +88,15 @@ class RunLock:
         except OSError as e:
             if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
                 raise
-        holder = self._read_holder(fd)  # no flock here (some network file systems): ask the pid
-        return not (holder and holder.get("host") == socket.gethostname() and holder.get("pid") != os.getpid()
-                    and _alive(int(holder.get("pid", 0))))
+        # No flock here (some network file systems): a holder on this host is asked
+        # through its pid; one on another host cannot be, so it is taken as alive.
+        holder = self._read_holder(fd)
+        if not holder:
+            return True
+        if holder.get("host") != socket.gethostname():
+            return False
+        pid = holder.get("pid")
+        return pid == os.getpid() or not (isinstance(pid, int) and _alive(pid))
 
     def _open_locked(self):
         """The lock file's descriptor, locked by us, and still the file at ``self.path``."""
@@ -121,17 +127,18 @@ class RunLock:
             os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
             os.fsync(fd)
         except OSError as e:
-            self.fd = fd
+            self.fd, self.owner = fd, os.getpid()
             self.release()
             raise TanError(f"cannot write {self.path}: {e.strerror or e}") from None
-        self.fd = fd
+        self.fd, self.owner = fd, os.getpid()
+        _HELD.add(self)
         atexit.register(self.release)
         return self
 
     def release(self):
         """Remove the file, then unlock (in this order, so a waiting run that gets
         the old file sees that it was replaced and tries again)."""
-        if self.fd is None:
+        if self.fd is None or self.owner != os.getpid():
             return
         try:
             os.unlink(self.path)
@@ -139,3 +146,24 @@ class RunLock:
             pass
         os.close(self.fd)  # closing releases the flock
         self.fd = None
+        _HELD.discard(self)
+
+    def forget(self):
+        """In a forked child: drop the inherited descriptor without unlocking, so
+        that children (DataLoader workers) that outlive a killed holder do not
+        keep the folder locked."""
+        if self.fd is not None:
+            os.close(self.fd)
+        self.fd = None
+
+
+_HELD = set()  # the locks this process holds
+
+
+def _forget_in_child():
+    for lock in list(_HELD):
+        lock.forget()
+    _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
