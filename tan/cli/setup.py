@@ -9,7 +9,7 @@ import torch
 from ..config import load_config, save_config
 from ..config.history import record_start
 from ..data import RunData, check_batch_sizes
-from ..engine.precision import check_amp_support, configure_backends
+from ..engine.precision import bf16_is_emulated, check_amp_support, configure_backends, slow_bf16_warning
 from ..errors import TanError
 from ..utils import comm
 from ..utils.events import check_tensorboard
@@ -126,6 +126,8 @@ def default_setup(args, training=True):
     try:
         logger, log_existed = _start_log(cfg)
         _log_run(logger, args, cfg, device)
+        if bf16_is_emulated(cfg.SOLVER.AMP, device):
+            logger.warning("%s", slow_bf16_warning())
         if comm.is_main_process():
             _check_log(log_existed)
         if folder is not None:
