@@ -5,7 +5,7 @@ a file (--features: HDF5 with --video, or a .npy array [T, D_in]); its
 duration from --duration, else from the configured annotations.
 
 Examples:
-  tan-predict --config-file configs/2dtan_synthetic.yaml --video vid0003 --query "person opens door"
+  tan-predict --config-file configs/2dtan_synthetic.yaml --video syn_test_0003 --query "the cook holds the pan."
   tan-predict --config-file configs/2dtan_128x128_pool_k5l8_tacos.yaml --ckpt outputs/tacos/model_best.pth \\
       --video s13-d21.avi --query "the person rinses the knife" --query "he cuts the onion" --topk 3
   tan-predict --config-file configs/2dtan_synthetic.yaml --features clip.npy --duration 61.5 \\
