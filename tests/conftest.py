@@ -1,6 +1,9 @@
 import os
+import resource
+import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 
 import pytest
 
@@ -32,3 +35,18 @@ def run_tool(tool, *args, cwd=None, timeout=600, env=None):
     env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
     return subprocess.run([sys.executable, os.path.join(REPO, "tools", f"{tool}.py"), *args], cwd=cwd, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+
+
+@contextmanager
+def file_size_limit(limit):
+    """A real short write in this process: files cannot grow past ``limit`` bytes
+    (RLIMIT_FSIZE), and a write beyond it fails with EFBIG instead of SIGXFSZ
+    killing the process; both are restored afterwards."""
+    previous_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous_handler)

@@ -50,3 +50,16 @@ def wait_for_training_record(out_dir, proc, epoch, it, timeout=300, skip_lines=0
             raise AssertionError(f"the run ended (exit {proc.returncode}) before epoch {epoch} iteration {it}")
         time.sleep(0.05)
     raise AssertionError(f"no record of epoch {epoch} iteration {it} in {path} after {timeout} s")
+
+
+def signal_after_record(out_dir, proc, epoch, it, signum=signal.SIGTERM, timeout=120):
+    """Send ``signum`` to a background run once it has logged iteration ``it``
+    of ``epoch``, and wait for it to end (killing it and its children if it
+    does not); returns its exit code."""
+    try:
+        wait_for_training_record(out_dir, proc, epoch, it)
+        proc.send_signal(signum)
+        proc.wait(timeout=timeout)
+    finally:
+        stop_process_group(proc)
+    return proc.returncode

@@ -23,7 +23,7 @@ from tan.cli.exits import run_cli
 from tan.engine.interrupt import signals_held
 from tan.modeling import build_model
 
-from conftest import REPO, SYNTHETIC_CONFIG
+from conftest import REPO, SYNTHETIC_CONFIG, file_size_limit
 from runs import stop_process_group, wait_for_training_record
 
 slow = pytest.mark.slow
@@ -77,19 +77,11 @@ def test_torch_save_on_a_full_disk_is_a_failed_write_not_a_bug(capsys, tmp_path)
     unexpected pos") while handling the OSError; the atomic writer gives the
     OSError back, with the path, and the net reports it (a real short write:
     a file-size limit in this process)."""
-    import resource
-
     from tan.utils.io import atomic_torch_save
 
     path = tmp_path / "model.pth"
-    previous_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (1000, hard))
-    try:
+    with file_size_limit(1000):
         code, lines = ended(lambda: atomic_torch_save({"w": torch.zeros(10000)}, str(path)), capsys)
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-        signal.signal(signal.SIGXFSZ, previous_handler)
     assert code == 2 and lines == [f"error: cannot write {path}: File too large"]
     assert os.listdir(tmp_path) == []  # no partial file
 

@@ -18,7 +18,7 @@ from tan.utils import io as tan_io
 from tan.utils.checkpoint import Checkpointer
 
 from conftest import ONE_THREAD, REPO, SYNTHETIC_CONFIG, run_tool
-from runs import count_lines, stop_process_group, wait_for_training_record
+from runs import count_lines, signal_after_record, stop_process_group, wait_for_training_record
 
 pytestmark = pytest.mark.slow
 
@@ -93,15 +93,9 @@ def test_killed_at_random_points_and_resumed_ends_with_the_uninterrupted_weights
 def test_sigterm_mid_epoch_saves_and_the_restart_ends_with_the_uninterrupted_weights(synthetic_root, uninterrupted,
                                                                                       tmp_path):
     out = tmp_path / "term"
-    proc = start(synthetic_root, out)
-    try:
-        wait_for_training_record(out, proc, epoch=2, it=4)
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=120)
-    finally:
-        stop_process_group(proc)
+    code = signal_after_record(out, start(synthetic_root, out), epoch=2, it=4)
     output = console_output(out)
-    assert proc.returncode == 128 + signal.SIGTERM, output[-3000:]
+    assert code == 128 + signal.SIGTERM, output[-3000:]
     assert "interrupted by SIGTERM in epoch 2" in output
     saved = [n for n in os.listdir(out) if n.startswith("model_2e_")]
     assert len(saved) == 1 and (out / "last_checkpoint").read_text() == saved[0]

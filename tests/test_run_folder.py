@@ -14,11 +14,12 @@ import time
 import pytest
 import torch
 
+from tan.config.history import read_history
 from tan.errors import TanError
 from tan.utils.run_lock import RunLock, remove_stale_temporaries
 
-from conftest import ONE_THREAD, REPO, SYNTHETIC_CONFIG, run_tool
-from runs import stop_process_group, wait_for_training_record
+from conftest import ONE_THREAD, REPO, SYNTHETIC_CONFIG, file_size_limit, run_tool
+from runs import signal_after_record, stop_process_group, wait_for_training_record
 
 pytestmark = pytest.mark.slow
 
@@ -69,11 +70,6 @@ def records(out):
         return [json.loads(line) for line in f]
 
 
-def history(out):
-    with open(os.path.join(out, "config_history.jsonl")) as f:
-        return [json.loads(line) for line in f]
-
-
 @pytest.fixture(scope="module")
 def two_epochs(synthetic_root, tmp_path_factory):
     """A finished 2-epoch run, copied by the tests that change it."""
@@ -116,7 +112,7 @@ def test_a_second_training_on_a_busy_folder_is_refused_at_once_and_the_first_is_
     assert log.count("start training") == 1 and "in use by another run" not in log
     steps = [(r["epoch"], r["iter"]) for r in records(out)]
     assert steps == [(e, i) for e in (1, 2, 3) for i in range(2, 31, 2)]  # one run's records, none twice
-    assert len(history(out)) == 1
+    assert len(read_history(out)) == 1
     assert not (out / "run.lock").exists()  # released at the end
 
 
@@ -201,7 +197,7 @@ def test_runtime_settings_may_change_with_a_log_line(synthetic_root, two_epochs,
     assert "config change that does not alter results: SOLVER.LOG_PERIOD: 2 -> 3" in proc.stdout
     assert "nothing to train" in proc.stdout
     assert "LOG_PERIOD: 3" in (out / "config.yml").read_text()
-    last = history(out)[-1]
+    last = read_history(out)[-1]
     assert last["changes"] == {"OUTPUT_DIR": [str(two_epochs), str(out)],  # the folder was copied
                                "SOLVER.LOG_PERIOD": [2, 3], "TEST.BATCH_SIZE": [64, 16]}
     assert last["from_epoch"] == 3 and last["reason"] == "runtime settings"
@@ -216,7 +212,7 @@ def test_continuing_a_finished_run_gives_the_weights_of_one_longer_run(synthetic
     assert train(synthetic_root, straight, epochs=3).returncode == 0
     assert_same_weights(weights(out / "model_final.pth"), weights(straight / "model_final.pth"))
     assert [(r["epoch"], r["iter"]) for r in records(out)] == [(e, i) for e in (1, 2, 3) for i in (2, 4, 6)]
-    start_record, change = history(out)
+    start_record, change = read_history(out)
     assert start_record["event"] == "start" and start_record["config"]["SOLVER.MAX_EPOCH"] == 2
     assert change["from_epoch"] == 3
     assert change["changes"] == {"OUTPUT_DIR": [str(two_epochs), str(out)], "SOLVER.MAX_EPOCH": [2, 3]}
@@ -227,14 +223,7 @@ def test_an_accepted_learning_rate_applies_to_the_resumed_run(synthetic_root, tm
     """Stopped mid-epoch 2 (SIGTERM), resumed with another SOLVER.LR: the rest of
     epoch 2 trains at the new rate, epoch 3 at a tenth of it (milestone 2)."""
     out = tmp_path / "lr"
-    proc = start(synthetic_root, out, epochs=3)
-    try:
-        wait_for_training_record(out, proc, epoch=2, it=2)
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=120)
-    finally:
-        stop_process_group(proc)
-    assert proc.returncode == 128 + signal.SIGTERM
+    assert signal_after_record(out, start(synthetic_root, out, epochs=3), epoch=2, it=2) == 128 + signal.SIGTERM
     stopped_at = int(re.fullmatch(r"model_2e_(\d+)it\.pth", (out / "last_checkpoint").read_text()).group(1))
     done = len(records(out))
     before = snapshot(out)
@@ -255,7 +244,7 @@ def test_an_accepted_learning_rate_applies_to_the_resumed_run(synthetic_root, tm
     epoch3 = [r["lr"] for r in later if r["epoch"] == 3]
     assert epoch2 and epoch2 == pytest.approx([0.01] * len(epoch2))
     assert epoch3 == pytest.approx([0.001] * 3)
-    change = history(out)[-1]
+    change = read_history(out)[-1]
     assert change["changes"] == {"SOLVER.LR": [0.001, 0.01]} and change["from_epoch"] == 2
     assert change["after_iteration"] == stopped_at > 0
     assert "LR: 0.01" in (out / "config.yml").read_text()
@@ -345,7 +334,7 @@ def test_a_full_disk_during_the_second_checkpoint(synthetic_root, tmp_path):
 def test_a_full_disk_at_start(synthetic_root, tmp_path):
     out, keep = tmp_path / "full", tmp_path / "kept"
     args = " ".join(f"'{a}'" for a in train_args(synthetic_root, out))
-    fill = f'dd if=/dev/zero of="$OUT/filler" bs=64k count=100 2>/dev/null'
+    fill = 'dd if=/dev/zero of="$OUT/filler" bs=64k count=100 2>/dev/null'
     proc = _in_small_tmpfs("1m", out, f'{fill}; "{sys.executable}" {REPO}/tools/train_net.py {args}', keep)
     if proc is None:
         pytest.skip("no tmpfs can be mounted here (needs root or user namespaces); the file-size limit tests cover it")
@@ -411,13 +400,7 @@ def test_a_metrics_record_that_cannot_be_written_is_cut_off_and_named(tmp_path):
     path.write_text('{"epoch": 1}\n')
     logger = TrainingLogger.__new__(TrainingLogger)
     logger.metrics_path = str(path)
-    previous_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (path.stat().st_size + 10, hard))
-    try:
-        with pytest.raises(TanError, match=f"cannot write {path}: File too large"):
-            logger.write({"epoch": 2, "loss": 0.123456789, "note": "x" * 100})
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-        signal.signal(signal.SIGXFSZ, previous_handler)
+    with file_size_limit(path.stat().st_size + 10), \
+            pytest.raises(TanError, match=f"cannot write {path}: File too large"):
+        logger.write({"epoch": 2, "loss": 0.123456789, "note": "x" * 100})
     assert path.read_text() == '{"epoch": 1}\n'

@@ -8,11 +8,10 @@ from dataclasses import dataclass, field
 
 from ..config import load_config
 from ..config.compare import config_changes
-from ..config.history import HISTORY_FILE
+from ..config.history import CONFIG_FILE, HISTORY_FILE
 from ..errors import TanError
 from ..utils.run_lock import RunLock, describe_holder, remove_stale_temporaries
 
-CONFIG_FILE = "config.yml"
 ACCEPT_FLAG = "--accept-config-changes"
 
 

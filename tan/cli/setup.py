@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..config import load_config, save_config
-from ..config.history import record_start
+from ..config import load_config
+from ..config.history import commit_config, start_record
 from ..data import RunData, check_batch_sizes
 from ..engine.precision import bf16_is_emulated, check_amp_support, configure_backends, slow_bf16_warning
 from ..errors import TanError
@@ -83,17 +83,6 @@ def _check_log(existed):
     raise TanError(f"cannot write {path}: {error.strerror or error}")
 
 
-def _write_config(cfg, logger):
-    """A new run folder: config.yml, and the first line of its config history."""
-    path = os.path.join(cfg.OUTPUT_DIR, "config.yml")
-    try:
-        save_config(cfg, path)
-        record_start(cfg.OUTPUT_DIR, cfg)
-    except OSError as e:
-        raise TanError(f"cannot write {e.filename or path}: {e.strerror or e}") from None
-    logger.info("saved the merged config to %s", path)
-
-
 def _log_run(logger, args, cfg, device):
     logger.info("using %d process(es), device %s", comm.get_world_size(), device)
     logger.info("arguments: %s", args)
@@ -132,8 +121,8 @@ def default_setup(args, training=True):
             _check_log(log_existed)
         if folder is not None:
             folder.describe(logger)
-            if folder.fresh:
-                _write_config(cfg, logger)
+            if folder.fresh:  # a new run folder: config.yml and the first line of its history
+                logger.info("saved the merged config to %s", commit_config(cfg, start_record(cfg)))
     except BaseException:  # a TanError, or Ctrl-C: the run never started
         if folder is not None:
             folder.abandon()

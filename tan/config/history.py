@@ -11,9 +11,12 @@ import datetime
 import json
 import os
 
+from ..errors import TanError
 from ..utils.io import atomic_write_text
 from .compare import flatten
+from .setup import save_config
 
+CONFIG_FILE = "config.yml"
 HISTORY_FILE = "config_history.jsonl"
 
 
@@ -33,19 +36,33 @@ def _append(folder, record):
     atomic_write_text(path, previous + json.dumps(record) + "\n")
 
 
-def record_start(folder, cfg, from_epoch=1):
-    _append(folder, {"event": "start", "time": _now(), "from_epoch": from_epoch, "config": flatten(cfg)})
+def start_record(cfg, from_epoch=1):
+    """The history's first line: the whole config a run started with."""
+    return {"event": "start", "time": _now(), "from_epoch": from_epoch, "config": flatten(cfg)}
 
 
-def record_changes(folder, changes, from_epoch, after_iteration=0, reason=""):
-    """``changes``: tan.config.compare.Change items."""
+def change_record(changes, from_epoch, after_iteration=0, reason=""):
+    """A later line: ``changes`` (tan.config.compare.Change items) hold from this point."""
     record = {"event": "change", "time": _now(), "from_epoch": from_epoch}
     if after_iteration:
         record["after_iteration"] = after_iteration
     record["changes"] = {c.key: [c.old, c.new] for c in changes}
     if reason:
         record["reason"] = reason
-    _append(folder, record)
+    return record
+
+
+def commit_config(cfg, record):
+    """OUTPUT_DIR/config.yml becomes ``cfg`` and the history gains ``record``; a
+    write that fails is a TanError naming the file (each write is atomic).
+    Returns the path of config.yml."""
+    path = os.path.join(cfg.OUTPUT_DIR, CONFIG_FILE)
+    try:
+        save_config(cfg, path)
+        _append(cfg.OUTPUT_DIR, record)
+    except OSError as e:
+        raise TanError(f"cannot write {e.filename or path}: {e.strerror or e}") from None
+    return path
 
 
 def read_history(folder):

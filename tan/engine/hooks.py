@@ -24,6 +24,9 @@ from ..utils.metric_logger import MetricLogger
 from .inference import inference
 from .interrupt import InterruptFlag
 
+# Checkpointer.save() and save_weights() take names without ".pth".
+FINAL_NAME, BEST_NAME = os.path.splitext(FINAL)[0], os.path.splitext(BEST)[0]
+
 
 class LoopPlan(NamedTuple):
     """The loop's fixed numbers."""
@@ -209,10 +212,10 @@ class EpochCheckpointer(HookBase):
             self.save(state)
 
     def after_train(self, state):
-        self.save(state, FINAL[:-4])
+        self.save(state, FINAL_NAME)
 
     def final_path(self):
-        return self._path(FINAL[:-4])
+        return self._path(FINAL_NAME)
 
 
 class BestModel:
@@ -248,7 +251,7 @@ class BestModel:
                              best["value"], best["epoch"], value)
             return
         state.best = {"metric": self.metric, "value": value, "epoch": epoch, "dataset": dataset}
-        self.checkpointer.save_weights(BEST[:-4], epoch=epoch, best=state.best)
+        self.checkpointer.save_weights(BEST_NAME, epoch=epoch, best=state.best)
         self.logger.info("new best %s on %s: %.2f at epoch %d, saved as %s", self.metric, dataset, value, epoch, BEST)
 
 

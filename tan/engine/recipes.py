@@ -1,8 +1,7 @@
 """The two things the tools do: train from a config, and test a model."""
 import os
 
-from ..config import save_config
-from ..config.history import HISTORY_FILE, record_changes
+from ..config.history import HISTORY_FILE, change_record, commit_config
 from ..errors import TanError
 from ..modeling import build_model
 from ..solver import SCHEDULE_KEYS, apply_schedule, build_lr_scheduler, build_optimizer
@@ -10,10 +9,10 @@ from ..utils import comm
 from ..utils.checkpoint import (BEST, FINAL, Checkpointer, last_checkpoint, load_model_weights, model_state_from,
                                 read_checkpoint)
 from ..utils.logger import get_logger
+from .hooks import LoopPlan
 from .inference import inference
 from .precision import make_grad_scaler
 from .state import TrainingState
-from .hooks import LoopPlan
 from .trainer import do_train
 from .wrappers import maybe_compile, prepare_model, unwrap, wrap_distributed
 
@@ -79,12 +78,8 @@ def _record_config_changes(cfg, changes, state):
     """config.yml becomes the config the next step trains with; the history says from where."""
     if not (changes and comm.is_main_process()):
         return
-    try:
-        save_config(cfg, os.path.join(cfg.OUTPUT_DIR, "config.yml"))
-        record_changes(cfg.OUTPUT_DIR, changes, state.epoch, state.iter_in_epoch,
-                       "runtime settings" if all(not c.affects_results for c in changes) else "accepted")
-    except OSError as e:
-        raise TanError(f"cannot write {e.filename or cfg.OUTPUT_DIR}: {e.strerror or e}") from None
+    reason = "runtime settings" if all(not c.affects_results for c in changes) else "accepted"
+    commit_config(cfg, change_record(changes, state.epoch, state.iter_in_epoch, reason))
     get_logger("train").info("config.yml updated; the change is recorded in %s from epoch %d", HISTORY_FILE,
                              state.epoch)
 

@@ -202,15 +202,10 @@ def machine_info():
 
 
 def _kernel_flags():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    present = set(line.split(":", 1)[1].split())
-                    return [flag for flag in KERNEL_FLAGS if flag in present]
-    except OSError:
-        pass
-    return []
+    from tan.engine.precision import cpu_flags
+
+    present = cpu_flags() or set()
+    return [flag for flag in KERNEL_FLAGS if flag in present]
 
 
 def machine_description():
