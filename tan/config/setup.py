@@ -64,17 +64,21 @@ def _merge(cfg, other, source):
 def _merge_file(cfg, path):
     if not os.path.isfile(path):
         raise TanError(f"config file {path!r} not found")
+    with open(path) as f:
+        _merge_yaml(cfg, f.read(), f"config file {path!r}")
+
+
+def _merge_yaml(cfg, text, source):
     try:
-        with open(path) as f:
-            data = yaml.safe_load(f)
+        data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise TanError(f"config file {path!r} is not valid YAML: {e}") from None
+        raise TanError(f"{source} is not valid YAML: {e}") from None
     if data is None:
         return
     if not isinstance(data, dict):
-        raise TanError(f"config file {path!r}: expected a mapping of keys at the top level, got {type(data).__name__}")
-    _check_keys(data, _C, f"config file {path!r}")
-    _merge(cfg, CfgNode(data), f"config file {path!r}")
+        raise TanError(f"{source}: expected a mapping of keys at the top level, got {type(data).__name__}")
+    _check_keys(data, _C, source)
+    _merge(cfg, CfgNode(data), source)
 
 
 def _merge_overrides(cfg, opts):
@@ -194,6 +198,18 @@ def load_config(config_file=None, opts=(), freeze=True):
     cfg = get_cfg_defaults()
     if config_file:
         _merge_file(cfg, config_file)
+    _merge_overrides(cfg, opts)
+    validate_config(cfg)
+    if freeze:
+        cfg.freeze()
+    return cfg
+
+
+def load_config_text(text, source, opts=(), freeze=True):
+    """Defaults, then the YAML ``text`` (a config stored in a checkpoint; ``source``
+    names it in errors), then ``opts`` pairs; validated."""
+    cfg = get_cfg_defaults()
+    _merge_yaml(cfg, text, source)
     _merge_overrides(cfg, opts)
     validate_config(cfg)
     if freeze:

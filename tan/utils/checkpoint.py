@@ -1,4 +1,5 @@
-"""Checkpoints: model, optimizer, scheduler and the loop's arguments.
+"""Checkpoints: model, optimizer, scheduler and the loop's arguments, plus
+the run's config and the package version (docs/checkpoints.md §1).
 
 Files are ``OUTPUT_DIR/model_{epoch}e.pth`` and ``model_final.pth``; the file
 ``last_checkpoint`` holds the name of the latest one, relative to OUTPUT_DIR.
@@ -15,6 +16,10 @@ from .logger import get_logger
 LAST_CHECKPOINT = "last_checkpoint"
 FINAL = "model_final.pth"
 BEST = "model_best.pth"
+# What every file a run saves carries besides weights and training state, so
+# that a checkpoint alone can be evaluated or used for prediction.
+CONFIG_FIELD = "config"  # the merged config, as the YAML text of config.yml
+VERSION_FIELD = "tan_version"
 
 
 def _strip_prefix(state_dict, prefix="module."):
@@ -65,6 +70,26 @@ def read_checkpoint(path):
         raise TanError(f"checkpoint {path!r} cannot be read ({type(e).__name__}: {e})") from None
 
 
+def stored_config(checkpoint):
+    """The YAML text of the config a checkpoint was saved with, or None (older
+    files, the reference's, bare state dicts)."""
+    text = checkpoint.get(CONFIG_FIELD) if isinstance(checkpoint, dict) else None
+    return text if isinstance(text, str) else None
+
+
+def checkpoint_name(path):
+    """What a checkpoint's results are filed under: its file name without ``.pth``."""
+    name = os.path.basename(path)
+    return name[:-len(".pth")] if name.endswith(".pth") else name
+
+
+def default_checkpoint(output_dir, weight=""):
+    """The checkpoint the tools use when none is named: the latest in
+    ``output_dir`` (what its last_checkpoint file names; model_final.pth once a
+    run has finished), else ``weight`` (MODEL.WEIGHT), else ""."""
+    return last_checkpoint(output_dir) or weight or ""
+
+
 def last_checkpoint(save_dir):
     """Path of the latest checkpoint in ``save_dir`` (what its last_checkpoint file names), or None."""
     marker = os.path.join(save_dir, LAST_CHECKPOINT)
@@ -77,10 +102,14 @@ def last_checkpoint(save_dir):
 
 
 class Checkpointer:
-    def __init__(self, model, optimizer=None, scheduler=None, save_dir="", save_to_disk=True, extra=None):
+    def __init__(self, model, optimizer=None, scheduler=None, save_dir="", save_to_disk=True, extra=None,
+                 info=None):
         """``extra``: more {name: object with state_dict()} saved and restored with the
-        optimizer (the fp16 gradient scaler)."""
+        optimizer (the fp16 gradient scaler). ``info``: plain fields written into
+        every file saved (the config and version, :func:`run_info`), never
+        returned by :meth:`load` as loop arguments."""
         self.extra = dict(extra or {})
+        self.info = dict(info or {})
         self.model = model.module if hasattr(model, "module") else model
         self.optimizer = optimizer
         self.scheduler = scheduler
@@ -98,6 +127,7 @@ class Checkpointer:
             data["scheduler"] = self.scheduler.state_dict()
         for key, obj in self.extra.items():
             data[key] = obj.state_dict()
+        data.update(self.info)
         data.update(arguments)
         path = os.path.join(self.save_dir, f"{name}.pth")
         try:
@@ -117,7 +147,7 @@ class Checkpointer:
             return
         path = os.path.join(self.save_dir, f"{name}.pth")
         try:
-            atomic_torch_save({"model": self.model.state_dict(), **info}, path)
+            atomic_torch_save({"model": self.model.state_dict(), **self.info, **info}, path)
         except OSError as cause:
             raise TanError(f"cannot write {path} ({cause.strerror or cause}); the previous version, if any, "
                            f"is intact") from None
@@ -167,7 +197,7 @@ class Checkpointer:
             for key, obj in self.extra.items():
                 if key in checkpoint:
                     obj.load_state_dict(checkpoint[key])
-            skip = {"model", "optimizer", "scheduler", *self.extra}
+            skip = {"model", "optimizer", "scheduler", CONFIG_FIELD, VERSION_FIELD, *self.extra, *self.info}
             return {k: v for k, v in checkpoint.items() if k not in skip}
         if weight:
             self.logger.info("loading model weights from %s (MODEL.WEIGHT)", weight)
@@ -176,3 +206,9 @@ class Checkpointer:
             return {}
         self.logger.info("no checkpoint in %s and no MODEL.WEIGHT: starting from scratch", self.save_dir)
         return {}
+
+
+def run_info(cfg):
+    """The ``info`` a training run's Checkpointer writes: the merged config and the package version."""
+    from .. import __version__
+    return {CONFIG_FIELD: cfg.dump(), VERSION_FIELD: __version__}
