@@ -32,7 +32,7 @@ def test_training_run_writes_the_documented_outputs(trained):
     assert sorted(p for p in os.listdir(out) if p.endswith(".pth")) == ["model_1e.pth", "model_2e.pth",
                                                                           "model_best.pth", "model_final.pth"]
     assert (out / "last_checkpoint").read_text() == "model_final.pth"
-    metrics = json.loads((out / "inference" / "synthetic_test" / "metrics.json").read_text())
+    metrics = json.loads((out / "inference" / "model_final" / "synthetic_test" / "metrics.json").read_text())
     assert metrics["checkpoint"].endswith("model_final.pth")
     assert 0 <= metrics["R@1,IoU@0.5"] <= 100 and "mIoU" in metrics and "R@5,IoU@0.7" in metrics
     assert "results on synthetic_test" in proc.stdout and "R@1" in proc.stdout
@@ -55,24 +55,24 @@ def test_saved_config_reloads_to_the_run_config(trained, synthetic_root):
 
 def test_second_run_does_not_train_again_and_reports_the_same_figures(trained, synthetic_root):
     out, first = trained
-    before = json.loads((out / "inference" / "synthetic_test" / "metrics.json").read_text())
+    before = json.loads((out / "inference" / "model_final" / "synthetic_test" / "metrics.json").read_text())
     records_before = (out / "metrics.jsonl").read_text()
     proc = run_tool("train_net", *train_args(synthetic_root, out, "SOLVER.MAX_EPOCH", "2",
                                              "SOLVER.MILESTONES", "(1,)", "SOLVER.TEST_PERIOD", "1"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "nothing to train" in proc.stdout
     assert (out / "metrics.jsonl").read_text() == records_before  # no step was taken
-    after = json.loads((out / "inference" / "synthetic_test" / "metrics.json").read_text())
+    after = json.loads((out / "inference" / "model_final" / "synthetic_test" / "metrics.json").read_text())
     assert after == before
 
 
 def test_test_net_evaluates_the_latest_checkpoint_like_training_did(trained, synthetic_root):
     out, _ = trained
-    before = json.loads((out / "inference" / "synthetic_test" / "metrics.json").read_text())
+    before = json.loads((out / "inference" / "model_final" / "synthetic_test" / "metrics.json").read_text())
     proc = run_tool("test_net", "--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", synthetic_root,
                     "OUTPUT_DIR", str(out), *FAST)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    after = json.loads((out / "inference" / "synthetic_test" / "metrics.json").read_text())
+    after = json.loads((out / "inference" / "model_final" / "synthetic_test" / "metrics.json").read_text())
     assert after == before
 
 
@@ -81,7 +81,7 @@ def test_test_net_says_loudly_when_the_model_is_untrained(synthetic_root, tmp_pa
                     "OUTPUT_DIR", str(tmp_path / "none"), *FAST)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "UNTRAINED" in proc.stdout + proc.stderr
-    assert (tmp_path / "none" / "inference" / "synthetic_test" / "metrics.json").exists()
+    assert (tmp_path / "none" / "inference" / "untrained" / "synthetic_test" / "metrics.json").exists()
 
 
 def test_run_stopped_after_epoch_k_resumes_at_epoch_k_plus_1(trained, synthetic_root, tmp_path):

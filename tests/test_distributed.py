@@ -52,11 +52,11 @@ def test_two_processes_write_once_and_evaluate_like_one(synthetic_root, tmp_path
     assert sorted(p for p in os.listdir(out) if p.endswith(".pth")) == ["model_1e.pth", "model_2e.pth",
                                                                           "model_final.pth"]
     assert sum(1 for _ in (out / "metrics.jsonl").open()) == 4  # 2 log lines per epoch, rank 0 only
-    distributed = json.loads((out / "inference" / "synthetic_test" / "metrics.json").read_text())
+    distributed = json.loads((out / "inference" / "model_final" / "synthetic_test" / "metrics.json").read_text())
     single = run_tool("test_net", "--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", synthetic_root,
                       "OUTPUT_DIR", str(tmp_path / "single"), "--ckpt", str(out / "model_final.pth"), *SHORT)
     assert single.returncode == 0, single.stderr[-3000:]
-    alone = json.loads((tmp_path / "single" / "inference" / "synthetic_test" / "metrics.json").read_text())
+    alone = json.loads((tmp_path / "single" / "inference" / "model_final" / "synthetic_test" / "metrics.json").read_text())
     assert {k: v for k, v in alone.items() if k != "checkpoint"} == \
            {k: v for k, v in distributed.items() if k != "checkpoint"}
     assert distributed["num_queries"] == alone["num_queries"] > 0  # the sampler's padding was dropped

@@ -147,7 +147,7 @@ def test_golden_run_logs_the_golden_losses_validation_and_best_model(golden_run)
     training, validation = S.records_of(golden_run)
     assert_golden_validation(validation, golden["validation"], "validation records of metrics.jsonl")
     best = S.load_checkpoint(golden_run / "model_best.pth")
-    best_test = S.read_test_metrics(golden_run, "inference_best")
+    best_test = S.read_test_metrics(golden_run, "model_best")
     if EXACT:
         assert training == golden["training"], "training records of metrics.jsonl"
         assert (best["best"], best["epoch"]) == (golden["best"], golden["best_epoch"]), "model_best.pth"

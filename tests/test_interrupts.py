@@ -379,7 +379,7 @@ def test_ctrl_c_while_the_trained_model_is_tested(stopped_run, tmp_path):
 @slow
 def test_ctrl_c_while_tan_test_evaluates_leaves_checkpoints_and_earlier_results(stopped_run, tmp_path):
     out, args, _, _ = stopped_run
-    earlier = out / "inference" / "synthetic_test"
+    earlier = out / "inference" / "model_final" / "synthetic_test"
     earlier.mkdir(parents=True, exist_ok=True)
     (earlier / "metrics.json").write_text('{"earlier": true}\n')
     (earlier / "predictions.jsonl").write_text('{"earlier": true}\n')

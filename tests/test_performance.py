@@ -194,7 +194,7 @@ def test_compiled_training_saves_plain_checkpoints(synthetic_root, tmp_path):
     state = torch.load(tmp_path / "model_final.pth", weights_only=False)["model"]
     assert not any("_orig_mod" in key for key in state)
     assert set(state) == set(build_model(load_config(SYNTHETIC_CONFIG)).state_dict())
-    metrics = (tmp_path / "inference" / "synthetic_test" / "metrics.json").read_text()
+    metrics = (tmp_path / "inference" / "model_final" / "synthetic_test" / "metrics.json").read_text()
     assert "R@1,IoU@0.5" in metrics
 
 

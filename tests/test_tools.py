@@ -47,7 +47,7 @@ def read_jsonl(path):
 
 def test_predictions_file_has_every_test_query_and_agrees_with_the_metrics(run):
     cfg, out, _ = run
-    folder = out / "inference" / "synthetic_test"
+    folder = out / "inference" / "model_final" / "synthetic_test"
     records = read_jsonl(folder / "predictions.jsonl")
     metrics = json.loads((folder / "metrics.json").read_text())
     assert [r["index"] for r in records] == list(range(metrics["num_queries"]))
@@ -89,7 +89,7 @@ def test_best_model_is_the_epoch_with_the_highest_validation_metric(run):
     for key, value in best["model"].items():
         assert torch.equal(value, epoch_ckpt["model"][key])
     # the final test reports both models
-    assert (out / "inference_best" / "synthetic_test" / "metrics.json").is_file()
+    assert (out / "inference" / "model_best" / "synthetic_test" / "metrics.json").is_file()
     assert "final model" in proc.stdout and f"best model (epoch {expected_epoch})" in proc.stdout
     assert (out / "last_checkpoint").read_text() == "model_final.pth"
 
@@ -153,7 +153,7 @@ def predict_json(cfg, out, *args):
 
 def test_predict_gives_the_models_own_top_moments(run):
     cfg, out, _ = run
-    records = read_jsonl(out / "inference" / "synthetic_test" / "predictions.jsonl")
+    records = read_jsonl(out / "inference" / "model_final" / "synthetic_test" / "predictions.jsonl")
     video = records[0]["video"]
     mine = [r for r in records if r["video"] == video]
     report = predict_json(cfg, out, "--ckpt", str(out / "model_final.pth"), "--video", video,

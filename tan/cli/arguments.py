@@ -1,7 +1,11 @@
 """Command-line parsing shared by the tools: options, then config overrides."""
 import argparse
 import os
+import re
 import sys
+
+# A config key: OUTPUT_DIR, SOLVER.LR, MODEL.TAN.NUM_CLIPS ... (never a file name, which has lower case).
+_CONFIG_KEY = re.compile(r"[A-Z][A-Z0-9_]*(\.[A-Z][A-Z0-9_]*)*")
 
 DEFAULT_CONFIG = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "configs",
                                                "2dtan_128x128_pool_k5l8_tacos.yaml"))
@@ -10,26 +14,37 @@ DEFAULT_CONFIG = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", 
 class ConfigArgumentParser(argparse.ArgumentParser):
     """Options may also follow the trailing KEY VALUE pairs (``... SOLVER.LR 0.1 --skip-test``).
 
-    Config keys and values never start with "--", so such tokens (and the value
-    of an option that takes one) are moved in front before parsing.
-    """
+    Config keys and values never start with "--", so such tokens (and the
+    value of an option that takes one; for an option of several values, the
+    tokens up to the next option or config key) are moved in front; what is
+    left is the KEY VALUE list."""
 
     def parse_args(self, args=None, namespace=None):
         args = list(sys.argv[1:] if args is None else args)
-        takes_value = {s: a.nargs != 0 for a in self._actions for s in a.option_strings}
+        nargs = {s: a.nargs for a in self._actions for s in a.option_strings}
         front, rest, k = [], [], 0
         while k < len(args):
             token = args[k]
             name = token.split("=", 1)[0]
-            if name in takes_value:
+            if name in nargs:
                 front.append(token)
-                if takes_value[name] and "=" not in token and k + 1 < len(args):
+                if "=" not in token and nargs[name] in ("+", "*"):
+                    while k + 1 < len(args) and not args[k + 1].startswith("-") \
+                            and not _CONFIG_KEY.fullmatch(args[k + 1]):
+                        front.append(args[k + 1])
+                        k += 1
+                elif nargs[name] != 0 and "=" not in token and k + 1 < len(args):
                     front.append(args[k + 1])
                     k += 1
             else:
                 rest.append(token)
             k += 1
-        return super().parse_args(front + rest, namespace)
+        if not any(a.dest == "opts" for a in self._actions):
+            return super().parse_args(front + rest, namespace)
+        # The KEY VALUE list is set aside so that an option of several values cannot swallow it.
+        parsed = super().parse_args(front, namespace)
+        parsed.opts = rest
+        return parsed
 
 
 def add_overrides(parser, example="SOLVER.MAX_EPOCH 5 OUTPUT_DIR outputs/run1"):
@@ -38,12 +53,12 @@ def add_overrides(parser, example="SOLVER.MAX_EPOCH 5 OUTPUT_DIR outputs/run1"):
                         help=f"config overrides, e.g. {example}")
 
 
-def default_argument_parser(description, epilog=""):
+def default_argument_parser(description, epilog="", config_default=DEFAULT_CONFIG,
+                            config_help="YAML config file (default: the TACoS reference config)"):
     """--config-file, the legacy --local_rank, and KEY VALUE overrides: what train and test take."""
     parser = ConfigArgumentParser(description=description, epilog=epilog,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config-file", default=DEFAULT_CONFIG, metavar="FILE",
-                        help="YAML config file (default: the TACoS reference config)")
+    parser.add_argument("--config-file", default=config_default, metavar="FILE", help=config_help)
     # Legacy launchers pass --local_rank / --local-rank; torchrun sets LOCAL_RANK.
     parser.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
     add_overrides(parser)

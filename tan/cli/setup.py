@@ -8,7 +8,7 @@ import torch
 
 from ..config import load_config
 from ..config.history import commit_config, start_record
-from ..data import RunData, check_batch_sizes
+from ..data import ALL_SPLITS, RunData, check_batch_sizes
 from ..engine.precision import bf16_is_emulated, check_amp_support, configure_backends, slow_bf16_warning
 from ..errors import TanError
 from ..utils import comm
@@ -16,6 +16,10 @@ from ..utils.events import check_tensorboard
 from ..utils.logger import log_file_failure, setup_logger
 from ..utils.rng import seed_everything
 from .run_folder import create_output_dir, open_run_folder
+
+
+# Evaluation reads the test split only: no training file needs to be on disk.
+EVALUATION_SPLITS = ("TEST",)
 
 
 @dataclass
@@ -86,23 +90,26 @@ def _check_log(existed):
 def _log_run(logger, args, cfg, device):
     logger.info("using %d process(es), device %s", comm.get_world_size(), device)
     logger.info("arguments: %s", args)
-    if args.config_file:
+    if getattr(args, "config_file", None):
         with open(args.config_file) as f:
             logger.info("config file %s:\n%s", args.config_file, f.read().rstrip())
     logger.info("running with config:\n%s", cfg.dump().rstrip())
 
 
-def default_setup(args, training=True):
+def default_setup(args, training=True, cfg=None):
     """A :class:`Session`, with the process group joined and logging set up.
 
     The config and the data files are checked before any work, so mistakes fail
     fast on every rank and leave earlier outputs untouched. A training run
     holds OUTPUT_DIR alone and refuses a config that differs from the folder's
     own (``--accept-config-changes`` overrides; the change is recorded by
-    :func:`tan.engine.recipes.train` once the checkpoint is restored)."""
+    :func:`tan.engine.recipes.train` once the checkpoint is restored).
+
+    ``cfg``: the config, when the tool assembled it (from a checkpoint); else
+    ``args.config_file`` and ``args.opts``. Evaluation reads only DATASETS.TEST."""
     local_rank = args.local_rank if args.local_rank is not None else int(os.environ.get("LOCAL_RANK", "0"))
-    cfg = load_config(args.config_file, args.opts)
-    data = RunData(cfg)
+    cfg = cfg if cfg is not None else load_config(args.config_file, args.opts)
+    data = RunData(cfg, splits=ALL_SPLITS if training else EVALUATION_SPLITS)
     data.check_files()
     check_tensorboard(cfg)
     use_cuda = cfg.MODEL.DEVICE != "cpu" and torch.cuda.is_available()

@@ -1,44 +1,87 @@
-"""Evaluate a 2D-TAN checkpoint on DATASETS.TEST.
+"""Evaluate checkpoints on DATASETS.TEST.
 
-The checkpoint is --ckpt, else the latest in OUTPUT_DIR, else MODEL.WEIGHT;
-with none of them the model is untrained (a warning says so). Metrics and
-per-query predictions go to OUTPUT_DIR/inference/{dataset}/.
+--ckpt takes one or more checkpoints, folders (each checkpoint in them) or
+glob patterns; without it, the default checkpoint: the latest in OUTPUT_DIR
+(model_final.pth once training has finished), else MODEL.WEIGHT, else an
+untrained model (a warning says so). A checkpoint saved by tan carries its
+config, so --config-file is needed only for others (the reference's).
+
+Each checkpoint's metrics and per-query predictions go to
+OUTPUT_DIR/inference/{checkpoint name}/{dataset}/; with several, a comparison
+table is printed and written to OUTPUT_DIR/inference/comparison.json and .csv.
+OUTPUT_DIR is the command line's, else the config file's, else the
+checkpoints' folder.
 
 Examples:
   tan-test --config-file configs/2dtan_synthetic.yaml
-  tan-test --config-file configs/2dtan_synthetic.yaml --ckpt outputs/synthetic/model_best.pth
-  torchrun --nproc_per_node=2 tools/test_net.py --config-file FILE --ckpt model_final.pth
+  tan-test --ckpt outputs/synthetic/model_best.pth
+  tan-test --ckpt outputs/synthetic/model_5e.pth outputs/synthetic/model_final.pth outputs/synthetic/model_best.pth
+  tan-test --ckpt outputs/synthetic TEST.NMS_THRESH 0.5
+  tan-test --config-file configs/2dtan_128x128_pool_k5l8_tacos.yaml --ckpt reference_tacos.pth
+  torchrun --nproc_per_node=2 tools/test_net.py --ckpt outputs/tacos/model_final.pth
 """
+import os
+
+from ..data import RunData
+from ..engine.comparison import comparison_rows, format_comparison, write_comparison
 from ..engine.recipes import run_test
 from ..engine.wrappers import prepare_model, wrap_distributed
 from ..modeling import build_model
-from ..utils.checkpoint import Checkpointer, load_model_weights, model_state_from, read_checkpoint
+from ..utils import comm
+from ..utils.checkpoint import load_model_weights, model_state_from, read_checkpoint
 from ..utils.logger import get_logger
 from .arguments import default_argument_parser
+from .checkpoints import plan_evaluations
 from . import interrupts
 from .exits import run_cli
-from .setup import default_setup
+from .setup import EVALUATION_SPLITS, default_setup
+
+def build_parser():
+    parser = default_argument_parser(
+        "Evaluate 2D-TAN checkpoints.", __doc__.split("\n\n", 1)[1], config_default=None,
+        config_help="YAML config file (default: the config stored in the checkpoint; without --ckpt, "
+                    "the TACoS reference config)")
+    parser.add_argument("--ckpt", nargs="+", default=[], metavar="PATH",
+                        help="checkpoints, folders or glob patterns to evaluate (default: the latest in OUTPUT_DIR, "
+                             "else MODEL.WEIGHT)")
+    return parser
+
+
+def _data_key(cfg):
+    """Evaluations whose configs read the same test data share one RunData."""
+    return cfg.DATASETS.dump() + cfg.INPUT.dump()
 
 
 def main(argv=None):
-    parser = default_argument_parser("Evaluate a 2D-TAN checkpoint.", __doc__.split("\n\n", 1)[1])
-    parser.add_argument("--ckpt", default="", metavar="PATH",
-                        help="checkpoint to evaluate (default: the latest in OUTPUT_DIR, else MODEL.WEIGHT)")
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     interrupts.now_doing("preparing the run", "checkpoints and results are kept as they were")
-    run = default_setup(args, training=False)
+    results_dir, evaluations = plan_evaluations(args.ckpt, args.config_file, args.opts)
+    run = default_setup(args, training=False, cfg=evaluations[0].cfg)
     interrupts.now_doing("testing", "checkpoints and earlier results are kept")
-    cfg = run.cfg
-    model = prepare_model(cfg, build_model(cfg).to(run.device))
-    checkpoint = args.ckpt or Checkpointer(model, save_dir=cfg.OUTPUT_DIR).last_checkpoint() or cfg.MODEL.WEIGHT
-    if checkpoint:
-        load_model_weights(model, model_state_from(read_checkpoint(checkpoint), checkpoint), checkpoint)
-        get_logger().info("evaluating %s", checkpoint)
-    else:
-        get_logger().warning("NO CHECKPOINT: no --ckpt, no checkpoint in %s and no MODEL.WEIGHT; "
-                             "evaluating an UNTRAINED model", cfg.OUTPUT_DIR)
-    run_test(cfg, wrap_distributed(model, run.device, run.distributed), run.device, run.distributed, run.data,
-             checkpoint)
+    logger = get_logger()
+    data = {_data_key(run.cfg): run.data}
+    results = {}
+    for evaluation in evaluations:
+        cfg, checkpoint = evaluation.cfg, evaluation.checkpoint
+        key = _data_key(cfg)
+        if key not in data:
+            data[key] = RunData(cfg, splits=EVALUATION_SPLITS)
+            data[key].check_files()
+        model = prepare_model(cfg, build_model(cfg).to(run.device))
+        if checkpoint:
+            load_model_weights(model, model_state_from(read_checkpoint(checkpoint), checkpoint), checkpoint)
+            logger.info("evaluating %s", checkpoint)
+        else:
+            logger.warning("NO CHECKPOINT: no --ckpt, no checkpoint in %s and no MODEL.WEIGHT; "
+                           "evaluating an UNTRAINED model", cfg.OUTPUT_DIR)
+        folder = os.path.join(results_dir, "inference", evaluation.name)
+        results[evaluation.name] = run_test(cfg, wrap_distributed(model, run.device, run.distributed), run.device,
+                                            run.distributed, data[key], checkpoint, folder=folder)
+    if len(evaluations) > 1 and comm.is_main_process():
+        rows = comparison_rows(results, {e.name: e.checkpoint for e in evaluations})
+        paths = write_comparison(os.path.join(results_dir, "inference"), rows)
+        logger.info("comparison (* the best per dataset), also in %s and %s:\n%s", *paths, format_comparison(rows))
+    return results
 
 
 def cli():

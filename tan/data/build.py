@@ -49,16 +49,25 @@ def _file_key(entry):
     return entry["annotations"], entry["format"], entry.get("durations")
 
 
+ALL_SPLITS = ("TRAIN", "VAL", "TEST")
+
+
 class RunData:
-    """Datasets, vocabulary and loaders of one run (DATASETS.TRAIN + VAL + TEST).
+    """Datasets, vocabulary and loaders of one run: the datasets of ``splits``
+    (DATASETS.TRAIN + VAL + TEST for training; TEST alone for evaluation, so
+    that it needs no training file).
 
     Construction only resolves the configured names in the catalog (so an
-    unknown name fails at once); files are read on first use and kept."""
+    unknown name fails at once); files are read on first use and kept. The
+    vocabulary holds the words of these datasets only: it selects which rows
+    of the word-vector file are read, so a word's vector is the same whichever
+    splits a run holds."""
 
-    def __init__(self, cfg, catalog=None):
+    def __init__(self, cfg, catalog=None, splits=ALL_SPLITS):
         self.cfg = cfg
         self.catalog = catalog if catalog is not None else DatasetCatalog.from_config(cfg)
-        self.names = list(dict.fromkeys(cfg.DATASETS.TRAIN + cfg.DATASETS.VAL + cfg.DATASETS.TEST))
+        self.splits = tuple(splits)
+        self.names = list(dict.fromkeys(name for split in self.splits for name in cfg.DATASETS[split]))
         self._entries = {name: self.catalog.get(name) for name in self.names}
         self._generated = set()  # generators already run (or checked) by this run
         self._parsed = {}  # _file_key -> (queries, dropped)
@@ -148,6 +157,9 @@ class RunData:
 
     def dataset(self, name):
         """The MomentDataset of ``name``, built once per run."""
+        if name not in self.names:  # its words would be missing from the vocabulary
+            raise TanError(f"dataset {name!r} is not one of this run's datasets ({', '.join(self.names) or 'none'}; "
+                           f"DATASETS.{'/'.join(self.splits)})")
         if name not in self._datasets:
             vocabulary = self.vocabulary()
             entry, cfg = self.entry(name), self.cfg
@@ -209,22 +221,29 @@ class RunData:
             loaders.append(self._eval_loaders[key])
         return loaders
 
-    def video_features(self, video):
-        """[T, D_in] float32 features of ``video`` from the first configured feature file holding it."""
+    def _present(self, key):
+        """Entries of this run's datasets whose ``key`` file exists (or is generated on first use)."""
         self.prepare()
         entries = [self._entries[name] for name in self.names]
-        for entry in entries:
+        return [e for e in entries if e.get("generator") or (e.get(key) and os.path.isfile(e[key]))], entries
+
+    def video_features(self, video):
+        """[T, D_in] float32 features of ``video`` from the first configured feature file holding it
+        (files that are absent are skipped: prediction may have only some splits on disk)."""
+        present, entries = self._present("features")
+        for entry in present:
             source = FeatureFile(entry["features"], entry.get("feature_key", "c3d_features"))
             if source.shapes([video]):
                 return source.read(video)
-        files = sorted({e["features"] for e in entries})
-        raise TanError(f"video {video!r} is in none of the configured feature files ({', '.join(files) or 'none'}); "
-                       f"pass --features FILE")
+        files = sorted({e["features"] for e in present})
+        absent = sorted({e["features"] for e in entries} - set(files))
+        raise TanError(f"video {video!r} is in none of the configured feature files ({', '.join(files) or 'none'}"
+                       f"{'; not on disk: ' + ', '.join(absent) if absent else ''}); pass --features FILE")
 
     def video_duration(self, video):
-        """Seconds, from the annotations of the configured datasets; None when not found."""
-        for name in self.names:
-            for q in self.queries(name)[0]:
+        """Seconds, from the annotations of the configured datasets that are on disk; None when not found."""
+        for entry in self._present("annotations")[0]:
+            for q in self._parse(entry)[0]:
                 if q.video == video:
                     return q.duration
         return None

@@ -6,8 +6,8 @@ from ..errors import TanError
 from ..modeling import build_model
 from ..solver import SCHEDULE_KEYS, apply_schedule, build_lr_scheduler, build_optimizer
 from ..utils import comm
-from ..utils.checkpoint import (BEST, FINAL, Checkpointer, last_checkpoint, load_model_weights, model_state_from,
-                                read_checkpoint)
+from ..utils.checkpoint import (BEST, FINAL, Checkpointer, checkpoint_name, last_checkpoint, load_model_weights,
+                                model_state_from, read_checkpoint, run_info)
 from ..utils.logger import get_logger
 from .hooks import LoopPlan
 from .inference import inference
@@ -36,7 +36,7 @@ def train(cfg, device, distributed, data, config_changes=()):
     scheduler = build_lr_scheduler(cfg, optimizer)
     grad_scaler = make_grad_scaler(cfg.SOLVER.AMP, device)
     checkpointer = Checkpointer(model, optimizer, scheduler, cfg.OUTPUT_DIR, comm.is_main_process(),
-                                extra={"grad_scaler": grad_scaler})
+                                extra={"grad_scaler": grad_scaler}, info=run_info(cfg))
     state = TrainingState.from_checkpoint(checkpointer.load(cfg.MODEL.WEIGHT))
     _check_epochs(cfg, state)
     _apply_schedule_changes(cfg, config_changes, state, optimizer, scheduler)
@@ -84,13 +84,21 @@ def _record_config_changes(cfg, changes, state):
                              state.epoch)
 
 
-def run_test(cfg, model, device, distributed, data, checkpoint="", folder_name="inference"):
-    """Evaluate on every dataset of DATASETS.TEST; results under OUTPUT_DIR/{folder_name}/{name}/."""
+def results_folder(output_dir, checkpoint):
+    """Where the test results of ``checkpoint`` go: OUTPUT_DIR/inference/{checkpoint name}/
+    ("untrained" without a checkpoint), one sub-folder per dataset."""
+    return os.path.join(output_dir, "inference", checkpoint_name(checkpoint) if checkpoint else "untrained")
+
+
+def run_test(cfg, model, device, distributed, data, checkpoint="", folder=None):
+    """Evaluate on every dataset of DATASETS.TEST; results under ``folder``/{name}/
+    (default :func:`results_folder` of OUTPUT_DIR and ``checkpoint``)."""
+    folder = folder or results_folder(cfg.OUTPUT_DIR, checkpoint)
     results = {}
     for loader in data.test_loaders(distributed):
         name = loader.dataset.name
-        folder = os.path.join(cfg.OUTPUT_DIR, folder_name, name) if comm.is_main_process() else None
-        results[name] = inference(model, loader, name, cfg.TEST.NMS_THRESH, device, folder, checkpoint,
+        output = os.path.join(folder, name) if comm.is_main_process() else None
+        results[name] = inference(model, loader, name, cfg.TEST.NMS_THRESH, device, output, checkpoint,
                                   amp=cfg.SOLVER.AMP)
         comm.synchronize()
     return results
@@ -108,7 +116,7 @@ def test_final_and_best(cfg, model, device, distributed, data, checkpoint):
     info = best_checkpoint.get("best", {})
     logger.info("testing the best model: epoch %s, %s %.2f on %s", info.get("epoch", "?"), info.get("metric", "?"),
                 info.get("value", float("nan")), info.get("dataset", "?"))
-    results["best"] = run_test(cfg, model, device, distributed, data, best_path, folder_name="inference_best")
+    results["best"] = run_test(cfg, model, device, distributed, data, best_path)
     if comm.is_main_process():
         metric = cfg.TEST.BEST_METRIC
         for name in results["final"]:

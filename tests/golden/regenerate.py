@@ -19,9 +19,9 @@ settings of tests/golden/settings.py, and writes into tests/golden/:
                      final model ("model" of model_final.pth)
   model_final.pth    that final checkpoint itself (for test_net, and for the
                      tolerance comparison on other machines)
-  metrics.json       inference/synthetic_test/metrics.json of the golden run,
+  metrics.json       inference/model_final/synthetic_test/metrics.json of the golden run,
                      without the "checkpoint" path
-  predictions.jsonl  inference/synthetic_test/predictions.jsonl of the golden run
+  predictions.jsonl  inference/model_final/synthetic_test/predictions.jsonl of the golden run
   records.json       metrics.jsonl records (training and validation, without
                      timing fields), model_best.pth's "best" and epoch, and the
                      best model's test metrics
@@ -117,7 +117,7 @@ def main():
         shutil.copyfile(S.predictions_path(golden), S.FILES["predictions"])
         write_json("records", {"training": training, "validation": validation, "best": best["best"],
                                "best_epoch": best["epoch"],
-                               "best_test_metrics": S.read_test_metrics(golden, "inference_best")})
+                               "best_test_metrics": S.read_test_metrics(golden, "model_best")})
         torch.save(logits, S.FILES["logits"])
         shutil.copyfile(saved, S.FILES["resume_from"])
         print(f"golden fixtures written to {HERE} (interrupted at {os.path.basename(saved)}; "

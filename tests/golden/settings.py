@@ -158,16 +158,16 @@ def last_per_epoch(validation):
     return [last[key] for key in sorted(last)]
 
 
-def read_test_metrics(out, folder="inference"):
-    """OUTPUT_DIR/inference/synthetic_test/metrics.json without the (temporary) checkpoint path."""
-    with open(os.path.join(out, folder, TEST_DATASET, "metrics.json")) as f:
+def read_test_metrics(out, checkpoint="model_final"):
+    """OUTPUT_DIR/inference/{checkpoint}/synthetic_test/metrics.json without the (temporary) checkpoint path."""
+    with open(os.path.join(out, "inference", checkpoint, TEST_DATASET, "metrics.json")) as f:
         metrics = json.load(f)
     metrics.pop("checkpoint", None)
     return metrics
 
 
-def predictions_path(out, folder="inference"):
-    return os.path.join(out, folder, TEST_DATASET, "predictions.jsonl")
+def predictions_path(out, checkpoint="model_final"):
+    return os.path.join(out, "inference", checkpoint, TEST_DATASET, "predictions.jsonl")
 
 
 def tensor_digest(tensor):

@@ -1,0 +1,59 @@
+"""Several checkpoints' test figures side by side: one table, printed and
+written as JSON and CSV (docs/metric.md §5)."""
+import csv
+import io
+import json
+import os
+
+from ..config.choices import metric_names
+from ..utils.io import atomic_write_text
+from .interrupt import signals_held
+
+JSON_NAME = "comparison.json"
+CSV_NAME = "comparison.csv"
+
+
+def comparison_rows(results, checkpoints):
+    """One row per (checkpoint, dataset): ``results`` is {name: {dataset: metrics}}
+    in the order evaluated, ``checkpoints`` {name: path}."""
+    return [{"name": name, "checkpoint": checkpoints.get(name, ""), "dataset": dataset,
+             **{m: metrics[m] for m in metric_names()}}
+            for name, by_dataset in results.items() for dataset, metrics in by_dataset.items()]
+
+
+def format_comparison(rows):
+    """A text table, the best value of each metric per dataset marked with *."""
+    metrics = metric_names()
+    best = {}
+    for row in rows:
+        for m in metrics:
+            best[row["dataset"], m] = max(best.get((row["dataset"], m), float("-inf")), row[m])
+    name_width = max([len("checkpoint")] + [len(r["name"]) for r in rows]) + 2
+    data_width = max([len("dataset")] + [len(r["dataset"]) for r in rows]) + 2
+    columns = [m.replace(",", " ") for m in metrics]
+    widths = [max(len(c), 6) + 2 for c in columns]
+    lines = ["checkpoint".ljust(name_width) + "dataset".ljust(data_width)
+             + "".join(c.rjust(w) + " " for c, w in zip(columns, widths))]
+    for row in rows:
+        cells = [f"{row[m]:.2f}{'*' if len(rows) > 1 and row[m] == best[row['dataset'], m] else ' '}"
+                 for m in metrics]
+        lines.append(row["name"].ljust(name_width) + row["dataset"].ljust(data_width)
+                     + "".join(c.rjust(w + 1) for c, w in zip(cells, widths)))
+    return "\n".join(lines)
+
+
+def write_comparison(folder, rows):
+    """``folder``/comparison.json and comparison.csv, written together (both new or both as they were).
+    Returns their paths."""
+    metrics = metric_names()
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=["name", "checkpoint", "dataset", *metrics], lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()})
+    paths = os.path.join(folder, JSON_NAME), os.path.join(folder, CSV_NAME)
+    os.makedirs(folder, exist_ok=True)
+    with signals_held():
+        atomic_write_text(paths[0], json.dumps(rows, indent=2) + "\n")
+        atomic_write_text(paths[1], text.getvalue())
+    return paths
