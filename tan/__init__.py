@@ -1,3 +1,27 @@
-"""tan: config-driven training and evaluation of 2D-TAN for temporal video grounding."""
+"""tan: config-driven training and evaluation of 2D-TAN for temporal video grounding.
+
+The Python API (tan/api.py; the README's "Python API" section)::
+
+    import tan
+    model = tan.load_model("outputs/synthetic/model_final.pth")
+    video = model.encode_video(features, duration)
+    moments = model.ground(video, ["the cook holds the pan."], topk=5)
+"""
 
 __version__ = "0.1.0"
+
+# The API is imported on first use, so that `import tan` (and every command's
+# start) does not pay for torch until it is needed.
+_API = ("load_model", "Grounder", "EncodedVideo", "Moment")
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name):
+    if name in _API:
+        from . import api
+        return getattr(api, name)
+    raise AttributeError(f"module 'tan' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_API))

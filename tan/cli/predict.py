@@ -1,50 +1,155 @@
-"""Top moments of one or more sentences in one video, from a trained model.
+"""Top moments of sentences in videos, from a trained model.
 
-The video's features come from the configured datasets (--video ID) or from
-a file (--features: HDF5 with --video, or a .npy array [T, D_in]); its
-duration from --duration, else from the configured annotations.
+Either sentences about one video (--query, repeatable), or a file of
+unlabelled queries (--queries: JSON lines with "vid" and "query", optional
+"qid" and "duration"; "video" and "sentence" are read too, so a
+Moment-DETR / lighthouse annotation file works as it is).
+
+A video's features come from --features (an HDF5 file holding the videos,
+or for one video a .npy array [T, D_in]) or else from the configured
+datasets' feature files; its duration from --duration, the query line, or
+the configured annotations. A checkpoint saved by tan carries its config,
+so --ckpt alone suffices; --config-file alone uses the latest checkpoint of
+its OUTPUT_DIR.
+
+Output: text (one video), --json, or JSON lines (--output FILE, or stdout for
+--queries) in our format ("tan": qid, video, sentence, duration, moments,
+scores) or the Moment-DETR / lighthouse one ("lighthouse": qid, query, vid,
+pred_relevant_windows as [start, end, score]).
 
 Examples:
-  tan-predict --config-file configs/2dtan_synthetic.yaml --video syn_test_0003 --query "the cook holds the pan."
-  tan-predict --config-file configs/2dtan_128x128_pool_k5l8_tacos.yaml --ckpt outputs/tacos/model_best.pth \\
-      --video s13-d21.avi --query "the person rinses the knife" --query "he cuts the onion" --topk 3
-  tan-predict --config-file configs/2dtan_synthetic.yaml --features clip.npy --duration 61.5 \\
+  tan-predict --ckpt outputs/synthetic/model_final.pth --video syn_test_0003 --query "the cook holds the pan."
+  tan-predict --ckpt outputs/tacos/model_final.pth --video s13-d21.avi \\
+      --query "the person rinses the knife" --query "he cuts the onion" --topk 3
+  tan-predict --ckpt outputs/synthetic/model_final.pth --features clip.npy --duration 61.5 \\
       --query "person opens door" --json
+  tan-predict --ckpt outputs/synthetic/model_final.pth --queries queries.jsonl --topk 10 \\
+      --format lighthouse --output predictions.jsonl
 """
 import argparse
 import json
 import sys
+from collections import OrderedDict
 
-from ..config import load_config
-from ..data import RunData, SentenceEncoder, VideoSource
-from ..engine.prediction import default_checkpoint, load_trained_model, predict
+from ..api import Grounder
+from ..data import ALL_SPLITS, RunData, VideoSource
+from ..engine.prediction import load_trained_model
 from ..errors import TanError
-from ..utils.logger import setup_logger
+from ..utils.io import atomic_write_text
+from ..utils.logger import get_logger, setup_logger
 from .arguments import ConfigArgumentParser, add_overrides
+from .checkpoints import one_checkpoint
 from . import interrupts
 from .exits import run_cli
 from .setup import resolve_device
 
+FORMATS = ("tan", "lighthouse")
+
 
 def build_parser():
-    parser = ConfigArgumentParser(description="Find the moments that sentences describe in a video.",
-                             epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config-file", required=True, metavar="FILE", help="the config the model was trained with")
+    parser = ConfigArgumentParser(description="Find the moments that sentences describe in videos.",
+                                  epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ckpt", default="", metavar="PATH",
-                        help="checkpoint (default: OUTPUT_DIR/model_best.pth, else the latest in OUTPUT_DIR)")
+                        help="checkpoint (default: the latest in --config-file's OUTPUT_DIR, else MODEL.WEIGHT)")
+    parser.add_argument("--config-file", default=None, metavar="FILE",
+                        help="the config the model was trained with (default: the one stored in --ckpt)")
+    asked = parser.add_mutually_exclusive_group(required=True)
+    asked.add_argument("--query", action="append", metavar="SENTENCE",
+                       help="a sentence to ground in --video / --features; repeat for several")
+    asked.add_argument("--queries", metavar="FILE",
+                       help='JSON lines of unlabelled queries: {"vid": ..., "query": ..., "qid": ..., "duration": ...}')
     parser.add_argument("--video", default="", metavar="ID", help="video id in the configured (or --features) file")
     parser.add_argument("--features", default="", metavar="FILE",
-                        help="feature file: HDF5 (with --video) or .npy holding [T, D_in]")
+                        help="feature file: HDF5 holding the videos, or .npy holding one video's [T, D_in]")
     parser.add_argument("--feature-key", default="c3d_features", metavar="KEY",
                         help="group key of a group-per-video HDF5 (default c3d_features)")
     parser.add_argument("--duration", type=float, default=None, metavar="SECONDS",
-                        help="video duration (default: from the configured annotations)")
-    parser.add_argument("--query", action="append", required=True, metavar="SENTENCE",
-                        help="a sentence to ground; repeat for several")
+                        help="video duration (default: from the query line or the configured annotations)")
     parser.add_argument("--topk", type=int, default=5, help="moments per sentence after NMS (default 5)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    parser.add_argument("--json", action="store_true", help="one video: print JSON instead of text")
+    parser.add_argument("--output", default="", metavar="FILE", help="write JSON lines to FILE (atomically)")
+    parser.add_argument("--format", choices=FORMATS, default="tan",
+                        help="JSON-lines format of --output / --queries output (default tan)")
     add_overrides(parser, "MODEL.DEVICE cpu TEST.NMS_THRESH 0.5")
     return parser
+
+
+def read_queries(path):
+    """The queries of a JSON-lines file: [{qid, vid, query, duration or None, line}], in file order.
+    qid defaults to the query's 0-based position in the file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.readlines()
+    except FileNotFoundError:
+        raise TanError(f"--queries file {path!r} not found") from None
+    queries = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            record = json.loads(line)
+        except ValueError as e:
+            raise TanError(f"{where}: not a JSON object ({e})") from None
+        if not isinstance(record, dict):
+            raise TanError(f"{where}: expected a JSON object, got {type(record).__name__}")
+        video = record.get("vid", record.get("video"))
+        sentence = record.get("query", record.get("sentence"))
+        if not isinstance(video, str) or not video:
+            raise TanError(f'{where}: expected a video id as "vid" (or "video"), a non-empty string')
+        if not isinstance(sentence, str) or not sentence.strip():
+            raise TanError(f'{where}: expected a sentence as "query" (or "sentence"), a non-empty string')
+        duration = record.get("duration")
+        if duration is not None and (isinstance(duration, bool) or not isinstance(duration, (int, float))
+                                     or not duration > 0):
+            raise TanError(f'{where}: "duration" must be a positive number of seconds, got {duration!r}')
+        queries.append({"qid": record.get("qid", len(queries)), "vid": video, "query": sentence,
+                        "duration": duration, "line": where})
+    if not queries:
+        raise TanError(f"--queries file {path!r} holds no query")
+    return queries
+
+
+def prediction_record(fmt, qid, video, sentence, duration, moments):
+    """One JSON-lines record; ``moments``: [(start, end, score)] in seconds, best first."""
+    if fmt == "lighthouse":
+        return {"qid": qid, "query": sentence, "vid": video,
+                "pred_relevant_windows": [[round(s, 4), round(e, 4), round(p, 6)] for s, e, p in moments]}
+    return {"qid": qid, "video": video, "sentence": sentence, "duration": round(duration, 4),
+            "moments": [[round(s, 4), round(e, 4)] for s, e, _ in moments],
+            "scores": [round(p, 6) for _, _, p in moments]}
+
+
+class Videos:
+    """Features and durations of the videos asked about: --features and given durations
+    first; the configured datasets are read only for what those do not give."""
+
+    def __init__(self, cfg, args):
+        self.cfg, self.args = cfg, args
+        self._configured = None
+
+    @property
+    def configured(self):
+        if self._configured is None:
+            self._configured = VideoSource(RunData(self.cfg, splits=ALL_SPLITS))
+        return self._configured
+
+    def features(self, video):
+        """[T, D_in] of ``video`` ("" for the one video of a .npy file)."""
+        if self.args.features:
+            return VideoSource(None).features(video, self.args.features, self.args.feature_key)
+        return self.configured.features(video)
+
+    def duration(self, video, given, where):
+        """Seconds: ``given`` (--duration or the query line's), else the configured annotations."""
+        if given is not None:
+            return given
+        found = self.configured.duration(video) if video else None
+        if found is None:
+            how = 'add a "duration" field' if where else "pass --duration SECONDS"
+            raise TanError(f"{where + ': ' if where else ''}no duration for video {video or self.args.features!r} "
+                           f"in the configured annotations; {how}")
+        return found
 
 
 def main(argv=None):
@@ -52,29 +157,49 @@ def main(argv=None):
     interrupts.now_doing("predicting", "no output was written")
     if args.topk < 1:
         raise TanError(f"--topk must be at least 1, got {args.topk}")
-    cfg = load_config(args.config_file, args.opts)
+    if args.queries and args.features.endswith(".npy"):
+        raise TanError("--features FILE.npy holds one video; with --queries give an HDF5 file holding the videos, "
+                       "or none to read the configured datasets")
+    if args.queries and (args.video or args.duration is not None):
+        raise TanError('--video and --duration are for --query sentences; --queries lines name their own video '
+                       '("vid") and may give its "duration"')
+    if args.query and not (args.video or args.features):
+        raise TanError("give --video ID (a video of the configured datasets) or --features FILE")
     setup_logger(None, stream=sys.stderr)  # stdout carries the answer
+    cfg, checkpoint, _ = one_checkpoint(args.ckpt, args.config_file, args.opts)
     device = resolve_device(cfg.MODEL.DEVICE)
-    checkpoint = args.ckpt or default_checkpoint(cfg)
-    data = RunData(cfg)
-    source = VideoSource(data)
-    feats = source.features(args.video, args.features, args.feature_key)
-    duration = args.duration if args.duration is not None else source.duration(args.video)
-    if duration is None:
-        raise TanError(f"no duration for video {args.video or args.features!r} in the configured annotations; "
-                       f"pass --duration SECONDS")
-    encoded = SentenceEncoder(data)(args.query)
-    model = load_trained_model(cfg, checkpoint, device)
-    moments, scores, filled, _ = predict(model, cfg, feats, duration, encoded, device, args.topk)
-    report = {"video": args.video or args.features, "duration": duration, "checkpoint": checkpoint, "queries": [
-        {"sentence": sentence,
-         "moments": [{"start": round(float(m[0]), 3), "end": round(float(m[1]), 3), "score": round(float(s), 6)}
-                     for m, s, f in zip(moments[q], scores[q], filled[q]) if f]}
-        for q, sentence in enumerate(args.query)]}
-    if args.json:
-        print(json.dumps(report, indent=2))
+    if args.queries:
+        asked = read_queries(args.queries)
     else:
-        print(format_text(report))
+        asked = [{"qid": q, "vid": args.video, "query": s, "duration": args.duration, "line": ""}
+                 for q, s in enumerate(args.query)]
+    model = Grounder(load_trained_model(cfg, checkpoint, device), cfg, device, checkpoint)
+    videos = Videos(cfg, args)
+    by_video = OrderedDict()
+    for query in asked:
+        by_video.setdefault(query["vid"], []).append(query)
+    answers = {}
+    for video, queries in by_video.items():  # each video encoded once, its sentences in batches
+        duration = next((q["duration"] for q in queries if q["duration"] is not None), None)
+        encoded = model.encode_video(videos.features(video), videos.duration(video, duration, queries[0]["line"]))
+        for query, moments in zip(queries, model.ground(encoded, [q["query"] for q in queries], args.topk)):
+            answers[id(query)] = (encoded.duration, [(m.start, m.end, m.score) for m in moments])
+    get_logger("predict").info("%d queries over %d videos, checkpoint %s", len(asked), len(by_video), checkpoint)
+    name = args.video or args.features
+    records = [prediction_record(args.format, q["qid"], q["vid"] or name, q["query"], *answers[id(q)]) for q in asked]
+    if args.output:
+        atomic_write_text(args.output, "".join(json.dumps(r) + "\n" for r in records))
+        get_logger("predict").info("wrote %d predictions (%s format) to %s", len(records), args.format, args.output)
+    if args.queries:
+        if not args.output:
+            sys.stdout.write("".join(json.dumps(r) + "\n" for r in records))
+        return records
+    report = {"video": name, "duration": answers[id(asked[0])][0], "checkpoint": checkpoint, "queries": [
+        {"sentence": q["query"],
+         "moments": [{"start": round(s, 3), "end": round(e, 3), "score": round(p, 6)} for s, e, p in answers[id(q)][1]]}
+        for q in asked]}
+    if not args.output:
+        print(json.dumps(report, indent=2) if args.json else format_text(report))
     return report
 
 

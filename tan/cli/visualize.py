@@ -19,16 +19,16 @@ import json
 import os
 import sys
 
-from ..config import load_config
-from ..data import RunData
-from ..engine.prediction import default_checkpoint, load_trained_model, predict_dataset_queries
+from ..data import ALL_SPLITS, RunData
+from ..engine.prediction import load_trained_model, predict_dataset_queries
 from ..errors import TanError
 from ..utils.logger import get_logger, setup_logger
 from ..utils.plots import draw_curves, draw_score_map, read_metrics
 from .arguments import add_overrides
+from .checkpoints import one_checkpoint
 from . import interrupts
 from .exits import run_cli
-from .setup import resolve_device
+from .setup import EVALUATION_SPLITS, resolve_device
 
 
 def build_parser():
@@ -40,15 +40,16 @@ def build_parser():
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="Example:\n  tan-visualize scores --config-file configs/2dtan_synthetic.yaml "
                                         "--index 0 --out pictures/")
-    scores.add_argument("--config-file", required=True, metavar="FILE", help="the config the model was trained with")
+    scores.add_argument("--config-file", default=None, metavar="FILE",
+                        help="the config the model was trained with (default: the one stored in --ckpt)")
     scores.add_argument("--ckpt", default="", metavar="PATH",
-                        help="checkpoint (default: OUTPUT_DIR/model_best.pth, else the latest in OUTPUT_DIR)")
+                        help="checkpoint (default: the latest in --config-file's OUTPUT_DIR, else MODEL.WEIGHT)")
     scores.add_argument("--dataset", default="", metavar="NAME", help="dataset (default: the first of DATASETS.TEST)")
     scores.add_argument("--index", type=int, action="append", default=[], metavar="I",
                         help="query index in the dataset (the 'index' of predictions.jsonl); repeat for several")
     scores.add_argument("--worst", type=int, default=0, metavar="K",
                         help="also draw the K queries whose top moment overlaps the ground truth least "
-                             "(read from OUTPUT_DIR/inference/{dataset}/predictions.jsonl)")
+                             "(read from the predictions tan-test wrote for the same checkpoint)")
     scores.add_argument("--topk", type=int, default=5, help="moments marked per query (default 5)")
     scores.add_argument("--out", required=True, metavar="DIR", help="folder for the PNG files")
     add_overrides(scores, "MODEL.DEVICE cpu")
@@ -61,10 +62,13 @@ def build_parser():
     return parser
 
 
-def worst_queries(cfg, dataset, count):
-    path = os.path.join(cfg.OUTPUT_DIR, "inference", dataset, "predictions.jsonl")
+def worst_queries(results, dataset, count, checkpoint):
+    """The ``count`` queries of ``dataset`` whose top moment overlaps the ground truth least,
+    from tan-test's predictions of the same checkpoint (``results``: its results folder)."""
+    path = os.path.join(results, dataset, "predictions.jsonl")
     if not os.path.isfile(path):
-        raise TanError(f"--worst needs {path}; run tan-test first")
+        raise TanError(f"--worst needs {path}, the predictions of {checkpoint}; run tan-test --ckpt {checkpoint} "
+                       f"first (with the same --config-file and OUTPUT_DIR, if any)")
     with open(path) as f:
         records = [json.loads(line) for line in f if line.strip()]
     records.sort(key=lambda r: (r["ious"][0] if r["ious"] else 0.0, r["index"]))
@@ -72,19 +76,20 @@ def worst_queries(cfg, dataset, count):
 
 
 def draw_queries(args):
-    cfg = load_config(args.config_file, args.opts)
+    cfg, checkpoint, results = one_checkpoint(args.ckpt, args.config_file, args.opts)
     dataset_name = args.dataset or (cfg.DATASETS.TEST[0] if cfg.DATASETS.TEST else "")
     if not dataset_name:
         raise TanError("no dataset: pass --dataset NAME or set DATASETS.TEST")
-    indices = list(dict.fromkeys(args.index + (worst_queries(cfg, dataset_name, args.worst) if args.worst else [])))
+    indices = list(dict.fromkeys(args.index + (worst_queries(results, dataset_name, args.worst, checkpoint) if args.worst else [])))
     if not indices:
         raise TanError("choose queries with --index I (repeatable) or --worst K")
-    dataset = RunData(cfg).dataset(dataset_name)
+    # A test dataset needs only the test files; another needs its run's whole vocabulary.
+    dataset = RunData(cfg, splits=EVALUATION_SPLITS if dataset_name in cfg.DATASETS.TEST else ALL_SPLITS)
+    dataset = dataset.dataset(dataset_name)
     bad = [i for i in indices if not 0 <= i < len(dataset)]
     if bad:
         raise TanError(f"--index {bad}: {dataset_name} has queries 0..{len(dataset) - 1}")
     device = resolve_device(cfg.MODEL.DEVICE)
-    checkpoint = args.ckpt or default_checkpoint(cfg)
     model = load_trained_model(cfg, checkpoint, device)
     os.makedirs(args.out, exist_ok=True)
     mask = model.mask2d.cpu().numpy()

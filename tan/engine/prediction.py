@@ -2,66 +2,100 @@
 
 The inputs (a video's features and duration, sentences as word vectors) come
 from tan.data (VideoSource, SentenceEncoder); this module runs the model on
-them and keeps the top moments as the evaluation does."""
-import os
-
+them and keeps the top moments as the evaluation does. The video's 2D map is
+computed once and shared by every sentence asked about it."""
 import numpy as np
 import torch
 
 from ..data.features import l2_normalize_rows, resample
 from ..errors import TanError
 from ..modeling import build_model
-from ..utils.checkpoint import BEST, last_checkpoint, load_model_weights, model_state_from, read_checkpoint
+from ..utils.checkpoint import load_model_weights, model_state_from, read_checkpoint
 from .evaluation import top_moments
 from .precision import autocast
+from .wrappers import prepare_model
 
-
-def default_checkpoint(cfg):
-    """OUTPUT_DIR/model_best.pth, else the latest checkpoint there; an error when there is none."""
-    best = os.path.join(cfg.OUTPUT_DIR, BEST)
-    if os.path.isfile(best):
-        return best
-    last = last_checkpoint(cfg.OUTPUT_DIR)
-    if last:
-        return last
-    raise TanError(f"no checkpoint given (--ckpt) and none in OUTPUT_DIR {cfg.OUTPUT_DIR!r}; "
-                   f"train first or pass --ckpt PATH")
+# Sentences scored against one video per forward pass: bounds the memory of the
+# fused maps ([S, H, N, N]: 32 MB per sentence for the TACoS model in float32).
+SENTENCE_BATCH = 32
 
 
 def load_trained_model(cfg, checkpoint, device):
+    """The model of ``cfg`` with the weights of ``checkpoint``, on ``device``, in eval mode."""
     model = build_model(cfg)
     load_model_weights(model, model_state_from(read_checkpoint(checkpoint), checkpoint), checkpoint)
-    return model.to(device).eval()
+    return prepare_model(cfg, model.to(device)).eval()
 
 
-@torch.no_grad()
-def predict(model, cfg, feats, duration, encoded_sentences, device, topk=5):
-    """Top moments of each sentence over one video.
-
-    feats: [T, D_in] raw clip features; encoded_sentences: list of [L, E].
-    Returns (moments [S, topk, 2] seconds, scores [S, topk], filled [S, topk],
-    score maps [S, N, N]), all on the CPU.
-    """
+def prepare_features(cfg, feats):
+    """Raw clip features [T, D_in] (array or tensor) -> the model's input [NUM_PRE_CLIPS, D_in],
+    as the datasets prepare them (L2-normalised rows, resampled)."""
+    feats = feats.detach().cpu().numpy() if torch.is_tensor(feats) else np.asarray(feats)
     expected = cfg.MODEL.TAN.FEATPOOL.INPUT_SIZE
     if feats.ndim != 2 or feats.shape[1] != expected or feats.shape[0] == 0:
         raise TanError(f"features of shape {tuple(feats.shape)}; expected [T, {expected}] "
                        f"(MODEL.TAN.FEATPOOL.INPUT_SIZE) with T >= 1")
+    feats = feats.astype(np.float32, copy=False)
     if not np.isfinite(feats).all():
         raise TanError("the video's features hold NaN or infinite values")
-    if not duration or duration <= 0:
+    return torch.from_numpy(resample(l2_normalize_rows(feats), cfg.INPUT.NUM_PRE_CLIPS))
+
+
+def check_duration(duration):
+    """A video duration in seconds: a positive finite number."""
+    try:
+        value = float(duration)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not (np.isfinite(value) and value > 0):
         raise TanError(f"the video's duration must be a positive number of seconds, got {duration!r}")
-    prepared = torch.from_numpy(resample(l2_normalize_rows(feats), cfg.INPUT.NUM_PRE_CLIPS))
-    count = len(encoded_sentences)
-    lengths = torch.tensor([len(q) for q in encoded_sentences])
-    queries = torch.zeros(count, int(lengths.max()), cfg.INPUT.PRE_QUERY_SIZE)
-    for row, q in enumerate(encoded_sentences):
-        queries[row, :len(q)] = torch.from_numpy(q)
+    return value
+
+
+@torch.no_grad()
+def encode_video(model, cfg, feats, device):
+    """The video's 2D map of candidate moments [1, H, N, N] on ``device``: computed once, asked many times."""
     with autocast(cfg.SOLVER.AMP, device):
-        logits = model(prepared[None].expand(count, -1, -1).to(device), queries.to(device), lengths)
-    scores = model.scores(logits)
-    durations = torch.full((count,), float(duration), device=device)
-    moments, kept_scores, filled = top_moments(scores, durations, cfg.TEST.NMS_THRESH, topk, model.mask2d)
-    return moments.cpu(), kept_scores.cpu(), filled.cpu(), scores.cpu()
+        return model.encode_video(prepare_features(cfg, feats)[None].to(device))
+
+
+def pad_sentences(encoded_sentences, dim):
+    """Word-vector sequences [L_i, E] -> (queries [S, L_max, E], lengths [S])."""
+    lengths = torch.tensor([len(q) for q in encoded_sentences])
+    queries = torch.zeros(len(encoded_sentences), int(lengths.max()), dim)
+    for row, q in enumerate(encoded_sentences):
+        queries[row, :len(q)] = torch.as_tensor(q)
+    return queries, lengths
+
+
+@torch.no_grad()
+def ground_sentences(model, cfg, map2d, duration, encoded_sentences, device, topk=5, batch_size=SENTENCE_BATCH):
+    """Top moments of each sentence over one encoded video (``map2d`` from :func:`encode_video`).
+
+    encoded_sentences: list of [L, E] word vectors. Returns (moments [S, topk, 2]
+    seconds, scores [S, topk], filled [S, topk], score maps [S, N, N]), all on the CPU."""
+    if topk < 1:
+        raise TanError(f"topk must be at least 1, got {topk}")
+    if not encoded_sentences:
+        raise TanError("no sentence to ground")
+    duration = check_duration(duration)
+    parts = []
+    for start in range(0, len(encoded_sentences), batch_size):
+        queries, lengths = pad_sentences(encoded_sentences[start:start + batch_size], cfg.INPUT.PRE_QUERY_SIZE)
+        with autocast(cfg.SOLVER.AMP, device):
+            logits = model.ground(map2d, queries.to(device), lengths)
+        scores = model.scores(logits)
+        durations = torch.full((len(queries),), duration, device=device)
+        kept = top_moments(scores, durations, cfg.TEST.NMS_THRESH, topk, model.mask2d)
+        parts.append([t.cpu() for t in (*kept, scores)])
+    return tuple(torch.cat(column) for column in zip(*parts))
+
+
+def predict(model, cfg, feats, duration, encoded_sentences, device, topk=5):
+    """:func:`ground_sentences` over the video of raw features ``feats`` [T, D_in]."""
+    duration = check_duration(duration)
+    return ground_sentences(model, cfg, encode_video(model, cfg, feats, device), duration, encoded_sentences,
+                            device, topk)
 
 
 @torch.no_grad()

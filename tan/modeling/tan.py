@@ -27,10 +27,18 @@ class TAN(nn.Module):
 
     def forward(self, feats, queries, wordlens):
         """feats [B, P, D_in], queries [B, L, E], wordlens [B] -> logits [B, N, N]."""
-        clips = self.featpool(feats)  # [B, H, N]
-        map2d = self.feat2d(clips)  # [B, H, N, N]
+        return self.ground(self.encode_video(feats), queries, wordlens)
+
+    def encode_video(self, feats):
+        """feats [B, P, D_in] -> the 2D map of candidate moments [B, H, N, N]: the
+        sentence-independent half, computed once per video when many sentences ask about it."""
+        return self.feat2d(self.featpool(feats))
+
+    def ground(self, map2d, queries, wordlens):
+        """map2d [B or 1, H, N, N], queries [B, L, E], wordlens [B] -> logits [B, N, N].
+        One video's map (batch 1) is shared by all B sentences through broadcasting."""
         fused = self.integrator(queries, wordlens, map2d)  # [B, H, N, N]
-        return self.predictor(fused)  # [B, N, N]
+        return self.predictor(fused)
 
     def scores(self, logits):
         """Inference scores: sigmoid, zero outside the valid cells."""

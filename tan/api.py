@@ -1,0 +1,97 @@
+"""The Python API: a trained model that finds the moments sentences describe.
+
+    import tan
+    model = tan.load_model("outputs/synthetic/model_final.pth", device="cpu")
+    video = model.encode_video(features, duration=61.5)     # features: [T, D_in] array
+    for moments in model.ground(video, ["the cook holds the pan.", "she opens the door."], topk=5):
+        print([(m.start, m.end, m.score) for m in moments])
+
+A video is encoded once (its 2D map of candidate moments); any number of
+sentences are then scored against it in batches. Moments are in seconds,
+best first, after the same NMS as the evaluation (TEST.NMS_THRESH).
+"""
+from dataclasses import dataclass
+
+import torch
+
+from .config.stored import checkpoint_config
+from .data import SentenceEncoder
+from .engine.prediction import (SENTENCE_BATCH, check_duration, encode_video, ground_sentences,
+                                load_trained_model)
+from .errors import TanError
+
+__all__ = ["Moment", "EncodedVideo", "Grounder", "load_model"]
+
+
+@dataclass(frozen=True)
+class Moment:
+    """A moment of a video: start and end in seconds, and the model's score in [0, 1]."""
+    start: float
+    end: float
+    score: float
+
+
+@dataclass(frozen=True)
+class EncodedVideo:
+    """A video as the model sees it: its 2D map (on the model's device) and its duration."""
+    map2d: torch.Tensor
+    duration: float
+
+
+class Grounder:
+    """A trained model with what it needs to answer: its config, device and word vectors.
+
+    Build one with :func:`load_model`."""
+
+    def __init__(self, model, cfg, device, checkpoint=""):
+        self.model = model
+        self.cfg = cfg
+        self.device = device
+        self.checkpoint = checkpoint
+        self._encoder = None
+
+    def encode_video(self, features, duration):
+        """``features``: the video's clip features [T, D_in] (numpy array or tensor, any T);
+        ``duration``: its length in seconds."""
+        return EncodedVideo(encode_video(self.model, self.cfg, features, self.device), check_duration(duration))
+
+    def encode_sentences(self, sentences):
+        """Sentences -> word-vector sequences [L, E] (GloVe, from the word-vector index;
+        docs/data.md). Unknown words are zero vectors, with a warning."""
+        if self._encoder is None:
+            self._encoder = SentenceEncoder.from_config(self.cfg)
+        return self._encoder(list(sentences))
+
+    def ground(self, video, sentences, topk=5, batch_size=SENTENCE_BATCH):
+        """Top ``topk`` moments of each sentence in ``video`` (an :class:`EncodedVideo`):
+        a list (one per sentence) of lists of :class:`Moment`, best first; fewer than
+        ``topk`` when fewer candidates score above zero."""
+        if isinstance(sentences, str):
+            raise TanError("ground() takes a list of sentences; wrap a single one in a list")
+        if not isinstance(video, EncodedVideo):
+            raise TanError("ground() takes the result of encode_video(features, duration) as its video")
+        moments, scores, filled, _ = ground_sentences(self.model, self.cfg, video.map2d, video.duration,
+                                                      self.encode_sentences(sentences), self.device, topk,
+                                                      batch_size)
+        return [[Moment(float(m[0]), float(m[1]), float(s)) for m, s, f in zip(ms, ss, fs) if f]
+                for ms, ss, fs in zip(moments, scores, filled)]
+
+    def score_maps(self, video, sentences, batch_size=SENTENCE_BATCH):
+        """The full score maps [S, N, N] (CPU, 0 outside valid cells): cell (i, j) is the
+        moment from clip i to the end of clip j, of duration / N seconds each."""
+        *_, maps = ground_sentences(self.model, self.cfg, video.map2d, video.duration,
+                                    self.encode_sentences(sentences), self.device, 1, batch_size)
+        return maps
+
+
+def load_model(checkpoint, device="cpu", config_file=None, overrides=()):
+    """A :class:`Grounder` from a checkpoint.
+
+    ``config_file``: only for checkpoints that carry no config (the reference's);
+    ``overrides``: KEY VALUE pairs, e.g. ``["TEST.NMS_THRESH", "0.5"]``. ``device``:
+    "cpu", "cuda", "cuda:1" or a torch.device."""
+    cfg = checkpoint_config(checkpoint, config_file, list(overrides))
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise TanError(f"device {str(device)!r}: CUDA is not available on this machine")
+    return Grounder(load_trained_model(cfg, checkpoint, device), cfg, device, checkpoint)
