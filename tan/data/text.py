@@ -29,16 +29,17 @@ def check_word_vector_file(path):
         )
 
 
-def glove_entries(path, dim):
+def glove_entries(path, dim, desc=None):
     """(line number, token, its ``dim`` number fields as strings) of each
     non-blank line of a GloVe text file, in file order (duplicates included).
 
     The token is everything before the last ``dim`` fields, so the few 840B
     tokens that contain spaces parse too. A non-blank line with ``dim`` or
-    fewer fields raises a TanError naming file and line."""
+    fewer fields raises a TanError naming file and line. ``desc``: the
+    progress bar's label (default "reading FILE")."""
     check_word_vector_file(path)
     with open(path, encoding="utf-8", errors="replace") as f:
-        lines = progress(f, desc=f"reading {os.path.basename(path)}", unit=" lines")
+        lines = progress(f, desc=desc or f"reading {os.path.basename(path)}", unit=" lines")
         for line_no, line in enumerate(lines, 1):
             fields = line.rstrip("\n").rstrip(" ").split(" ")
             if len(fields) <= dim:
