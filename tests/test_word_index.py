@@ -1,4 +1,5 @@
-"""The index of a whole GloVe text file (tan/data/word_index.py)."""
+"""The index of a whole GloVe text file (tan/data/word_index.py) and the
+sentence encoder of prediction, which reads only that index."""
 import logging
 import os
 import subprocess
@@ -8,12 +9,15 @@ import textwrap
 import numpy as np
 import pytest
 
+from tan.config import load_config
+from tan.data import RunData, SentenceEncoder
+from tan.data import annotations as annotations_module
 from tan.data import word_index
-from tan.data.text import read_word_vectors
+from tan.data.text import read_word_vectors, tokenize
 from tan.data.word_index import WordVectorIndex, index_folder
 from tan.errors import TanError
 
-from conftest import REPO
+from conftest import REPO, SYNTHETIC_CONFIG
 
 # A token with a space, a duplicated token (the first entry wins), a blank
 # line, non-ASCII tokens, an empty token and tokens that share prefixes.
@@ -217,3 +221,46 @@ def test_two_processes_building_at_once_both_get_the_same_complete_index(tmp_pat
     assert os.listdir(cache) == [os.path.basename(index_folder(str(path), 8, cache))]
     index = WordVectorIndex.open(str(path), 8, cache)
     assert bits(index.lookup(["w7", "w19999"])) == bits(read_word_vectors(str(path), {"w7", "w19999"}, 8))
+
+
+def synthetic_cfg(root, cache, *opts):
+    return load_config(SYNTHETIC_CONFIG, ["DATASETS.ROOT", root, "DATASETS.CACHE_DIR", cache, *opts])
+
+
+def test_sentence_encoder_gives_the_dataset_vocabulary_s_rows_without_reading_annotations(
+        synthetic_root, tmp_path, monkeypatch, caplog):
+    cfg = synthetic_cfg(synthetic_root, str(tmp_path / "cache"))
+    vocabulary = RunData(cfg).vocabulary()
+    monkeypatch.setattr(annotations_module, "load_annotations",
+                        lambda *a, **k: pytest.fail("an annotation file was read"))
+    caplog.set_level(logging.INFO, logger="tan")
+    encoder = SentenceEncoder.from_config(cfg)
+    sentences = ["Then the cook carefully opens the door again.", "a woman washes a cup", "someone zzyzx the knife"]
+    for sentence, encoded in zip(sentences, encoder(sentences)):
+        rows = vocabulary.matrix[vocabulary.encode(tokenize(sentence))]
+        assert encoded.dtype == np.float32 and encoded.view(np.uint32).tolist() == rows.view(np.uint32).tolist()
+    unknown = [r.getMessage() for r in caplog.records if "no word vector for" in r.getMessage()]
+    assert len(unknown) == 2 and "cook, carefully" in unknown[0] and "zzyzx" in unknown[1]
+    with pytest.raises(TanError, match="has no word with a word vector"):
+        encoder(["cook carefully"])
+
+
+def test_sentence_encoder_needs_no_annotation_file(tmp_path, monkeypatch):
+    (tmp_path / "glove.txt").write_text("cut 1 2 3\nonion 4 5 6\n")
+    monkeypatch.setattr(annotations_module, "load_annotations",
+                        lambda *a, **k: pytest.fail("an annotation file was read"))
+    # Configured datasets whose files do not exist
+    cfg = load_config(SYNTHETIC_CONFIG, ["DATASETS.ROOT", str(tmp_path), "DATASETS.TRAIN", "('tacos_train',)",
+                                         "DATASETS.VAL", "()", "DATASETS.TEST", "('tacos_test',)",
+                                         "INPUT.WORD_VECTORS", "glove.txt", "INPUT.PRE_QUERY_SIZE", "3"])
+    [encoded] = SentenceEncoder.from_config(cfg)(["Cut the onion"])
+    np.testing.assert_array_equal(encoded, [[1, 2, 3], [0, 0, 0], [4, 5, 6]])
+    assert os.listdir(tmp_path / "cache") == [os.path.basename(index_folder(str(tmp_path / "glove.txt"), 3,
+                                                                            str(tmp_path / "cache")))]
+
+
+def test_sentence_encoder_on_a_fresh_root_generates_the_synthetic_word_vectors(tmp_path, synthetic_root):
+    cfg = synthetic_cfg(str(tmp_path / "root"), str(tmp_path / "cache"))
+    [encoded] = SentenceEncoder.from_config(cfg)(["the person opens the door"])
+    reference = read_word_vectors(os.path.join(synthetic_root, "synthetic", "word_vectors.txt"), {"opens"}, 300)
+    assert encoded.shape == (5, 300) and encoded[2].tobytes() == reference["opens"].tobytes()

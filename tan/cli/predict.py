@@ -63,7 +63,7 @@ def main(argv=None):
     if duration is None:
         raise TanError(f"no duration for video {args.video or args.features!r} in the configured annotations; "
                        f"pass --duration SECONDS")
-    encoded = SentenceEncoder(data)(args.query)
+    encoded = SentenceEncoder.from_config(cfg)(args.query)
     model = load_trained_model(cfg, checkpoint, device)
     moments, scores, filled, _ = predict(model, cfg, feats, duration, encoded, device, args.topk)
     report = {"video": args.video or args.features, "duration": duration, "checkpoint": checkpoint, "queries": [
