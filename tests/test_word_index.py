@@ -13,7 +13,7 @@ from tan.config import load_config
 from tan.data import RunData, SentenceEncoder
 from tan.data import annotations as annotations_module
 from tan.data import word_index
-from tan.data.text import read_word_vectors, tokenize
+from tan.data.text import cached_word_vectors, read_word_vectors, tokenize
 from tan.data.word_index import WordVectorIndex, index_folder
 from tan.errors import TanError
 
@@ -223,6 +223,18 @@ def test_two_processes_building_at_once_both_get_the_same_complete_index(tmp_pat
     assert bits(index.lookup(["w7", "w19999"])) == bits(read_word_vectors(str(path), {"w7", "w19999"}, 8))
 
 
+def test_a_run_s_vocabulary_comes_from_an_existing_index_with_the_same_rows(glove, monkeypatch):
+    path, cache = glove
+    vocab = set(WORDS) | {"missing"}
+    scanned = bits(cached_word_vectors(path, vocab, 3, cache))  # no index yet: the text file is read
+    assert not any(name.endswith(".index") for name in os.listdir(cache))
+    for name in os.listdir(cache):
+        os.unlink(os.path.join(cache, name))
+    WordVectorIndex.open(path, 3, cache)
+    monkeypatch.setattr("tan.data.text.read_word_vectors", lambda *a: pytest.fail("the text file was scanned"))
+    assert bits(cached_word_vectors(path, vocab, 3, cache)) == scanned
+
+
 def synthetic_cfg(root, cache, *opts):
     return load_config(SYNTHETIC_CONFIG, ["DATASETS.ROOT", root, "DATASETS.CACHE_DIR", cache, *opts])
 
@@ -264,3 +276,12 @@ def test_sentence_encoder_on_a_fresh_root_generates_the_synthetic_word_vectors(t
     [encoded] = SentenceEncoder.from_config(cfg)(["the person opens the door"])
     reference = read_word_vectors(os.path.join(synthetic_root, "synthetic", "word_vectors.txt"), {"opens"}, 300)
     assert encoded.shape == (5, 300) and encoded[2].tobytes() == reference["opens"].tobytes()
+
+
+def test_training_vocabulary_is_the_same_with_and_without_an_index(synthetic_root, tmp_path, monkeypatch):
+    scanned = RunData(synthetic_cfg(synthetic_root, str(tmp_path / "plain"))).vocabulary()
+    cfg = synthetic_cfg(synthetic_root, str(tmp_path / "indexed"))
+    SentenceEncoder.from_config(cfg)  # builds the index
+    monkeypatch.setattr("tan.data.text.read_word_vectors", lambda *a: pytest.fail("the text file was scanned"))
+    indexed = RunData(cfg).vocabulary()
+    assert indexed.words == scanned.words and indexed.matrix.tobytes() == scanned.matrix.tobytes()

@@ -81,9 +81,24 @@ def _cache_path(path, vocab, dim, cache_dir):
     return os.path.join(cache_dir, f"{stem}.{digest.hexdigest()[:16]}.npz")
 
 
+def _from_index(path, vocab, dim, cache_dir):
+    """The vectors of ``vocab`` from a complete index of the whole file in
+    ``cache_dir`` (tan/data/word_index.py), if there is one; None otherwise
+    (no index is built here: a run needs only its vocabulary)."""
+    from .word_index import WordVectorIndex  # it builds on this module
+
+    index = WordVectorIndex.existing(path, dim, cache_dir)
+    if index is None:
+        return None
+    get_logger("data").info("word vectors: looked up in the index %s instead of reading %s", index.folder, path)
+    return index.lookup(sorted(vocab))
+
+
 def cached_word_vectors(path, vocab, dim, cache_dir):
     """:func:`read_word_vectors`, with the result kept in ``cache_dir`` so that
-    the next start reads a small file instead of a multi-gigabyte text file."""
+    the next start reads a small file instead of a multi-gigabyte text file.
+    Where an index of the whole file is already in ``cache_dir``, the vectors
+    are taken from it instead of the text file (the same rows)."""
     if not os.path.isfile(path):
         return read_word_vectors(path, vocab, dim)  # raises the explanatory error
     cache = _cache_path(path, vocab, dim, cache_dir)
@@ -96,7 +111,9 @@ def cached_word_vectors(path, vocab, dim, cache_dir):
             return vectors
         except (OSError, ValueError, KeyError) as e:
             logger.warning("word-vector cache %s is unreadable (%s); reading %s again", cache, e, path)
-    vectors = read_word_vectors(path, vocab, dim)
+    vectors = _from_index(path, vocab, dim, cache_dir)
+    if vectors is None:
+        vectors = read_word_vectors(path, vocab, dim)
     words = sorted(vectors)
     buffer = io.BytesIO()
     np.savez(buffer, words=np.asarray(words, dtype=str),
