@@ -60,6 +60,9 @@ def test_lookups_equal_read_word_vectors(glove):
     assert "at name@domain.com" in index and "missing" not in index and "zebra" not in index
     assert all(type(v) is np.ndarray and v.dtype == np.float32 and v.base is None for v in got.values())
     assert index.lookup([]) == {} and index.lookup(["nope"]) == {}
+    umask = os.umask(0)
+    os.umask(umask)
+    assert os.stat(index.folder).st_mode & 0o777 == 0o777 & ~umask  # not mkdtemp's 0700
 
 
 def test_many_random_words_equal_read_word_vectors(tmp_path):

@@ -125,9 +125,10 @@ class WordVectorIndex:
         found = {w: int(self._rows[p]) for w, p in positions.items() if p >= 0}
         if not found:
             return {}
-        rows = np.unique(np.fromiter(found.values(), dtype=np.int64, count=len(found)))
+        rows = sorted(set(found.values()))  # one read of each row, in file order
         block = np.array(self.vectors[rows], dtype=np.float32)
-        return {w: block[np.searchsorted(rows, row)].copy() for w, row in found.items()}
+        where = {row: i for i, row in enumerate(rows)}
+        return {w: block[where[row]].copy() for w, row in found.items()}
 
     def _position(self, word):
         """The rank of ``word`` among the sorted tokens, or -1."""
@@ -217,6 +218,7 @@ class WordVectorIndex:
             os.makedirs(cache_dir, exist_ok=True)
             _remove_abandoned_builds(cache_dir, name)
             tmp = tempfile.mkdtemp(prefix=f".{name}.{os.getpid()}.", suffix=".tmp", dir=cache_dir)
+            os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; give the usual permissions
         except OSError as e:
             logger.warning("cannot write the word-vector index in %s (%s); indexing %s in memory, for this "
                            "process only", cache_dir, e.strerror or e, path)
@@ -403,6 +405,12 @@ def _remove_abandoned_builds(cache_dir, name):
         pid = temporary_writer(entry)
         if pid and pid != os.getpid() and not _alive(pid):
             shutil.rmtree(os.path.join(cache_dir, entry), ignore_errors=True)
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _alive(pid):
