@@ -17,7 +17,7 @@ from tan.data.text import cached_word_vectors, read_word_vectors, tokenize
 from tan.data.word_index import WordVectorIndex, index_folder
 from tan.errors import TanError
 
-from conftest import REPO, SYNTHETIC_CONFIG
+from conftest import REPO, SYNTHETIC_CONFIG, file_size_limit
 
 # A token with a space, a duplicated token (the first entry wins), a blank
 # line, non-ASCII tokens, an empty token and tokens that share prefixes.
@@ -177,6 +177,18 @@ def test_an_unwritable_cache_folder_gives_an_index_in_memory(glove, tmp_path, ca
     assert bits(index.lookup(WORDS)) == bits(read_word_vectors(path, set(WORDS), 3))
     assert any("indexing" in r.getMessage() and "in memory" in r.getMessage()
                for r in caplog.records if r.levelno == logging.WARNING)
+
+
+def test_a_failed_write_leaves_nothing_and_gives_an_index_in_memory(glove, caplog):
+    path, cache = glove
+    os.makedirs(cache)
+    caplog.set_level(logging.INFO, logger="tan")
+    with file_size_limit(100):  # vectors.npy cannot be written
+        index = WordVectorIndex.open(path, 3, cache)
+    assert index.folder is None and os.listdir(cache) == []
+    assert bits(index.lookup(WORDS)) == bits(read_word_vectors(path, set(WORDS), 3))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and f"cannot write the word-vector index in {cache} (File too large)" in warnings[0]
 
 
 def test_an_empty_file_gives_an_empty_index(tmp_path):

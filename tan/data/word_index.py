@@ -232,7 +232,7 @@ class WordVectorIndex:
         except OSError as e:
             shutil.rmtree(tmp, ignore_errors=True)
             logger.warning("cannot write the word-vector index in %s (%s); indexing %s in memory, for this "
-                           "process only", tmp, e.strerror or e, path)
+                           "process only", cache_dir, e.strerror or e, path)
             return cls._build_in_memory(path, dim)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
