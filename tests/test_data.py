@@ -237,7 +237,7 @@ def test_a_run_parses_each_annotation_file_once_and_builds_each_dataset_once(syn
     assert data.train_loader(distributed=False) is train and data.test_loaders(distributed=False) == [test]
     assert data.dataset("synthetic_test") is test.dataset and data.dataset("synthetic_train") is train.dataset
     assert VideoSource(data).duration(test.dataset.videos[0]) > 0
-    SentenceEncoder(data)(["the person opens the door"])
+    SentenceEncoder.from_config(cfg)(["the person opens the door"])
     assert sorted(calls.values()) == [1, 1, 1] and len(calls) == 3
     queries, dropped = data.queries("synthetic_val")
     assert len(queries) == len(val.dataset) and not dropped
@@ -304,10 +304,10 @@ def test_prediction_inputs_without_configured_datasets(tmp_path):
         source.features("v")
     with pytest.raises(TanError, match="give --video ID"):
         source.features("")
-    [encoded] = SentenceEncoder(data)(["Cut the onion"])
+    [encoded] = SentenceEncoder.from_config(cfg)(["Cut the onion"])
     np.testing.assert_array_equal(encoded, [[1, 2, 3], [0, 0, 0], [4, 5, 6]])
     with pytest.raises(TanError, match="has no word with a word vector"):
-        SentenceEncoder(data)(["zzz"])
+        SentenceEncoder.from_config(cfg)(["zzz"])
 
 
 def test_video_features_and_duration_from_the_configured_datasets(synthetic_root):

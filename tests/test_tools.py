@@ -172,8 +172,8 @@ def test_predict_gives_the_models_own_top_moments(run):
     model = load_trained_model(cfg, str(out / "model_final.pth"), torch.device("cpu"))
     data = RunData(cfg)
     feats = VideoSource(data).features(video)
-    _, scores, _, maps = predict(model, cfg, feats, mine[0]["duration"], SentenceEncoder(data)([mine[0]["sentence"]]),
-                                 torch.device("cpu"))
+    encoded = SentenceEncoder.from_config(cfg)([mine[0]["sentence"]])
+    _, scores, _, maps = predict(model, cfg, feats, mine[0]["duration"], encoded, torch.device("cpu"))
     n = cfg.MODEL.TAN.NUM_CLIPS
     cell = int(maps[0].flatten().argmax())
     unit = mine[0]["duration"] / n

@@ -1,6 +1,7 @@
 from .build import ALL_SPLITS, RunData, build_datasets, check_batch_sizes, make_data_loader, word_vector_cache_dir
 from .catalog import DatasetCatalog
 from .prediction_inputs import SentenceEncoder, VideoSource
+from .word_index import WordVectorIndex
 
 __all__ = ["ALL_SPLITS", "RunData", "check_batch_sizes", "make_data_loader", "build_datasets", "word_vector_cache_dir",
-           "DatasetCatalog", "VideoSource", "SentenceEncoder"]
+           "DatasetCatalog", "VideoSource", "SentenceEncoder", "WordVectorIndex"]

@@ -1,14 +1,17 @@
-"""What prediction feeds a model: one video's features and duration, and
-sentences as word-vector sequences, from a run's configured data (or files
-given directly)."""
+"""What prediction feeds a model: one video's features and duration, from a
+run's configured data (or files given directly), and sentences as
+word-vector sequences, from the index of the word-vector file."""
 import os
 
 import numpy as np
 
 from ..errors import TanError
 from ..utils.logger import get_logger
+from .build import RunData, word_vector_cache_dir
+from .catalog import resolve_path
 from .features import FeatureFile
-from .text import read_word_vectors, tokenize
+from .text import tokenize
+from .word_index import WordVectorIndex
 
 
 class VideoSource:
@@ -42,22 +45,29 @@ class VideoSource:
 
 
 class SentenceEncoder:
-    """Sentences -> word-vector sequences: the datasets' vocabulary (cached), plus
-    the word-vector file for any word outside it (one pass over that file)."""
+    """Sentences -> word-vector sequences, from the index of the whole
+    word-vector file (:class:`~tan.data.word_index.WordVectorIndex`, built
+    in ``cache_dir`` on first use): any word costs a lookup, and no dataset's
+    annotations are read. A word's vector is the row the datasets'
+    vocabulary gets from the same file."""
 
-    def __init__(self, run_data):
-        self.path = run_data.word_vectors_path
-        self.dim = run_data.cfg.INPUT.PRE_QUERY_SIZE
-        self.known = {}
-        if run_data.names:  # with no dataset configured, every word comes from the file
-            vocabulary = run_data.vocabulary()
-            self.known = {w: vocabulary.matrix[i] for w, i in vocabulary.index.items()}
+    def __init__(self, word_vectors_path, dim, cache_dir):
+        self.path = word_vectors_path
+        self.dim = dim
+        self.index = WordVectorIndex.open(word_vectors_path, dim, cache_dir)
+        self.known = {}  # words looked up so far (found ones only)
+
+    @classmethod
+    def from_config(cls, cfg):
+        """INPUT.WORD_VECTORS (relative to DATASETS.ROOT), INPUT.PRE_QUERY_SIZE and the word-vector cache folder."""
+        path = resolve_path(cfg.DATASETS.ROOT, cfg.INPUT.WORD_VECTORS)
+        if not os.path.isfile(path):
+            RunData(cfg).prepare()  # a generated dataset (the synthetic one) writes its word-vector file
+        return cls(path, cfg.INPUT.PRE_QUERY_SIZE, word_vector_cache_dir(cfg))
 
     def __call__(self, sentences):
         tokens = [tokenize(s) for s in sentences]
-        missing = {t for ts in tokens for t in ts} - set(self.known)
-        if missing:
-            self.known.update(read_word_vectors(self.path, missing, self.dim))
+        self.known.update(self.index.lookup({t for ts in tokens for t in ts} - set(self.known)))
         encoded = []
         for sentence, ts in zip(sentences, tokens):
             unknown = [t for t in ts if t not in self.known]

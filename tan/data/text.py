@@ -20,21 +20,26 @@ def tokenize(sentence):
     return _TOKEN.findall(sentence.lower())
 
 
-def read_word_vectors(path, vocab, dim):
-    """Vectors of the words in ``vocab`` from a GloVe text file: {word: float32[dim]}.
-
-    Each line is a token followed by ``dim`` numbers. The token is everything
-    before the last ``dim`` fields, so the few 840B tokens that contain spaces
-    parse too. Only words in ``vocab`` are converted.
-    """
+def check_word_vector_file(path):
+    """TanError unless ``path`` is a file."""
     if not os.path.isfile(path):
         raise TanError(
             f"word-vector file {path!r} not found (INPUT.WORD_VECTORS, relative to DATASETS.ROOT). "
             f"Put a GloVe text file there, e.g. glove.840B.300d.txt, or set INPUT.WORD_VECTORS to its path."
         )
-    vectors = {}
+
+
+def glove_entries(path, dim, desc=None):
+    """(line number, token, its ``dim`` number fields as strings) of each
+    non-blank line of a GloVe text file, in file order (duplicates included).
+
+    The token is everything before the last ``dim`` fields, so the few 840B
+    tokens that contain spaces parse too. A non-blank line with ``dim`` or
+    fewer fields raises a TanError naming file and line. ``desc``: the
+    progress bar's label (default "reading FILE")."""
+    check_word_vector_file(path)
     with open(path, encoding="utf-8", errors="replace") as f:
-        lines = progress(f, desc=f"reading {os.path.basename(path)}", unit=" lines")
+        lines = progress(f, desc=desc or f"reading {os.path.basename(path)}", unit=" lines")
         for line_no, line in enumerate(lines, 1):
             fields = line.rstrip("\n").rstrip(" ").split(" ")
             if len(fields) <= dim:
@@ -42,12 +47,28 @@ def read_word_vectors(path, vocab, dim):
                     raise TanError(f"{path}:{line_no}: expected a word and {dim} numbers "
                                    f"(INPUT.PRE_QUERY_SIZE), got {len(fields)} fields")
                 continue
-            word = " ".join(fields[:-dim])
-            if word in vocab and word not in vectors:
-                try:
-                    vectors[word] = np.asarray(fields[-dim:], dtype=np.float32)
-                except ValueError:
-                    raise TanError(f"{path}:{line_no}: the last {dim} fields of the line are not numbers") from None
+            yield line_no, " ".join(fields[:-dim]), fields[-dim:]
+
+
+def parse_vector(path, line_no, numbers):
+    """float32 vector of one entry's number fields (the one conversion every reader uses,
+    so that the same line gives the same bits whichever way it is read)."""
+    try:
+        return np.asarray(numbers, dtype=np.float32)
+    except ValueError:
+        raise TanError(f"{path}:{line_no}: the last {len(numbers)} fields of the line are not numbers") from None
+
+
+def read_word_vectors(path, vocab, dim):
+    """Vectors of the words in ``vocab`` from a GloVe text file: {word: float32[dim]}.
+
+    Each line is a token followed by ``dim`` numbers (:func:`glove_entries`);
+    the first entry of a token wins. Only words in ``vocab`` are converted.
+    """
+    vectors = {}
+    for line_no, word, numbers in glove_entries(path, dim):
+        if word in vocab and word not in vectors:
+            vectors[word] = parse_vector(path, line_no, numbers)
     return vectors
 
 
@@ -60,9 +81,24 @@ def _cache_path(path, vocab, dim, cache_dir):
     return os.path.join(cache_dir, f"{stem}.{digest.hexdigest()[:16]}.npz")
 
 
+def _from_index(path, vocab, dim, cache_dir):
+    """The vectors of ``vocab`` from a complete index of the whole file in
+    ``cache_dir`` (tan/data/word_index.py), if there is one; None otherwise
+    (no index is built here: a run needs only its vocabulary)."""
+    from .word_index import WordVectorIndex  # it builds on this module
+
+    index = WordVectorIndex.existing(path, dim, cache_dir)
+    if index is None:
+        return None
+    get_logger("data").info("word vectors: looked up in the index %s instead of reading %s", index.folder, path)
+    return index.lookup(sorted(vocab))
+
+
 def cached_word_vectors(path, vocab, dim, cache_dir):
     """:func:`read_word_vectors`, with the result kept in ``cache_dir`` so that
-    the next start reads a small file instead of a multi-gigabyte text file."""
+    the next start reads a small file instead of a multi-gigabyte text file.
+    Where an index of the whole file is already in ``cache_dir``, the vectors
+    are taken from it instead of the text file (the same rows)."""
     if not os.path.isfile(path):
         return read_word_vectors(path, vocab, dim)  # raises the explanatory error
     cache = _cache_path(path, vocab, dim, cache_dir)
@@ -75,7 +111,9 @@ def cached_word_vectors(path, vocab, dim, cache_dir):
             return vectors
         except (OSError, ValueError, KeyError) as e:
             logger.warning("word-vector cache %s is unreadable (%s); reading %s again", cache, e, path)
-    vectors = read_word_vectors(path, vocab, dim)
+    vectors = _from_index(path, vocab, dim, cache_dir)
+    if vectors is None:
+        vectors = read_word_vectors(path, vocab, dim)
     words = sorted(vectors)
     buffer = io.BytesIO()
     np.savez(buffer, words=np.asarray(words, dtype=str),
