@@ -64,7 +64,8 @@ def result_names(paths):
         names = [checkpoint_name(p) for p in paths]
     else:
         common = os.path.commonpath(sorted(folders))
-        names = [checkpoint_name(os.path.relpath(os.path.abspath(p), common)).replace(os.sep, "_") for p in paths]
+        relative = [os.path.relpath(os.path.abspath(p), common) for p in paths]
+        names = [os.path.join(os.path.dirname(r), checkpoint_name(r)).replace(os.sep, "_") for r in relative]
     clashes = sorted({n for n in names if names.count(n) > 1})
     if clashes:
         raise TanError(f"--ckpt: several checkpoints would be filed as {', '.join(clashes)}; rename one")
