@@ -60,7 +60,8 @@ def predict(model, cfg, feats, duration, encoded_sentences, device, topk=5):
         logits = model(prepared[None].expand(count, -1, -1).to(device), queries.to(device), lengths)
     scores = model.scores(logits)
     durations = torch.full((count,), float(duration), device=device)
-    moments, kept_scores, filled = top_moments(scores, durations, cfg.TEST.NMS_THRESH, topk, model.mask2d)
+    moments, kept_scores, filled = top_moments(scores, durations, cfg.TEST.NMS_THRESH, topk, model.mask2d,
+                                               units=cfg.TEST.NMS_UNITS)
     return moments.cpu(), kept_scores.cpu(), filled.cpu(), scores.cpu()
 
 
@@ -74,5 +75,5 @@ def predict_dataset_queries(model, cfg, dataset, indices, device, topk=5):
                            torch.tensor([len(item["query"])]))
         scores = model.scores(logits)
         moments, kept, filled = top_moments(scores, torch.tensor([item["duration"]], device=device),
-                                            cfg.TEST.NMS_THRESH, topk, model.mask2d)
+                                            cfg.TEST.NMS_THRESH, topk, model.mask2d, units=cfg.TEST.NMS_UNITS)
         yield scores[0].cpu(), moments[0][filled[0]].cpu(), kept[0][filled[0]].cpu()

@@ -91,7 +91,7 @@ def run_test(cfg, model, device, distributed, data, checkpoint="", folder_name="
         name = loader.dataset.name
         folder = os.path.join(cfg.OUTPUT_DIR, folder_name, name) if comm.is_main_process() else None
         results[name] = inference(model, loader, name, cfg.TEST.NMS_THRESH, device, folder, checkpoint,
-                                  amp=cfg.SOLVER.AMP)
+                                  amp=cfg.SOLVER.AMP, nms_units=cfg.TEST.NMS_UNITS)
         comm.synchronize()
     return results
 
