@@ -4,6 +4,7 @@ import pytest
 import yaml
 
 from tan.config import get_cfg_defaults, load_config, save_config
+from tan.cli.run_folder import open_run_folder
 from tan.cli.setup import resolve_device
 from tan.errors import TanError
 
@@ -142,3 +143,28 @@ def test_saved_config_loads_back_to_the_same_config(tmp_path):
     again = load_config(path)
     assert again == cfg
     assert yaml.safe_load(open(path))["SOLVER"]["LR"] == 0.02
+
+
+def test_nms_units_must_be_one_of_its_choices():
+    assert load_config(None, ["TEST.NMS_UNITS", "clips"]).TEST.NMS_UNITS == "clips"
+    with pytest.raises(TanError, match=r"TEST.NMS_UNITS: expected 'seconds' or 'clips', got 'frames'"):
+        load_config(None, ["TEST.NMS_UNITS", "frames"])
+
+
+def test_a_folder_config_from_before_nms_units_resumes_without_a_refusal(tmp_path):
+    # config.yml as written before TEST.NMS_UNITS existed: the key is absent and reads as the default
+    cfg = load_config(SYNTHETIC_CONFIG, ["OUTPUT_DIR", str(tmp_path)])
+    save_config(cfg, str(tmp_path / "config.yml"))
+    saved = yaml.safe_load((tmp_path / "config.yml").read_text())
+    del saved["TEST"]["NMS_UNITS"]
+    (tmp_path / "config.yml").write_text(yaml.safe_dump(saved))
+    assert load_config(str(tmp_path / "config.yml")).TEST.NMS_UNITS == "seconds"
+    folder = open_run_folder(cfg)
+    try:
+        assert folder.changes == [] and not folder.fresh
+    finally:
+        folder.abandon()
+    # naming the other rule is a change of what is measured: guarded, as TEST.NMS_THRESH is
+    other = load_config(SYNTHETIC_CONFIG, ["OUTPUT_DIR", str(tmp_path), "TEST.NMS_UNITS", "clips"])
+    with pytest.raises(TanError, match=r"TEST.NMS_UNITS: 'seconds' -> 'clips'"):
+        open_run_folder(other)

@@ -96,12 +96,14 @@ def test_fast_evaluation_equals_the_per_query_greedy_loop_on_random_maps_with_ti
         durations = torch.rand(q, generator=gen) * 60 + 1
         gt = torch.rand(q, 2, generator=gen).sort(dim=1).values * durations[:, None]
         thresh = [0.3, 0.4, 0.45, 0.5][trial % 4]
-        moments, _, filled = top_moments(scores, durations, thresh, mask2d=mask)
+        moments, _, filled = top_moments(scores, durations, thresh, mask2d=mask, units="seconds")
         fast = evaluate_moments(moments, filled, gt)
-        direct = reference_evaluate(scores, durations, gt, thresh)
+        direct = reference_evaluate(scores, durations, gt, thresh)  # the reference's rule: IoU on seconds
         assert fast == pytest.approx(direct, abs=1e-9)
-        unmasked, _, filled_unmasked = top_moments(scores, durations, thresh)
-        assert torch.equal(unmasked, moments) and torch.equal(filled_unmasked, filled)
+        for units in ("seconds", "clips"):
+            masked, _, filled_masked = top_moments(scores, durations, thresh, mask2d=mask, units=units)
+            unmasked, _, filled_unmasked = top_moments(scores, durations, thresh, units=units)
+            assert torch.equal(unmasked, masked) and torch.equal(filled_unmasked, filled_masked)
 
 
 class ConvDtypes(torch.overrides.TorchFunctionMode):

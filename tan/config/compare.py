@@ -32,7 +32,9 @@ RUNTIME_KEYS = (
     "CUDNN_BENCHMARK",
 )
 # Not here, though they are switches too: SOLVER.AMP and TF32 change the
-# precision of the arithmetic, and with it the weights, beyond rounding.
+# precision of the arithmetic, and with it the weights, beyond rounding;
+# TEST.NMS_UNITS, like TEST.NMS_THRESH, changes which moments the NMS keeps,
+# and with them the R@5 figures (docs/metric.md §2).
 
 
 class Change(NamedTuple):

@@ -12,7 +12,7 @@ from yacs.config import CfgNode
 
 from ..errors import TanError
 from ..utils.io import atomic_write_text
-from .choices import AMP_MODES, metric_names
+from .choices import AMP_MODES, NMS_UNITS, metric_names
 from .defaults import _C
 
 
@@ -169,6 +169,8 @@ def _check_values(cfg):
     _need(0.0 <= loss.MIN_IOU < loss.MAX_IOU <= 1.0, "MODEL.TAN.LOSS.MIN_IOU",
           f"need 0 <= MIN_IOU < MAX_IOU <= 1; got MIN_IOU {loss.MIN_IOU}, MAX_IOU {loss.MAX_IOU}")
     _need(0.0 <= cfg.TEST.NMS_THRESH <= 1.0, "TEST.NMS_THRESH", f"expected a value in [0, 1], got {cfg.TEST.NMS_THRESH}")
+    _need(cfg.TEST.NMS_UNITS in NMS_UNITS, "TEST.NMS_UNITS",
+          f"expected {' or '.join(repr(u) for u in NMS_UNITS)}, got {cfg.TEST.NMS_UNITS!r}")
     _need(cfg.SOLVER.LR > 0, "SOLVER.LR", f"expected a positive learning rate, got {cfg.SOLVER.LR}")
     milestones = list(cfg.SOLVER.MILESTONES)
     _need(all(_is_int(m) and m > 0 for m in milestones) and milestones == sorted(milestones), "SOLVER.MILESTONES",

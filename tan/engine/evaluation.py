@@ -1,18 +1,21 @@
 """Score maps -> top moments (greedy NMS) -> recall and mIoU (docs/metric.md §2, §3)."""
 import torch
 
-from ..config.choices import IOU_THRESHOLDS, RECALL_AT, metric_names
-from ..structures.moments import cell_spans, temporal_iou
+from ..config.choices import IOU_THRESHOLDS, NMS_UNITS, RECALL_AT, metric_names
+from ..structures.moments import cell_seconds, cell_spans, temporal_iou
 
 __all__ = ["top_moments", "evaluate_moments", "format_table", "metric_names", "RECALL_AT", "IOU_THRESHOLDS"]
 
 
-def top_moments(scores, durations, nms_thresh, topk=5, mask2d=None):
+def top_moments(scores, durations, nms_thresh, topk=5, mask2d=None, units="seconds"):
     """Greedy NMS over each query's candidates, stopped once ``topk`` are kept.
 
     scores: [B, N, N] (0 outside valid cells), durations: [B]. ``mask2d``
     ([N, N] bool), when given, limits the search to those cells: the same
     result, since the others score 0, for a sixth of the work at N = 128.
+    ``units`` (TEST.NMS_UNITS) is what the IoU of two candidates is measured
+    on: "seconds", the candidates' float32 seconds as the reference computes
+    them, or "clips", their exact integer clip bounds (docs/metric.md §2).
     Returns moments [B, topk, 2] (seconds), their scores [B, topk] and a
     [B, topk] bool of which slots are filled (fewer candidates than topk).
 
@@ -22,6 +25,8 @@ def top_moments(scores, durations, nms_thresh, topk=5, mask2d=None):
     keeps the best candidate still alive and drops those it suppresses, which
     is the same sequence of decisions, done for the whole batch at once.
     """
+    if units not in NMS_UNITS:
+        raise ValueError(f"units must be one of {NMS_UNITS}, got {units!r}")
     b, n, _ = scores.shape
     device = scores.device
     if mask2d is None:
@@ -29,10 +34,12 @@ def top_moments(scores, durations, nms_thresh, topk=5, mask2d=None):
     else:
         cells = mask2d.to(device).flatten().nonzero().flatten()  # ascending: row-major order kept
     flat_scores = scores.reshape(b, n * n)[:, cells].float()
-    # IoU is scale-free: NMS compares cells in clip units, where the ends are
-    # small integers, so ties at the threshold (IoU exactly 0.5, say) are
-    # decided exactly instead of by rounding of seconds.
-    units = cell_spans(cells // n, cells % n)  # [C, 2]
+    spans = cell_spans(cells // n, cells % n)  # [C, 2] clip units, small integers: exact in float32
+    seconds = cell_seconds(spans, durations.to(device), n)  # [B, C, 2], what is reported
+    # "seconds": the reference's decisions, rounding included (a pair exactly at
+    # the threshold in clip units may land one rounding step above it and be
+    # suppressed); "clips": exact, such a pair compares equal and is kept.
+    measured = seconds if units == "seconds" else spans.expand(b, -1, -1)
     alive = flat_scores > 0
     rows = torch.arange(b, device=device)
     kept_cells = torch.zeros(b, topk, dtype=torch.long, device=device)
@@ -45,11 +52,11 @@ def top_moments(scores, durations, nms_thresh, topk=5, mask2d=None):
         kept_cells[:, k] = best
         kept_scores[:, k] = torch.where(has, flat_scores[rows, best], kept_scores[:, k])
         filled[:, k] = has
-        suppress = temporal_iou(units[None], units[best][:, None, :]) > nms_thresh  # [B, C]
+        # float32 IoU compared with the threshold as float32, as the reference does
+        suppress = temporal_iou(measured, measured[rows, best][:, None, :]) > nms_thresh  # [B, C]
         alive &= ~suppress
         alive[rows, best] = False
-    unit_seconds = durations.to(device).float()[:, None, None] / n
-    kept_moments = units[kept_cells] * unit_seconds  # same arithmetic as candidate_moments
+    kept_moments = seconds[rows[:, None], kept_cells]  # [B, topk, 2]
     return kept_moments, kept_scores, filled
 
 

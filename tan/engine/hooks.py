@@ -273,7 +273,7 @@ class PeriodicEvaluator(HookBase):
         for loader in self.loaders:  # every rank takes part; rank 0 gets the metrics
             name = loader.dataset.name
             metrics = inference(self.model, loader, name, self.cfg.TEST.NMS_THRESH, self.device,
-                                amp=self.cfg.SOLVER.AMP)
+                                amp=self.cfg.SOLVER.AMP, nms_units=self.cfg.TEST.NMS_UNITS)
             if metrics is not None:
                 results[name] = metrics
         comm.synchronize()

@@ -17,8 +17,10 @@ from .wrappers import unwrap
 
 
 @torch.no_grad()
-def compute_predictions(model, data_loader, device, nms_thresh, topk=5, amp="off"):
-    """Top moments of every query of this process's shard: {index: (moments, filled, scores)} on CPU."""
+def compute_predictions(model, data_loader, device, nms_thresh, topk=5, amp="off", nms_units="seconds"):
+    """Top moments of every query of this process's shard: {index: (moments, filled, scores)} on CPU.
+
+    ``nms_units``: TEST.NMS_UNITS, what the NMS measures IoU on (docs/metric.md §2)."""
     was_training = model.training
     model.eval()
     core = unwrap(model)
@@ -28,7 +30,7 @@ def compute_predictions(model, data_loader, device, nms_thresh, topk=5, amp="off
             logits = model(batch["feats"].to(device, non_blocking=True),
                            batch["queries"].to(device, non_blocking=True), batch["wordlens"])
         scores = core.scores(logits)  # [B, N, N]
-        kept = top_moments(scores, batch["durations"].to(device), nms_thresh, topk, core.mask2d)
+        kept = top_moments(scores, batch["durations"].to(device), nms_thresh, topk, core.mask2d, units=nms_units)
         moments, kept_scores, filled = (t.cpu() for t in kept)  # one copy per batch
         for row, index in enumerate(batch["indices"].tolist()):
             outputs[index] = (moments[row], filled[row], kept_scores[row])
@@ -44,13 +46,14 @@ def _gather(predictions):
     return merged
 
 
-def inference(model, data_loader, dataset_name, nms_thresh, device, output_folder=None, checkpoint=None, amp="off"):
-    """Evaluate one test loader. Returns the metrics dict on rank 0, None elsewhere."""
+def inference(model, data_loader, dataset_name, nms_thresh, device, output_folder=None, checkpoint=None, amp="off",
+              nms_units="seconds"):
+    """Evaluate one test loader (``nms_units``: TEST.NMS_UNITS). Returns the metrics dict on rank 0, None elsewhere."""
     logger = get_logger("inference")
     dataset = data_loader.dataset
     logger.info("evaluating on %s (%d queries)", dataset_name, len(dataset))
     start = time.perf_counter()
-    predictions = _gather(compute_predictions(model, data_loader, device, nms_thresh, amp=amp))
+    predictions = _gather(compute_predictions(model, data_loader, device, nms_thresh, amp=amp, nms_units=nms_units))
     if not comm.is_main_process():
         return None
     order = sorted(predictions)

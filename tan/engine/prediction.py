@@ -86,7 +86,7 @@ def ground_sentences(model, cfg, map2d, duration, encoded_sentences, device, top
             logits = model.ground(map2d, queries.to(device), lengths)
         scores = model.scores(logits)
         durations = torch.full((len(queries),), duration, device=device)
-        kept = top_moments(scores, durations, cfg.TEST.NMS_THRESH, topk, model.mask2d)
+        kept = top_moments(scores, durations, cfg.TEST.NMS_THRESH, topk, model.mask2d, units=cfg.TEST.NMS_UNITS)
         parts.append([t.cpu() for t in (*kept, scores)])
     return tuple(torch.cat(column) for column in zip(*parts))
 
@@ -108,5 +108,5 @@ def predict_dataset_queries(model, cfg, dataset, indices, device, topk=5):
                            torch.tensor([len(item["query"])]))
         scores = model.scores(logits)
         moments, kept, filled = top_moments(scores, torch.tensor([item["duration"]], device=device),
-                                            cfg.TEST.NMS_THRESH, topk, model.mask2d)
+                                            cfg.TEST.NMS_THRESH, topk, model.mask2d, units=cfg.TEST.NMS_UNITS)
         yield scores[0].cpu(), moments[0][filled[0]].cpu(), kept[0][filled[0]].cpu()

@@ -99,7 +99,7 @@ def run_test(cfg, model, device, distributed, data, checkpoint="", folder=None):
         name = loader.dataset.name
         output = os.path.join(folder, name) if comm.is_main_process() else None
         results[name] = inference(model, loader, name, cfg.TEST.NMS_THRESH, device, output, checkpoint,
-                                  amp=cfg.SOLVER.AMP)
+                                  amp=cfg.SOLVER.AMP, nms_units=cfg.TEST.NMS_UNITS)
         comm.synchronize()
     return results
 

@@ -20,6 +20,18 @@ def cell_spans(rows, cols):
     return torch.stack([rows, cols + 1], dim=1).float()
 
 
+def cell_seconds(spans, durations, num_clips):
+    """[B, C, 2] float32 seconds of the spans [C, 2] (clip units) for videos of ``durations`` [B] seconds.
+
+    The reference evaluation's arithmetic (docs/metric.md §1): float32
+    ``(bound * d) / N``, the product rounded first, then a true division.
+    The divisor is a tensor on purpose: CUDA divides by a Python number as a
+    multiplication by its reciprocal, which rounds differently.
+    """
+    d = durations.float()[:, None, None]
+    return (spans.float()[None] * d) / torch.tensor(float(num_clips), device=d.device)
+
+
 def candidate_moments(num_clips, durations):
     """[B, N, N, 2] start and end (seconds) of every cell's candidate moment."""
     grid = torch.arange(num_clips, device=durations.device, dtype=durations.dtype)

@@ -5,8 +5,9 @@ It has the same parameters as ``TAN`` (a state dict loads into either), but:
 the 2D map is filled by a chain of 1D max-pools and one slice assignment per
 offset; the loss reads a stored N x N IoU map per query and picks the valid
 cells with a boolean mask; evaluation sorts every candidate and runs the full
-greedy NMS in a Python loop, one query at a time. Nothing here is used by
-training or testing.
+greedy NMS in a Python loop, one query at a time, on float32 seconds as the
+reference does (TEST.NMS_UNITS "seconds"). Nothing here is used by training
+or testing.
 """
 import torch
 from torch import nn
@@ -17,7 +18,7 @@ from tan.modeling.feat2d import build_mask2d
 from tan.modeling.featpool import build_featpool
 from tan.modeling.integrator import build_integrator
 from tan.modeling.predictor import ProposalConv
-from tan.structures.moments import iou2d, temporal_iou
+from tan.structures.moments import iou2d
 
 
 class PoolChainMap2D(nn.Module):
@@ -85,36 +86,48 @@ def stored_iou2d(moments, durations, num_clips):
     return iou2d(moments.float().cpu(), durations.float().cpu(), num_clips)
 
 
+def reference_iou(moments, moment):
+    """The reference's IoU of moments [C, 2] with one moment [2], float32: clamped
+    overlap over the span from the first start to the last end."""
+    inter = torch.minimum(moments[:, 1], moment[1]) - torch.maximum(moments[:, 0], moment[0])
+    union = torch.maximum(moments[:, 1], moment[1]) - torch.minimum(moments[:, 0], moment[0])
+    return inter.clamp(min=0) / union
+
+
 def greedy_nms_one_query(scores, duration, nms_thresh, topk=5):
-    """docs/metric.md §2 literally: every candidate sorted, full greedy NMS, first ``topk`` kept."""
+    """docs/metric.md §2 literally, in the reference's arithmetic: every non-zero
+    cell in float32 seconds ``(bound * d) / N``, sorted by score, full greedy NMS
+    on the float32 IoU of seconds (``> nms_thresh`` suppresses), first ``topk`` kept.
+    Equal scores keep row-major order (the reference's sort leaves it unspecified)."""
     n = scores.shape[0]
-    i, j = scores.nonzero(as_tuple=True)
-    values = scores[i, j]
+    cells = scores.nonzero()  # [C, 2] (i, j), row-major
+    values = scores[cells[:, 0], cells[:, 1]]
+    cells[:, 1] += 1  # clip bounds [i, j + 1)
+    moments = cells * float(duration) / n  # long * Python float: float32 product, then division
     order = torch.sort(values, descending=True, stable=True).indices
-    moments = torch.stack([i, j + 1], dim=1)[order].float()  # clip units
+    moments, values = moments[order], values[order]
     suppressed = torch.zeros(len(order), dtype=torch.bool)
-    kept = []
-    for c in range(len(order)):
-        if suppressed[c]:
-            continue
-        kept.append(c)
-        suppressed[c + 1:] |= temporal_iou(moments[c + 1:], moments[c][None]) > nms_thresh
-    kept = torch.tensor(kept[:topk], dtype=torch.long)
-    return moments[kept] * (float(duration) / n), values[order][kept]
+    for c in range(len(order) - 1):
+        if not suppressed[c]:
+            suppressed[c + 1:] |= reference_iou(moments[c + 1:], moments[c]) > nms_thresh
+    kept = (~suppressed).nonzero().flatten()[:topk]
+    return moments[kept], values[kept]
 
 
 def reference_evaluate(scores, durations, gt_moments, nms_thresh, topk=5):
-    """Per-query loop over greedy NMS, then R@k,IoU@m and mIoU (percent)."""
+    """Per-query loop over greedy NMS, then R@k,IoU@m (float32 IoU, strictly above
+    the float32 threshold, as the reference compares) and mIoU (percent)."""
     hits = {(k, m): 0 for k in RECALL_AT for m in IOU_THRESHOLDS}
+    thresholds = torch.tensor(IOU_THRESHOLDS)  # float32
     miou = 0.0
     for q in range(scores.shape[0]):
         moments, _ = greedy_nms_one_query(scores[q], durations[q], nms_thresh, topk)
-        ious = temporal_iou(moments, gt_moments[q][None]) if len(moments) else torch.zeros(0)
+        ious = reference_iou(moments, gt_moments[q].float())
         miou += float(ious[0]) if len(ious) else 0.0
         for k in RECALL_AT:
-            best = float(ious[:k].max()) if len(ious) else 0.0
-            for m in IOU_THRESHOLDS:
-                hits[(k, m)] += best > m
+            above = (ious[:k, None] > thresholds).any(dim=0)
+            for m, hit in zip(IOU_THRESHOLDS, above.tolist()):
+                hits[(k, m)] += hit
     q = scores.shape[0]
     results = {f"R@{k},IoU@{m}": 100.0 * hits[(k, m)] / q for k, m in hits}
     results["mIoU"] = 100.0 * miou / q

@@ -162,13 +162,14 @@ def time_evaluation(cfg, impl, num_queries, device, batch_size=None, seed=0):
         return (time.perf_counter() - start) / num_queries, None
     batch_size = batch_size or cfg.TEST.BATCH_SIZE
     scores, durations, mask = scores.to(device), durations.to(device), mask.to(device)
-    top_moments(scores[:batch_size], durations[:batch_size], cfg.TEST.NMS_THRESH, mask2d=mask)  # warm-up
+    top_moments(scores[:batch_size], durations[:batch_size], cfg.TEST.NMS_THRESH, mask2d=mask,
+                units=cfg.TEST.NMS_UNITS)  # warm-up
     sync(device)
     start = time.perf_counter()
     kept, filled = [], []
     for i in range(0, num_queries, batch_size):
         moments, _, has = top_moments(scores[i:i + batch_size], durations[i:i + batch_size], cfg.TEST.NMS_THRESH,
-                                      mask2d=mask)
+                                      mask2d=mask, units=cfg.TEST.NMS_UNITS)
         kept.append(moments)
         filled.append(has)
     results = evaluate_moments(torch.cat(kept).cpu(), torch.cat(filled).cpu(), gt)
