@@ -9,7 +9,7 @@ import torch
 from ..config import load_config
 from ..config.history import commit_config, start_record
 from ..data import ALL_SPLITS, RunData, check_batch_sizes
-from ..engine.precision import bf16_is_emulated, check_amp_support, configure_backends, slow_bf16_warning
+from ..engine.precision import amp_is_emulated, check_amp_support, configure_backends, slow_amp_warning
 from ..errors import TanError
 from ..utils import comm
 from ..utils.events import check_tensorboard
@@ -122,8 +122,8 @@ def default_setup(args, training=True, cfg=None):
     try:
         logger, log_existed = _start_log(cfg)
         _log_run(logger, args, cfg, device)
-        if bf16_is_emulated(cfg.SOLVER.AMP, device):
-            logger.warning("%s", slow_bf16_warning())
+        if amp_is_emulated(cfg.SOLVER.AMP, device):
+            logger.warning("%s", slow_amp_warning(cfg.SOLVER.AMP))
         if comm.is_main_process():
             _check_log(log_existed)
         if folder is not None:

@@ -22,8 +22,8 @@ def make_grad_scaler(amp, device):
     return torch.amp.GradScaler(device.type, enabled=amp == "fp16")
 
 
-# CPU flags of the instructions that compute in bfloat16 (Linux /proc/cpuinfo names).
-BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+# CPU flags of the instructions that compute in each autocast dtype (Linux /proc/cpuinfo names).
+NATIVE_CPU_FLAGS = {"bf16": ("avx512_bf16", "amx_bf16"), "fp16": ("avx512_fp16", "amx_fp16")}
 
 
 def cpu_flags(cpuinfo="/proc/cpuinfo"):
@@ -45,20 +45,24 @@ def check_amp_support(amp, device):
                        f"use SOLVER.AMP fp16 or off")
 
 
-def bf16_is_emulated(amp, device, flags=None):
-    """True for bf16 on a CPU known to lack bfloat16 instructions: there it is
-    emulated and runs many times slower than float32 (9 to 23 times, measured
-    on an AVX2-only CPU). ``flags``: the CPU's, read from /proc/cpuinfo when None."""
-    if amp != "bf16" or device.type != "cpu":
+def amp_is_emulated(amp, device, flags=None):
+    """True for bf16 or fp16 autocast on a CPU known to lack that dtype's instructions:
+    there it is emulated and runs many times slower than float32 (bf16: 9 to 23 times,
+    measured on an AVX2-only CPU). ``flags``: the CPU's, read from /proc/cpuinfo when None."""
+    if amp not in NATIVE_CPU_FLAGS or device.type != "cpu":
         return False
     flags = cpu_flags() if flags is None else flags
-    return flags is not None and not flags & set(BF16_CPU_FLAGS)
+    return flags is not None and not flags & set(NATIVE_CPU_FLAGS[amp])
 
 
-def slow_bf16_warning():
-    return (f"SOLVER.AMP bf16 on a CPU without bfloat16 instructions (none of {', '.join(BF16_CPU_FLAGS)}): "
-            f"bfloat16 is emulated and runs many times slower than float32 here; SOLVER.AMP off is faster on "
-            f"this machine")
+def slow_amp_warning(amp):
+    """What to expect from an emulated SOLVER.AMP mode on this CPU, and what to use instead."""
+    name = {"bf16": "bfloat16", "fp16": "float16"}[amp]
+    instead = "SOLVER.AMP off is faster on this machine"
+    if amp == "fp16":
+        instead += " (or bf16 on a CPU with avx512_bf16 or amx_bf16)"
+    return (f"SOLVER.AMP {amp} on a CPU without {name} instructions (none of {', '.join(NATIVE_CPU_FLAGS[amp])}): "
+            f"{name} is emulated and runs many times slower than float32 here; {instead}")
 
 
 def configure_backends(cfg, device):
