@@ -63,11 +63,13 @@ class RunData:
     of the word-vector file are read, so a word's vector is the same whichever
     splits a run holds."""
 
-    def __init__(self, cfg, catalog=None, splits=ALL_SPLITS):
+    def __init__(self, cfg, catalog=None, splits=ALL_SPLITS, extra=()):
+        """``extra``: more dataset names (of the catalog) to hold beside those of ``splits``."""
         self.cfg = cfg
         self.catalog = catalog if catalog is not None else DatasetCatalog.from_config(cfg)
         self.splits = tuple(splits)
-        self.names = list(dict.fromkeys(name for split in self.splits for name in cfg.DATASETS[split]))
+        self.names = list(dict.fromkeys([name for split in self.splits for name in cfg.DATASETS[split]]
+                                        + list(extra)))
         self._entries = {name: self.catalog.get(name) for name in self.names}
         self._generated = set()  # generators already run (or checked) by this run
         self._parsed = {}  # _file_key -> (queries, dropped)
@@ -267,8 +269,8 @@ def check_batch_sizes(cfg, world_size):
 
 
 def build_datasets(cfg, names):
-    """The datasets of ``names`` (with the vocabulary of the configured datasets)."""
-    return RunData(cfg).datasets(names)
+    """The datasets of ``names`` (with the vocabulary of the configured datasets and of ``names``)."""
+    return RunData(cfg, extra=names).datasets(names)
 
 
 def make_data_loader(cfg, is_train=True, is_distributed=False, is_for_period=False):
