@@ -18,7 +18,9 @@ from .config.stored import checkpoint_config
 from .data import SentenceEncoder
 from .engine.prediction import (SENTENCE_BATCH, check_duration, encode_video, ground_sentences,
                                 load_trained_model)
+from .engine.precision import amp_is_emulated, slow_amp_warning
 from .errors import TanError
+from .utils.logger import get_logger
 
 __all__ = ["Moment", "EncodedVideo", "Grounder", "load_model"]
 
@@ -91,7 +93,14 @@ def load_model(checkpoint, device="cpu", config_file=None, overrides=()):
     ``overrides``: KEY VALUE pairs, e.g. ``["TEST.NMS_THRESH", "0.5"]``. ``device``:
     "cpu", "cuda", "cuda:1" or a torch.device."""
     cfg = checkpoint_config(checkpoint, config_file, list(overrides))
-    device = torch.device(device)
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise TanError(f"device {device!r}: expected 'cpu', 'cuda', 'cuda:N' or a torch.device") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise TanError(f"device {str(device)!r}: CUDA is not available on this machine")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise TanError(f"device {str(device)!r}: only {torch.cuda.device_count()} GPU(s) are visible")
+    if amp_is_emulated(cfg.SOLVER.AMP, device):
+        get_logger("api").warning("%s", slow_amp_warning(cfg.SOLVER.AMP))
     return Grounder(load_trained_model(cfg, checkpoint, device), cfg, device, checkpoint)

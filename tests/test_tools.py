@@ -83,7 +83,7 @@ def test_best_model_is_the_epoch_with_the_highest_validation_metric(run):
     best = torch.load(out / "model_best.pth", weights_only=False)
     assert best["epoch"] == expected_epoch
     assert best["best"]["value"] == pytest.approx(max(values)) and best["best"]["metric"] == "R@1,IoU@0.5"
-    assert set(best) == {"model", "epoch", "best"}  # weights only
+    assert set(best) == {"model", "epoch", "best", "config", "tan_version"}  # weights only, and what they are
     # it holds that epoch's weights: the epoch checkpoint of the same epoch is identical
     epoch_ckpt = torch.load(out / f"model_{expected_epoch}e.pth", weights_only=False)
     for key, value in best["model"].items():
@@ -199,7 +199,7 @@ def test_predict_from_a_npy_file_equals_predict_from_the_video_id(run, tmp_path)
     by_hdf5 = predict_json(cfg, out, "--features", str(tmp_path / "mine.hdf5"), "--video", video,
                            "--duration", str(duration), *query)
     assert by_hdf5["queries"] == by_id["queries"]
-    assert by_id["checkpoint"].endswith("model_best.pth")  # the default
+    assert by_id["checkpoint"].endswith("model_final.pth")  # the default: the latest
 
 
 @pytest.mark.parametrize("args,message", [

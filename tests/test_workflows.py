@@ -59,8 +59,13 @@ def test_a_checkpoint_alone_is_evaluated_to_the_figures_of_training(run, tmp_pat
     cfg, out = run
     moved = tmp_path / "downloaded"
     moved.mkdir()
-    shutil.copy(out / "model_final.pth", moved / "model_final.pth")
-    proc = run_tool("test_net", "--ckpt", str(moved / "model_final.pth"), "DATASETS.ROOT", cfg.DATASETS.ROOT, *FAST)
+    checkpoint = torch.load(out / "model_final.pth", weights_only=False)
+    # Trained on a GPU machine: a stored MODEL.DEVICE becomes "auto" where the checkpoint is used.
+    checkpoint["config"] = checkpoint["config"].replace("DEVICE: cpu", "DEVICE: cuda")
+    assert "DEVICE: cuda" in checkpoint["config"]
+    torch.save(checkpoint, moved / "model_final.pth")
+    proc = run_tool("test_net", "--ckpt", str(moved / "model_final.pth"), "DATASETS.ROOT", cfg.DATASETS.ROOT,
+                    "DATALOADER.NUM_WORKERS", "0")
     assert proc.returncode == 0, proc.stderr[-3000:]
     # No --config-file and no OUTPUT_DIR: the stored config, results beside the checkpoint.
     assert metrics_of(moved / "inference" / "model_final") == metrics_of(out / "inference" / "model_final")
@@ -88,6 +93,14 @@ def test_test_net_needs_only_the_test_files(run, tmp_path):
     with open(tmp_path / "res" / "inference" / "model_final" / "mine_test" / "metrics.json") as f:
         only_test = json.load(f)
     assert {k: only_test[k] for k in metric_names()} == metrics_of(out / "inference" / "model_final")
+    # tan-predict with a features file and a duration reads no dataset file at all.
+    import h5py
+    with h5py.File(root / "features.hdf5", "r") as f:
+        np.save(tmp_path / "clip.npy", np.asarray(f["syn_test_0003"]))
+    proc = run_tool("predict", "--ckpt", str(out / "model_final.pth"), "--features", str(tmp_path / "clip.npy"),
+                    "--duration", "46.5", "--query", "the cook holds the pan.", "--json", *data, *FAST)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(json.loads(proc.stdout)["queries"][0]["moments"]) == 5
     # Training with the same files still says what is missing.
     proc = run_tool("train_net", "--config-file", SYNTHETIC_CONFIG, "OUTPUT_DIR", str(tmp_path / "train"),
                     *data, *FAST)
@@ -188,7 +201,8 @@ def test_the_api_reproduces_the_test_figures_of_the_cli(run):
     from tan.data import RunData
     from tan.engine.evaluation import evaluate_moments
     model = tan.load_model(str(out / "model_final.pth"), overrides=["DATASETS.ROOT", cfg.DATASETS.ROOT])
-    assert isinstance(model, tan.Grounder) and model.cfg == cfg
+    assert isinstance(model, tan.Grounder) and model.cfg.MODEL.TAN == cfg.MODEL.TAN
+    assert model.cfg.DATASETS == cfg.DATASETS and model.cfg.MODEL.DEVICE == "auto"  # the stored one is not forced
     dataset = RunData(cfg).dataset("synthetic_test")
     kept = torch.zeros(len(dataset), 5, 2)
     filled = torch.zeros(len(dataset), 5, dtype=torch.bool)
@@ -244,16 +258,17 @@ def test_unlabelled_queries_are_predicted_in_both_formats(run, tmp_path):
     queries = tmp_path / "queries.jsonl"
     lines = [{"qid": 11, "vid": "syn_test_0003", "query": "the cook holds the pan."},
              {"vid": "syn_test_0007", "query": "a person opens the door.", "duration": 42.5},
-             {"qid": "q3", "vid": "syn_test_0003", "query": "someone walks to the table."}]
+             {"qid": "q3", "vid": "syn_test_0003", "query": "someone walks to the table."},
+             {"qid": "q4", "vid": "syn_test_0003", "query": "the cook holds the pan.", "duration": 20.0}]
     queries.write_text("".join(json.dumps(x) + "\n" for x in lines) + "\n")
     common = ["--ckpt", str(out / "model_final.pth"), "--queries", str(queries), "--topk", "10",
               "DATASETS.ROOT", cfg.DATASETS.ROOT]
     proc = run_tool("predict", *common, "--format", "lighthouse", "--output", str(tmp_path / "lh.jsonl"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     lighthouse = read_jsonl(tmp_path / "lh.jsonl")
-    assert [r["qid"] for r in lighthouse] == [11, 1, "q3"]  # a missing qid: the query's position
-    assert [set(r) for r in lighthouse] == [{"qid", "query", "vid", "pred_relevant_windows"}] * 3
-    assert [r["vid"] for r in lighthouse] == ["syn_test_0003", "syn_test_0007", "syn_test_0003"]
+    assert [r["qid"] for r in lighthouse] == [11, 1, "q3", "q4"]  # a missing qid: the query's position
+    assert [set(r) for r in lighthouse] == [{"qid", "query", "vid", "pred_relevant_windows"}] * 4
+    assert [r["vid"] for r in lighthouse] == ["syn_test_0003", "syn_test_0007", "syn_test_0003", "syn_test_0003"]
     for r in lighthouse:
         windows = r["pred_relevant_windows"]
         assert len(windows) == 10 and all(len(w) == 3 and 0 <= w[0] < w[1] for w in windows)
@@ -263,7 +278,9 @@ def test_unlabelled_queries_are_predicted_in_both_formats(run, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     ours = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [r["sentence"] for r in ours] == [x["query"] for x in lines]
-    assert ours[1]["duration"] == 42.5
+    # Each line's own duration, else the annotations' (46.5 s), never another line's.
+    assert [r["duration"] for r in ours] == [46.5, 42.5, 46.5, 20.0]
+    assert max(m[1] for m in ours[3]["moments"]) <= 20.0
     for mine, theirs in zip(ours, lighthouse):
         assert [m + [s] for m, s in zip(mine["moments"], mine["scores"])] == theirs["pred_relevant_windows"]
     # The one-video form gives the same moments.

@@ -28,7 +28,7 @@ from benchmarking import workloads as W
 from tan.cli.exits import run_cli
 from tan.config import load_config
 from tan.data import RunData
-from tan.engine.precision import configure_backends
+from tan.engine.precision import amp_is_emulated, configure_backends, slow_amp_warning
 from tan.errors import TanError
 from tan.utils.io import atomic_write_text
 
@@ -181,6 +181,8 @@ def main(argv=None):
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise TanError(f"--device {args.device}: CUDA is not available on this machine")
+    if amp_is_emulated(cfg.SOLVER.AMP, device):
+        print(f"warning: {slow_amp_warning(cfg.SOLVER.AMP)}", file=sys.stderr, flush=True)
     impls = ["ours", "reference"] if args.impl == "both" else [args.impl]
     report = {"config": os.path.relpath(args.config_file), "preset": args.preset, "overrides": list(args.opts),
               "device": str(device), "machine": describe_machine(device), "torch": torch.__version__,

@@ -16,16 +16,18 @@ from ..errors import TanError
 from ..utils.checkpoint import BEST, FINAL, checkpoint_name, default_checkpoint
 from .arguments import DEFAULT_CONFIG
 
-_EPOCH = re.compile(r"model_(\d+)e\.pth")
+_EPOCH = re.compile(r"model_(\d+)e(?:_(\d+)it)?\.pth")
 
 
 def _order(path):
-    """Epoch checkpoints by epoch, then model_final, then model_best, then any other file by name."""
+    """Epoch checkpoints in training order (model_{e}e_{it}it, saved during epoch e, before
+    model_{e}e, saved at its end), then model_final, then model_best, then any other file by name."""
     name = os.path.basename(path)
     match = _EPOCH.fullmatch(name)
     if match:
-        return (0, int(match.group(1)), name)
-    return (1, {FINAL: 0, BEST: 1}.get(name, 2), name)
+        epoch, step = int(match.group(1)), match.group(2)
+        return (0, epoch, int(step) if step else float("inf"), name)
+    return (1, {FINAL: 0, BEST: 1}.get(name, 2), 0, name)
 
 
 def expand_checkpoints(specs):
@@ -93,6 +95,8 @@ def _results_dir(paths, config_file, opts):
         results_dir = load_config(config_file, opts).OUTPUT_DIR
     if results_dir is None:
         results_dir = os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in paths])
+        if os.path.dirname(results_dir) == results_dir:  # only the file system's root in common
+            raise TanError("the checkpoints share no folder to file their results in; give one: OUTPUT_DIR DIR")
         inside = os.path.relpath(results_dir)
         results_dir = results_dir if inside.startswith("..") else inside  # short names for folders below cwd
     return results_dir

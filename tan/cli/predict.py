@@ -33,6 +33,7 @@ from collections import OrderedDict
 
 from ..api import Grounder
 from ..data import ALL_SPLITS, RunData, VideoSource
+from ..engine.precision import amp_is_emulated, slow_amp_warning
 from ..engine.prediction import load_trained_model
 from ..errors import TanError
 from ..utils.io import atomic_write_text
@@ -82,6 +83,8 @@ def read_queries(path):
             lines = f.readlines()
     except FileNotFoundError:
         raise TanError(f"--queries file {path!r} not found") from None
+    except UnicodeDecodeError as e:
+        raise TanError(f"--queries file {path!r} is not UTF-8 text ({e.reason} at byte {e.start})") from None
     queries = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -103,7 +106,10 @@ def read_queries(path):
         if duration is not None and (isinstance(duration, bool) or not isinstance(duration, (int, float))
                                      or not duration > 0):
             raise TanError(f'{where}: "duration" must be a positive number of seconds, got {duration!r}')
-        queries.append({"qid": record.get("qid", len(queries)), "vid": video, "query": sentence,
+        qid = record.get("qid", len(queries))
+        if isinstance(qid, bool) or not isinstance(qid, (int, str)):
+            raise TanError(f'{where}: "qid" must be a number or a string, got {qid!r}')
+        queries.append({"qid": qid, "vid": video, "query": sentence,
                         "duration": duration, "line": where})
     if not queries:
         raise TanError(f"--queries file {path!r} holds no query")
@@ -168,6 +174,8 @@ def main(argv=None):
     setup_logger(None, stream=sys.stderr)  # stdout carries the answer
     cfg, checkpoint, _ = one_checkpoint(args.ckpt, args.config_file, args.opts)
     device = resolve_device(cfg.MODEL.DEVICE)
+    if amp_is_emulated(cfg.SOLVER.AMP, device):
+        get_logger("predict").warning("%s", slow_amp_warning(cfg.SOLVER.AMP))
     if args.queries:
         asked = read_queries(args.queries)
     else:
@@ -175,16 +183,21 @@ def main(argv=None):
                  for q, s in enumerate(args.query)]
     model = Grounder(load_trained_model(cfg, checkpoint, device), cfg, device, checkpoint)
     videos = Videos(cfg, args)
-    by_video = OrderedDict()
+    for query in asked if args.queries else ():  # a sentence with no known word stops the run, naming its line
+        try:
+            model.encode_sentences([query["query"]])
+        except TanError as e:
+            raise TanError(f"{query['line']}: {e}") from None
+    by_video = OrderedDict()  # a video with a duration of its own per line is encoded per duration
     for query in asked:
-        by_video.setdefault(query["vid"], []).append(query)
+        by_video.setdefault((query["vid"], query["duration"]), []).append(query)
     answers = {}
-    for video, queries in by_video.items():  # each video encoded once, its sentences in batches
-        duration = next((q["duration"] for q in queries if q["duration"] is not None), None)
+    for (video, duration), queries in by_video.items():  # each video encoded once, its sentences in batches
         encoded = model.encode_video(videos.features(video), videos.duration(video, duration, queries[0]["line"]))
         for query, moments in zip(queries, model.ground(encoded, [q["query"] for q in queries], args.topk)):
             answers[id(query)] = (encoded.duration, [(m.start, m.end, m.score) for m in moments])
-    get_logger("predict").info("%d queries over %d videos, checkpoint %s", len(asked), len(by_video), checkpoint)
+    get_logger("predict").info("%d queries over %d videos, checkpoint %s", len(asked),
+                               len({video for video, _ in by_video}), checkpoint)
     name = args.video or args.features
     records = [prediction_record(args.format, q["qid"], q["vid"] or name, q["query"], *answers[id(q)]) for q in asked]
     if args.output:

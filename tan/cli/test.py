@@ -28,7 +28,7 @@ from ..engine.recipes import run_test
 from ..engine.wrappers import prepare_model, wrap_distributed
 from ..modeling import build_model
 from ..utils import comm
-from ..utils.checkpoint import load_model_weights, model_state_from, read_checkpoint
+from ..utils.checkpoint import check_model_weights, load_model_weights, model_state_from, read_checkpoint
 from ..utils.logger import get_logger
 from .arguments import default_argument_parser
 from .checkpoints import plan_evaluations
@@ -59,6 +59,11 @@ def main(argv=None):
     run = default_setup(args, training=False, cfg=evaluations[0].cfg)
     interrupts.now_doing("testing", "checkpoints and earlier results are kept")
     logger = get_logger()
+    if len(evaluations) > 1:  # every checkpoint fits its config before any is evaluated
+        for evaluation in evaluations:
+            if evaluation.checkpoint:
+                state = model_state_from(read_checkpoint(evaluation.checkpoint), evaluation.checkpoint)
+                check_model_weights(build_model(evaluation.cfg), state, evaluation.checkpoint)
     data = {_data_key(run.cfg): run.data}
     results = {}
     for evaluation in evaluations:

@@ -8,9 +8,15 @@ from .setup import load_config, load_config_text
 def checkpoint_config(path, config_file=None, opts=()):
     """The config to use checkpoint ``path`` with: ``config_file`` when given, else the
     config the checkpoint carries; ``opts`` (KEY VALUE pairs) on top. An error when
-    there is neither."""
+    there is neither.
+
+    A stored config describes the machine it was trained on: its MODEL.DEVICE
+    becomes "auto" (this machine's GPU if any, else the CPU) unless ``opts`` set
+    it; its relative paths (DATASETS.ROOT) are taken from the current directory."""
     if config_file:
         return load_config(config_file, opts)
+    if "MODEL.DEVICE" not in list(opts)[0::2]:
+        opts = ["MODEL.DEVICE", "auto", *opts]
     text = stored_config(read_checkpoint(path))
     if text is None:
         raise TanError(f"checkpoint {path!r} carries no config (it was saved by the reference code or an older "

@@ -41,6 +41,12 @@ def model_state_from(checkpoint, path):
 
 def load_model_weights(model, state, path):
     """Strict load with an error that lists what does not match."""
+    check_model_weights(model, state, path)
+    model.load_state_dict(state)
+
+
+def check_model_weights(model, state, path):
+    """An error that lists the names and shapes that differ when ``state`` does not fit ``model``."""
     own = model.state_dict()
     missing = sorted(set(own) - set(state))
     unexpected = sorted(set(state) - set(own))
@@ -58,7 +64,6 @@ def load_model_weights(model, state, path):
             parts.append(f"not in the model: {show(unexpected)}")
         raise TanError(f"checkpoint {path!r} does not fit the configured model ({'; '.join(parts)}); "
                        f"is it from another config?")
-    model.load_state_dict(state)
 
 
 def read_checkpoint(path):
