@@ -18,7 +18,7 @@ scores) or the Moment-DETR / lighthouse one ("lighthouse": qid, query, vid,
 pred_relevant_windows as [start, end, score]).
 
 Examples:
-  tan-predict --ckpt outputs/synthetic/model_final.pth --video syn_test_0003 --query "the cook holds the pan."
+  tan-predict --ckpt outputs/synthetic/model_final.pth --video syn_test_0003 --query "the person closes the box."
   tan-predict --ckpt outputs/tacos/model_final.pth --video s13-d21.avi \\
       --query "the person rinses the knife" --query "he cuts the onion" --topk 3
   tan-predict --ckpt outputs/synthetic/model_final.pth --features clip.npy --duration 61.5 \\
