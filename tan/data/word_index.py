@@ -40,7 +40,7 @@ import time
 import numpy as np
 
 from ..utils import comm
-from ..utils.io import temporary_writer
+from ..utils.io import sync_folder, temporary_writer
 from ..utils.logger import get_logger
 from .text import check_word_vector_file, glove_entries, parse_vector
 
@@ -256,7 +256,7 @@ class WordVectorIndex:
                 return index
             except _Invalid:
                 return cls._private(tmp, source, dim)
-        _sync_folder(cache_dir)
+        sync_folder(cache_dir)
         _remove_earlier_versions(cache_dir, name, source, dim)
         index = cls._load(folder, source, dim)
         logger.info("word vectors: %s indexed in %.1f s (%d words, %d rows x %d, %.2f GB): %s", path,
@@ -344,7 +344,7 @@ def _write_index(path, dim, folder, source):
                 "files": {name: os.path.getsize(os.path.join(folder, name)) for name in (VECTORS, WORDS, OFFSETS,
                                                                                          ROWS)}}
     _write_synced(os.path.join(folder, MANIFEST), lambda f: f.write(json.dumps(manifest, indent=1).encode()))
-    _sync_folder(folder)
+    sync_folder(folder)
 
 
 def _write_synced(file, write):
@@ -352,17 +352,6 @@ def _write_synced(file, write):
         write(f)
         f.flush()
         os.fsync(f.fileno())
-
-
-def _sync_folder(folder):
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
 
 
 def _set_aside(folder, cache_dir, name):

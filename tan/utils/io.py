@@ -39,12 +39,18 @@ def _atomic_write(path, write, mode):
         if failed is not e:
             raise failed from e  # the OSError says what went wrong; torch's wrapper does not
         raise
-    try:  # make the rename itself durable
-        dir_fd = os.open(folder, os.O_RDONLY)
+    sync_folder(folder)  # make the rename itself durable
+
+
+def sync_folder(folder):
+    """fsync a folder, so that renames and new entries in it survive a crash;
+    best effort (some file systems cannot sync a folder)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
         try:
-            os.fsync(dir_fd)
+            os.fsync(fd)
         finally:
-            os.close(dir_fd)
+            os.close(fd)
     except OSError:
         pass
 
