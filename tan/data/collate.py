@@ -2,15 +2,21 @@
 import torch
 
 
+def pad_sentences(sentences, dim):
+    """Word-vector sequences [L_i, E] (tensors or arrays) -> (queries [S, L_max, E]
+    zero-padded, lengths [S])."""
+    lengths = torch.tensor([len(q) for q in sentences], dtype=torch.long)
+    queries = torch.zeros(len(sentences), int(lengths.max()), dim)
+    for row, q in enumerate(sentences):
+        queries[row, :len(q)] = torch.as_tensor(q)
+    return queries, lengths
+
+
 class BatchCollator:
     """Stacks features and pads sentences; ``wordlens`` keeps each real length."""
 
     def __call__(self, items):
-        wordlens = torch.tensor([len(it["query"]) for it in items], dtype=torch.long)
-        dim = items[0]["query"].shape[1]
-        queries = torch.zeros(len(items), int(wordlens.max()), dim)
-        for row, it in enumerate(items):
-            queries[row, : len(it["query"])] = it["query"]
+        queries, wordlens = pad_sentences([it["query"] for it in items], items[0]["query"].shape[1])
         return {
             "feats": torch.stack([it["feats"] for it in items]),  # [B, P, D_in]
             "queries": queries,  # [B, L, E]

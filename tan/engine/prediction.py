@@ -7,6 +7,7 @@ computed once and shared by every sentence asked about it."""
 import numpy as np
 import torch
 
+from ..data.collate import pad_sentences
 from ..data.features import l2_normalize_rows, resample
 from ..errors import TanError
 from ..modeling import build_model
@@ -57,15 +58,6 @@ def encode_video(model, cfg, feats, device):
     """The video's 2D map of candidate moments [1, H, N, N] on ``device``: computed once, asked many times."""
     with autocast(cfg.SOLVER.AMP, device):
         return model.encode_video(prepare_features(cfg, feats)[None].to(device))
-
-
-def pad_sentences(encoded_sentences, dim):
-    """Word-vector sequences [L_i, E] -> (queries [S, L_max, E], lengths [S])."""
-    lengths = torch.tensor([len(q) for q in encoded_sentences])
-    queries = torch.zeros(len(encoded_sentences), int(lengths.max()), dim)
-    for row, q in enumerate(encoded_sentences):
-        queries[row, :len(q)] = torch.as_tensor(q)
-    return queries, lengths
 
 
 @torch.no_grad()
