@@ -4,13 +4,26 @@ from collections import Counter
 import torch
 
 
+# MMN's AdamW settings (its train_net.py); TAN trains with plain Adam.
+ADAMW_BETAS, ADAMW_WEIGHT_DECAY = (0.9, 0.99), 1e-5
+
+
 def build_optimizer(cfg, model):
-    params = list(model.parameters())
+    """The model's recipe (its OPTIMIZER and parameter groups): Adam for TAN;
+    AdamW for MMN, with DistilBERT at a smaller rate. Each group's rate is
+    SOLVER.LR times its ``lr_scale``."""
+    groups = model.parameter_groups()
+    for group in groups:
+        group["lr"] = cfg.SOLVER.LR * group["lr_scale"]
+    params = [p for g in groups for p in g["params"]]
     # One fused kernel for all parameters on CUDA (it also lets an fp16 gradient
     # scaler skip its per-step host sync); the multi-tensor path elsewhere.
-    # Both compute Adam exactly as the plain loop does, up to rounding.
+    # Both compute the update exactly as the plain loop does, up to rounding.
     on_cuda = all(p.is_cuda for p in params)
-    return torch.optim.Adam(params, lr=cfg.SOLVER.LR, fused=on_cuda or None, foreach=None if on_cuda else True)
+    fast = dict(fused=on_cuda or None, foreach=None if on_cuda else True)
+    if model.OPTIMIZER == "adamw":
+        return torch.optim.AdamW(groups, lr=cfg.SOLVER.LR, betas=ADAMW_BETAS, weight_decay=ADAMW_WEIGHT_DECAY, **fast)
+    return torch.optim.Adam(groups, lr=cfg.SOLVER.LR, **fast)
 
 
 def build_lr_scheduler(cfg, optimizer):
@@ -25,15 +38,16 @@ SCHEDULE_KEYS = ("SOLVER.LR", "SOLVER.MILESTONES")
 def apply_schedule(cfg, optimizer, scheduler):
     """Give a resumed optimizer and scheduler the learning rate and milestones of
     ``cfg`` (restoring their state brought back the old ones): the rate of the
-    epoch in progress becomes SOLVER.LR times 0.1 per milestone already passed,
-    and later epochs follow the new milestones."""
+    epoch in progress becomes SOLVER.LR times 0.1 per milestone already passed
+    (times each group's ``lr_scale``), and later epochs follow the new milestones."""
     milestones = sorted(cfg.SOLVER.MILESTONES)
     state = scheduler.state_dict()
     passed = sum(1 for m in milestones if m <= state["last_epoch"])
     lr = cfg.SOLVER.LR * state["gamma"] ** passed
     for group in optimizer.param_groups:
-        group["initial_lr"], group["lr"] = cfg.SOLVER.LR, lr
-    state.update(base_lrs=[cfg.SOLVER.LR] * len(optimizer.param_groups), milestones=Counter(milestones),
-                 _last_lr=[lr] * len(optimizer.param_groups))
+        scale = group.get("lr_scale", 1.0)
+        group["initial_lr"], group["lr"] = cfg.SOLVER.LR * scale, lr * scale
+    state.update(base_lrs=[g["initial_lr"] for g in optimizer.param_groups], milestones=Counter(milestones),
+                 _last_lr=[g["lr"] for g in optimizer.param_groups])
     scheduler.load_state_dict(state)
     return lr

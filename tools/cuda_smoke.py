@@ -84,7 +84,7 @@ def main():
             if cuda:
                 torch.cuda.synchronize()
             start = time.perf_counter()
-        loss = run_step(model, batch, optimizer, scaler, cfg.SOLVER.AMP, device)
+        loss, _ = run_step(model, batch, optimizer, scaler, cfg.SOLVER.AMP, device)
     if cuda:
         torch.cuda.synchronize()
     elapsed = time.perf_counter() - start

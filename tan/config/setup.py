@@ -12,6 +12,7 @@ from yacs.config import CfgNode
 
 from ..errors import TanError
 from ..utils.io import atomic_write_text
+from .architecture import FEAT2D_NAMES, TEXT_ENCODERS, model_key, model_settings
 from .choices import AMP_MODES, NMS_UNITS, metric_names
 from .defaults import _C
 
@@ -114,17 +115,21 @@ def _need(cond, key, msg):
 
 def _check_counts(cfg):
     """Sizes and counts: positive integers, or integers >= 0 where 0 means "off"."""
-    tan = cfg.MODEL.TAN
-    for key, value in [
-        ("MODEL.TAN.NUM_CLIPS", tan.NUM_CLIPS), ("INPUT.NUM_PRE_CLIPS", cfg.INPUT.NUM_PRE_CLIPS),
-        ("MODEL.TAN.FEATPOOL.INPUT_SIZE", tan.FEATPOOL.INPUT_SIZE),
-        ("MODEL.TAN.FEATPOOL.HIDDEN_SIZE", tan.FEATPOOL.HIDDEN_SIZE),
-        ("MODEL.TAN.FEATPOOL.KERNEL_SIZE", tan.FEATPOOL.KERNEL_SIZE),
-        ("MODEL.TAN.INTEGRATOR.QUERY_HIDDEN_SIZE", tan.INTEGRATOR.QUERY_HIDDEN_SIZE),
-        ("MODEL.TAN.INTEGRATOR.LSTM.NUM_LAYERS", tan.INTEGRATOR.LSTM.NUM_LAYERS),
-        ("MODEL.TAN.PREDICTOR.HIDDEN_SIZE", tan.PREDICTOR.HIDDEN_SIZE),
-        ("MODEL.TAN.PREDICTOR.KERNEL_SIZE", tan.PREDICTOR.KERNEL_SIZE),
-        ("MODEL.TAN.PREDICTOR.NUM_STACK_LAYERS", tan.PREDICTOR.NUM_STACK_LAYERS),
+    arch = model_settings(cfg)
+    own = [("NUM_CLIPS", arch.NUM_CLIPS), ("FEATPOOL.INPUT_SIZE", arch.FEATPOOL.INPUT_SIZE),
+           ("FEATPOOL.HIDDEN_SIZE", arch.FEATPOOL.HIDDEN_SIZE), ("FEATPOOL.KERNEL_SIZE", arch.FEATPOOL.KERNEL_SIZE),
+           ("PREDICTOR.HIDDEN_SIZE", arch.PREDICTOR.HIDDEN_SIZE), ("PREDICTOR.KERNEL_SIZE", arch.PREDICTOR.KERNEL_SIZE),
+           ("PREDICTOR.NUM_STACK_LAYERS", arch.PREDICTOR.NUM_STACK_LAYERS)]
+    if cfg.MODEL.ARCHITECTURE == "TAN":
+        own += [("INTEGRATOR.QUERY_HIDDEN_SIZE", arch.INTEGRATOR.QUERY_HIDDEN_SIZE),
+                ("INTEGRATOR.LSTM.NUM_LAYERS", arch.INTEGRATOR.LSTM.NUM_LAYERS)]
+    else:
+        own += [("JOINT_SPACE_SIZE", arch.JOINT_SPACE_SIZE), ("LOSS.NUM_POSTIVE_VIDEO_PROPOSAL",
+                                                              arch.LOSS.NUM_POSTIVE_VIDEO_PROPOSAL),
+                ("TEXT_ENCODER.LSTM.HIDDEN_SIZE", arch.TEXT_ENCODER.LSTM.HIDDEN_SIZE),
+                ("TEXT_ENCODER.LSTM.NUM_LAYERS", arch.TEXT_ENCODER.LSTM.NUM_LAYERS)]
+    for key, value in [(model_key(cfg, k), v) for k, v in own] + [
+        ("INPUT.NUM_PRE_CLIPS", cfg.INPUT.NUM_PRE_CLIPS),
         ("INPUT.PRE_QUERY_SIZE", cfg.INPUT.PRE_QUERY_SIZE),
         ("SOLVER.MAX_EPOCH", cfg.SOLVER.MAX_EPOCH), ("SOLVER.BATCH_SIZE", cfg.SOLVER.BATCH_SIZE),
         ("TEST.BATCH_SIZE", cfg.TEST.BATCH_SIZE), ("SOLVER.LOG_PERIOD", cfg.SOLVER.LOG_PERIOD),
@@ -134,40 +139,69 @@ def _check_counts(cfg):
     for key, value in [
         ("SOLVER.CHECKPOINT_PERIOD", cfg.SOLVER.CHECKPOINT_PERIOD), ("SOLVER.TEST_PERIOD", cfg.SOLVER.TEST_PERIOD),
         ("SOLVER.ITERS_PER_EPOCH", cfg.SOLVER.ITERS_PER_EPOCH),
-        ("MODEL.TAN.PREDICTOR.STRIP_ROWS", tan.PREDICTOR.STRIP_ROWS),
+        ("MODEL.TAN.PREDICTOR.STRIP_ROWS", cfg.MODEL.TAN.PREDICTOR.STRIP_ROWS),
         ("DATALOADER.NUM_WORKERS", cfg.DATALOADER.NUM_WORKERS), ("INPUT.FEATURE_CACHE_SIZE", cfg.INPUT.FEATURE_CACHE_SIZE),
+        ("SOLVER.FREEZE_BERT", cfg.SOLVER.FREEZE_BERT), ("SOLVER.ONLY_IOU", cfg.SOLVER.ONLY_IOU),
+        ("SOLVER.SKIP_TEST", cfg.SOLVER.SKIP_TEST), ("DATALOADER.SENTENCES_PER_VIDEO", cfg.DATALOADER.SENTENCES_PER_VIDEO),
     ]:
         _need(_is_int(value) and value >= 0, key, f"expected an integer >= 0, got {value!r}")
 
 
 def _check_map_geometry(cfg):
     """Pooling, the 2D map and the conv stack must fit together (docs/model.md §2, §3, §5)."""
-    tan = cfg.MODEL.TAN
-    n, p = tan.NUM_CLIPS, cfg.INPUT.NUM_PRE_CLIPS
-    _need(p % n == 0, "INPUT.NUM_PRE_CLIPS", f"must be a multiple of MODEL.TAN.NUM_CLIPS ({n}); got {p}")
-    stride, kernel = p // n, tan.FEATPOOL.KERNEL_SIZE
-    _need((p - kernel) // stride + 1 == n, "MODEL.TAN.FEATPOOL.KERNEL_SIZE",
+    arch, key = model_settings(cfg), (lambda k: model_key(cfg, k))
+    n, p = arch.NUM_CLIPS, cfg.INPUT.NUM_PRE_CLIPS
+    _need(p % n == 0, "INPUT.NUM_PRE_CLIPS", f"must be a multiple of {key('NUM_CLIPS')} ({n}); got {p}")
+    stride, kernel = p // n, arch.FEATPOOL.KERNEL_SIZE
+    _need((p - kernel) // stride + 1 == n, key("FEATPOOL.KERNEL_SIZE"),
           f"pooling {p} rows with kernel {kernel} and stride {stride} gives {(p - kernel) // stride + 1} clips, "
-          f"not MODEL.TAN.NUM_CLIPS = {n}; use a kernel between {stride} and {2 * stride - 1}")
-    counts = list(tan.FEAT2D.POOLING_COUNTS)
-    _need(len(counts) > 0 and all(_is_int(c) and c > 0 for c in counts), "MODEL.TAN.FEAT2D.POOLING_COUNTS",
+          f"not {key('NUM_CLIPS')} = {n}; use a kernel between {stride} and {2 * stride - 1}")
+    counts = list(arch.FEAT2D.POOLING_COUNTS)
+    _need(len(counts) > 0 and all(_is_int(c) and c > 0 for c in counts), key("FEAT2D.POOLING_COUNTS"),
           f"expected a non-empty list of positive integers, got {counts}")
     largest = counts[0] + sum(c * 2 ** (g + 1) for g, c in enumerate(counts[1:]))
-    _need(largest < n, "MODEL.TAN.FEAT2D.POOLING_COUNTS",
-          f"{counts} reaches offset {largest}, which must stay below MODEL.TAN.NUM_CLIPS = {n}")
-    _need((tan.PREDICTOR.KERNEL_SIZE - 1) * tan.PREDICTOR.NUM_STACK_LAYERS % 2 == 0,
-          "MODEL.TAN.PREDICTOR.KERNEL_SIZE",
+    _need(largest < n, key("FEAT2D.POOLING_COUNTS"),
+          f"{counts} reaches offset {largest}, which must stay below {key('NUM_CLIPS')} = {n}")
+    _need(arch.FEAT2D.NAME in FEAT2D_NAMES, key("FEAT2D.NAME"),
+          f"expected {' or '.join(repr(x) for x in FEAT2D_NAMES)}, got {arch.FEAT2D.NAME!r}")
+    _need((arch.PREDICTOR.KERNEL_SIZE - 1) * arch.PREDICTOR.NUM_STACK_LAYERS % 2 == 0,
+          key("PREDICTOR.KERNEL_SIZE"),
           "(KERNEL_SIZE - 1) * NUM_STACK_LAYERS must be even so that the map returns to N x N")
-    if tan.INTEGRATOR.LSTM.BIDIRECTIONAL:
-        _need(tan.INTEGRATOR.QUERY_HIDDEN_SIZE % 2 == 0, "MODEL.TAN.INTEGRATOR.QUERY_HIDDEN_SIZE",
-              "must be even when the LSTM is bidirectional (it is split between the two directions)")
+    lstm, size = ((arch.INTEGRATOR.LSTM, "INTEGRATOR.QUERY_HIDDEN_SIZE") if cfg.MODEL.ARCHITECTURE == "TAN"
+                  else (arch.TEXT_ENCODER.LSTM, "TEXT_ENCODER.LSTM.HIDDEN_SIZE"))
+    if lstm.BIDIRECTIONAL:
+        _need((arch.INTEGRATOR.QUERY_HIDDEN_SIZE if cfg.MODEL.ARCHITECTURE == "TAN" else lstm.HIDDEN_SIZE) % 2 == 0,
+              key(size), "must be even when the LSTM is bidirectional (it is split between the two directions)")
+
+
+def _check_mmn(cfg):
+    """MMN's loss and score settings (docs/mmn.md)."""
+    loss = cfg.MODEL.MMN.LOSS
+    for name in ("TAU_VIDEO", "TAU_SENT"):
+        _need(loss[name] > 0, f"MODEL.MMN.LOSS.{name}", f"expected a positive temperature, got {loss[name]}")
+    for name in ("NEGATIVE_VIDEO_IOU", "SENT_REMOVAL_IOU"):
+        _need(0.0 <= loss[name] <= 1.0, f"MODEL.MMN.LOSS.{name}", f"expected an IoU in [0, 1], got {loss[name]}")
+    for name in ("CONTRASTIVE_WEIGHT", "BCE_WEIGHT", "MARGIN"):
+        _need(loss[name] >= 0, f"MODEL.MMN.LOSS.{name}", f"expected a value >= 0, got {loss[name]}")
+    _need(loss.PAIRWISE_SENT_WEIGHT == 0, "MODEL.MMN.LOSS.PAIRWISE_SENT_WEIGHT",
+          f"MMN defines this key but its code never uses it, and neither does tan; expected 0, "
+          f"got {loss.PAIRWISE_SENT_WEIGHT}")
+    encoder = cfg.MODEL.MMN.TEXT_ENCODER
+    _need(encoder.NAME in TEXT_ENCODERS, "MODEL.MMN.TEXT_ENCODER.NAME",
+          f"expected {' or '.join(repr(x) for x in TEXT_ENCODERS)}, got {encoder.NAME!r}")
+    _need(encoder.BERT.LR_SCALE >= 0, "MODEL.MMN.TEXT_ENCODER.BERT.LR_SCALE",
+          f"expected a value >= 0, got {encoder.BERT.LR_SCALE}")
+    _need(cfg.TEST.CONTRASTIVE_SCORE_POW >= 0, "TEST.CONTRASTIVE_SCORE_POW",
+          f"expected a value >= 0, got {cfg.TEST.CONTRASTIVE_SCORE_POW}")
 
 
 def _check_values(cfg):
     """Ranges, orders and choices."""
-    loss = cfg.MODEL.TAN.LOSS
-    _need(0.0 <= loss.MIN_IOU < loss.MAX_IOU <= 1.0, "MODEL.TAN.LOSS.MIN_IOU",
+    loss = model_settings(cfg).LOSS
+    _need(0.0 <= loss.MIN_IOU < loss.MAX_IOU <= 1.0, model_key(cfg, "LOSS.MIN_IOU"),
           f"need 0 <= MIN_IOU < MAX_IOU <= 1; got MIN_IOU {loss.MIN_IOU}, MAX_IOU {loss.MAX_IOU}")
+    if cfg.MODEL.ARCHITECTURE == "MMN":
+        _check_mmn(cfg)
     _need(0.0 <= cfg.TEST.NMS_THRESH <= 1.0, "TEST.NMS_THRESH", f"expected a value in [0, 1], got {cfg.TEST.NMS_THRESH}")
     _need(cfg.TEST.NMS_UNITS in NMS_UNITS, "TEST.NMS_UNITS",
           f"expected {' or '.join(repr(u) for u in NMS_UNITS)}, got {cfg.TEST.NMS_UNITS!r}")

@@ -17,12 +17,15 @@ from ..utils import comm
 from ..utils.logger import get_logger
 from . import annotations
 from .catalog import DatasetCatalog, resolve_path
-from .collate import BatchCollator
+from ..config.architecture import model_settings, text_encoder_name
+from .collate import BatchCollator, VideoBatchCollator
 from .dataset import MomentDataset
 from .features import FeatureFile
 from .samplers import ResumableDistributedSampler
 from .synthetic import ensure_synthetic
 from .text import Vocabulary, cached_word_vectors, tokenize
+from .video_groups import VideoGroups
+from .word_pieces import WordPieces
 
 _GENERATORS = {"synthetic": ensure_synthetic}
 
@@ -74,6 +77,7 @@ class RunData:
         self._generated = set()  # generators already run (or checked) by this run
         self._parsed = {}  # _file_key -> (queries, dropped)
         self._vocabulary = None
+        self._word_pieces = None
         self._datasets = {}
         self._train_loaders = {}  # distributed -> loader
         self._eval_loaders = {}  # (name, distributed) -> loader, shared by validation and test
@@ -100,7 +104,7 @@ class RunData:
                 if entry.get(key) and not os.path.isfile(entry[key]):
                     raise TanError(f"dataset {entry['name']!r}: {key} file {entry[key]!r} not found "
                                    f"(DATASETS.ROOT is {self.cfg.DATASETS.ROOT!r}; see the README's 'Data' section)")
-        if entries and not all(e.get("generator") for e in entries):
+        if entries and not all(e.get("generator") for e in entries) and not self.uses_word_pieces:
             if not os.path.isfile(self.word_vectors_path):
                 raise TanError(f"word-vector file {self.word_vectors_path!r} not found (INPUT.WORD_VECTORS, "
                                f"relative to DATASETS.ROOT). Put a GloVe text file there, e.g. "
@@ -134,6 +138,19 @@ class RunData:
             self._parsed[key] = annotations.load_annotations(*key)
         return self._parsed[key]
 
+    @property
+    def uses_word_pieces(self):
+        """Sentences enter the model as DistilBERT word pieces (MMN's BERT encoder), not GloVe vectors."""
+        return text_encoder_name(self.cfg) == "BERT"
+
+    def text(self):
+        """How the datasets encode sentences: the GloVe :meth:`vocabulary`, or word pieces."""
+        if not self.uses_word_pieces:
+            return self.vocabulary()
+        if self._word_pieces is None:
+            self._word_pieces = WordPieces.from_config(self.cfg)
+        return self._word_pieces
+
     def vocabulary(self):
         """Vectors of every word of the configured datasets, read once per run.
 
@@ -163,11 +180,11 @@ class RunData:
             raise TanError(f"dataset {name!r} is not one of this run's datasets ({', '.join(self.names) or 'none'}; "
                            f"DATASETS.{'/'.join(self.splits)})")
         if name not in self._datasets:
-            vocabulary = self.vocabulary()
+            text = self.text()
             entry, cfg = self.entry(name), self.cfg
             self._datasets[name] = MomentDataset(
-                entry["name"], entry["annotations"], entry["features"], entry["format"], vocabulary,
-                cfg.INPUT.NUM_PRE_CLIPS, cfg.MODEL.TAN.FEATPOOL.INPUT_SIZE,
+                entry["name"], entry["annotations"], entry["features"], entry["format"], text,
+                cfg.INPUT.NUM_PRE_CLIPS, model_settings(cfg).FEATPOOL.INPUT_SIZE,
                 feature_key=entry.get("feature_key", "c3d_features"), cache_size=cfg.INPUT.FEATURE_CACHE_SIZE,
                 durations=entry.get("durations"), parsed=self._parse(entry))
         return self._datasets[name]
@@ -176,31 +193,40 @@ class RunData:
         """The datasets of ``names``, in order; every name is looked up before any is built."""
         if not names:
             raise TanError("no dataset named; set DATASETS.TRAIN / DATASETS.TEST")
-        self.vocabulary()
+        self.text()
         for name in names:
             self.entry(name)
         return [self.dataset(name) for name in names]
 
-    def _loader(self, dataset, batch_key, shuffle, distributed):
+    def _loader(self, dataset, batch_key, shuffle, distributed, by_video=False):
         world, rank = (comm.get_world_size(), comm.get_rank()) if distributed else (1, 0)
         batch_size = per_process_batch(self.cfg, batch_key, comm.get_world_size())
         # One sampler for one or many processes: shuffled from SEED and the epoch,
-        # so a resumed run sees the same order as an uninterrupted one.
-        sampler = ResumableDistributedSampler(dataset, world, rank, shuffle, self.cfg.SEED, batch_size)
+        # so a resumed run sees the same order as an uninterrupted one. Sampled
+        # sentences of a video are drawn from the epoch too (training only).
+        sampled = by_video and shuffle and self.cfg.DATALOADER.SENTENCES_PER_VIDEO > 0
+        sampler = ResumableDistributedSampler(dataset, world, rank, shuffle, self.cfg.SEED, batch_size,
+                                              keyed_by_epoch=sampled)
         workers = self.cfg.DATALOADER.NUM_WORKERS
         return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
-                          collate_fn=BatchCollator(), pin_memory=torch.cuda.is_available(),
-                          persistent_workers=workers > 0)
+                          collate_fn=VideoBatchCollator() if by_video else BatchCollator(),
+                          pin_memory=torch.cuda.is_available(), persistent_workers=workers > 0)
 
-    def train_loader(self, distributed):
-        """One shuffled loader over the concatenated DATASETS.TRAIN (SOLVER.BATCH_SIZE over all processes)."""
-        if distributed not in self._train_loaders:
+
+    def train_loader(self, distributed, by_video=False):
+        """One shuffled loader over the concatenated DATASETS.TRAIN (SOLVER.BATCH_SIZE over all
+        processes): batches of queries, or of videos with their sentences (``by_video``, for MMN)."""
+        key = (distributed, by_video)
+        if key not in self._train_loaders:
             datasets = self.datasets(self.cfg.DATASETS.TRAIN)
-            dataset = datasets[0] if len(datasets) == 1 else ConcatDataset(datasets)
-            self._train_loaders[distributed] = self._loader(dataset, "SOLVER.BATCH_SIZE", True, distributed)
-        return self._train_loaders[distributed]
+            if by_video:  # all of a video's sentences, or a sample of them (DATALOADER.SENTENCES_PER_VIDEO)
+                dataset = VideoGroups(datasets, self.cfg.DATALOADER.SENTENCES_PER_VIDEO, self.cfg.SEED)
+            else:
+                dataset = datasets[0] if len(datasets) == 1 else ConcatDataset(datasets)
+            self._train_loaders[key] = self._loader(dataset, "SOLVER.BATCH_SIZE", True, distributed, by_video)
+        return self._train_loaders[key]
 
-    def val_loaders(self, distributed):
+    def val_loaders(self, distributed, by_video=False):
         """Loaders of DATASETS.VAL for periodic evaluation; of DATASETS.TEST (with a warning) when VAL is empty."""
         names = self.cfg.DATASETS.VAL
         if not names:
@@ -208,18 +234,20 @@ class RunData:
                 get_logger("data").warning(VAL_FALLBACK_WARNING)
                 self._warned_val_fallback = True
             names = self.cfg.DATASETS.TEST
-        return self._eval_loaders_of(names, distributed)
+        return self._eval_loaders_of(names, distributed, by_video)
 
-    def test_loaders(self, distributed):
-        """One loader per dataset of DATASETS.TEST, in order."""
-        return self._eval_loaders_of(self.cfg.DATASETS.TEST, distributed)
+    def test_loaders(self, distributed, by_video=False):
+        """One loader per dataset of DATASETS.TEST, in order (``by_video``: batches of
+        videos with all their sentences; ``loader.dataset.by_query`` is the queries' dataset)."""
+        return self._eval_loaders_of(self.cfg.DATASETS.TEST, distributed, by_video)
 
-    def _eval_loaders_of(self, names, distributed):
+    def _eval_loaders_of(self, names, distributed, by_video=False):
         loaders = []
         for dataset in self.datasets(names):
-            key = (dataset.name, distributed)
+            key = (dataset.name, distributed, by_video)
             if key not in self._eval_loaders:
-                self._eval_loaders[key] = self._loader(dataset, "TEST.BATCH_SIZE", False, distributed)
+                source = VideoGroups([dataset]) if by_video else dataset
+                self._eval_loaders[key] = self._loader(source, "TEST.BATCH_SIZE", False, distributed, by_video)
             loaders.append(self._eval_loaders[key])
         return loaders
 

@@ -2,11 +2,13 @@
 import torch
 
 
-def pad_sentences(sentences, dim):
+def pad_sentences(sentences, dim=None):
     """Word-vector sequences [L_i, E] (tensors or arrays) -> (queries [S, L_max, E]
-    zero-padded, lengths [S])."""
+    zero-padded, lengths [S]); word-piece ids [L_i] -> ([S, L_max] int64, lengths)."""
     lengths = torch.tensor([len(q) for q in sentences], dtype=torch.long)
-    queries = torch.zeros(len(sentences), int(lengths.max()), dim)
+    ids = torch.as_tensor(sentences[0]).dim() == 1
+    shape = (len(sentences), int(lengths.max())) if ids else (len(sentences), int(lengths.max()), dim)
+    queries = torch.zeros(shape, dtype=torch.long if ids else torch.float32)
     for row, q in enumerate(sentences):
         queries[row, :len(q)] = torch.as_tensor(q)
     return queries, lengths
@@ -16,7 +18,7 @@ class BatchCollator:
     """Stacks features and pads sentences; ``wordlens`` keeps each real length."""
 
     def __call__(self, items):
-        queries, wordlens = pad_sentences([it["query"] for it in items], items[0]["query"].shape[1])
+        queries, wordlens = pad_sentences([it["query"] for it in items], items[0]["query"].shape[-1])
         return {
             "feats": torch.stack([it["feats"] for it in items]),  # [B, P, D_in]
             "queries": queries,  # [B, L, E]
@@ -24,4 +26,24 @@ class BatchCollator:
             "moments": torch.stack([it["moment"] for it in items]),  # [B, 2]
             "durations": torch.tensor([it["duration"] for it in items], dtype=torch.float32),  # [B]
             "indices": torch.tensor([it["index"] for it in items], dtype=torch.long),  # [B]
+        }
+
+
+class VideoBatchCollator:
+    """Videos with their sentences -> one batch: V videos' features and the S
+    sentences of all of them, grouped by video in order; ``video_index`` [S]
+    names each sentence's video."""
+
+    def __call__(self, items):
+        sentences = [q for it in items for q in it["queries"]]
+        queries, wordlens = pad_sentences(sentences, sentences[0].shape[-1])
+        counts = torch.tensor([len(it["queries"]) for it in items])
+        return {
+            "feats": torch.stack([it["feats"] for it in items]),  # [V, P, D_in]
+            "queries": queries,  # [S, L, E] or [S, L] ids
+            "wordlens": wordlens,  # [S]
+            "video_index": torch.repeat_interleave(torch.arange(len(items)), counts),  # [S]
+            "moments": torch.cat([it["moments"] for it in items]),  # [S, 2]
+            "durations": torch.cat([it["durations"] for it in items]).float(),  # [S]
+            "indices": torch.cat([it["indices"] for it in items]),  # [S]
         }

@@ -1,4 +1,5 @@
-"""One item per query: prepared video features, word vectors and the moment."""
+"""One item per query: prepared video features, the sentence (word vectors or
+word-piece ids) and the moment; and the same queries grouped by video."""
 from collections import Counter, OrderedDict
 
 import numpy as np
@@ -10,6 +11,7 @@ from ..utils.logger import get_logger
 from . import annotations as annotation_files
 from .features import FeatureFile, l2_normalize_rows, resample
 from .text import tokenize
+from .video_groups import sentences_of_videos
 
 
 class MomentDataset(Dataset):
@@ -55,7 +57,8 @@ class MomentDataset(Dataset):
         self.word_offsets = np.cumsum([0] + [len(t) for t in token_ids])
         self.word_ids = np.concatenate(token_ids)
         self.dropped = dropped
-        self.unknown_words = int(sum(int((ids == 0).sum()) for ids in token_ids))
+        self.unknown_words = sum(self.vocabulary.unknown_count(ids) for ids in token_ids)
+        self.by_video = sentences_of_videos(self.video_ids, len(self.videos))
         self._log_summary(len(kept), sum(len(ids) for ids in token_ids))
 
     def _keep_usable(self, queries, shapes, nonfinite, dropped):
@@ -72,11 +75,11 @@ class MomentDataset(Dataset):
             if q.video not in usable_videos:
                 dropped["video with no feature rows"] += 1
                 continue
-            ids = self.vocabulary.encode(tokenize(q.sentence))
-            if len(ids) == 0:
+            if not tokenize(q.sentence):
                 dropped["sentence without words"] += 1
                 continue
-            if not ids.any():
+            ids = self.vocabulary.encode_sentence(q.sentence)
+            if not self.vocabulary.has_known(ids):
                 dropped["sentence without a known word"] += 1
                 continue
             kept.append(q)
@@ -108,8 +111,14 @@ class MomentDataset(Dataset):
             self._cache.move_to_end(video)
         return feats
 
+    @property
+    def by_query(self):
+        """The queries' dataset (this one; :class:`VideoGroups` answers with the dataset it groups)."""
+        return self
+
     def query(self, index):
-        return self.vocabulary.matrix[self.word_ids[self.word_offsets[index]:self.word_offsets[index + 1]]]
+        """[L, E] word vectors, or [L] word-piece ids."""
+        return self.vocabulary.lookup(self.word_ids[self.word_offsets[index]:self.word_offsets[index + 1]])
 
     def __getitem__(self, index):
         video = self.videos[self.video_ids[index]]

@@ -10,9 +10,12 @@ class ResumableDistributedSampler(DistributedSampler):
     It knows its loader's ``batch_size`` so that callers resume by (epoch,
     iteration), the units a checkpoint records, rather than by sample counts."""
 
-    def __init__(self, dataset, num_replicas, rank, shuffle, seed, batch_size):
+    def __init__(self, dataset, num_replicas, rank, shuffle, seed, batch_size, keyed_by_epoch=False):
+        """``keyed_by_epoch``: yield (index, epoch) keys, for datasets whose items are
+        drawn anew each epoch (tan.data.video_groups.VideoGroups)."""
         super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed)
         self.batch_size = batch_size
+        self.keyed_by_epoch = keyed_by_epoch
         self.start = 0  # samples of this rank's share of the epoch to skip
 
     def set_epoch(self, epoch):
@@ -28,7 +31,8 @@ class ResumableDistributedSampler(DistributedSampler):
         self.start = iteration * self.batch_size
 
     def __iter__(self):
-        return iter(list(super().__iter__())[self.start:])
+        indices = list(super().__iter__())[self.start:]
+        return iter([(i, self.epoch) for i in indices] if self.keyed_by_epoch else indices)
 
     def __len__(self):
         return self.num_samples - self.start

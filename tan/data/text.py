@@ -140,3 +140,17 @@ class Vocabulary:
     def encode(self, tokens):
         """Token ids (0 for unknown words)."""
         return np.asarray([self.index.get(t, 0) for t in tokens], dtype=np.int64)
+
+    # The interface the datasets use, shared with tan.data.word_pieces.WordPieces.
+    def encode_sentence(self, sentence):
+        return self.encode(tokenize(sentence))
+
+    def lookup(self, ids):
+        """[L, E] word vectors of ``ids``."""
+        return self.matrix[ids]
+
+    def unknown_count(self, ids):
+        return int((ids == 0).sum())
+
+    def has_known(self, ids):
+        return bool(ids.any())

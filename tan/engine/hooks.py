@@ -61,6 +61,7 @@ class Step(NamedTuple):
     data_time: float
     iter_time: float
     sync_point: bool
+    terms: dict = {}  # the loss's named terms when it has several (MMN), on the device
 
 
 class HookBase:
@@ -108,7 +109,8 @@ class TrainingLogger(HookBase):
             self.metrics_path = os.path.join(cfg.OUTPUT_DIR, "metrics.jsonl")
         self.events = ScalarWriter(cfg, comm.is_main_process())
         self.meters = MetricLogger(window_size=plan.log_period)
-        self.pending = []  # (iteration, loss tensor) since the last read-back: one sync for all
+        self.pending = []  # (iteration, loss tensor, terms) since the last read-back: one sync for all
+        self.term_names = []
         self.run_start = self.timer_start = time.perf_counter()
         self.timed_iters, self.warmed_up = 0, False
 
@@ -118,7 +120,7 @@ class TrainingLogger(HookBase):
                          self.plan.iters_per_epoch, resuming)
 
     def after_step(self, state, step):
-        self.pending.append((state.iteration, step.loss))
+        self.pending.append((state.iteration, step.loss, step.terms))
         self.meters.update(data_time=step.data_time, iter_time=step.iter_time)
         self.timed_iters += 1
         if not step.sync_point:
@@ -127,7 +129,8 @@ class TrainingLogger(HookBase):
         remaining = (self.plan.max_epoch - step.epoch + 1) * self.plan.iters_per_epoch - step.it
         per_iter = (time.perf_counter() - self.timer_start) / max(self.timed_iters, 1)
         record = self._log(step, state.iteration, remaining * per_iter)
-        self.events.scalars({k: record[k] for k in ("loss", "lr", "time", "data_time")}, state.iteration, "train/")
+        self.events.scalars({k: record[k] for k in ("loss", *self.term_names, "lr", "time", "data_time")},
+                            state.iteration, "train/")
         if not self.warmed_up:  # keep warm-up (workers starting, first allocations) out of the ETA
             self.warmed_up, self.timed_iters, self.timer_start = True, 0, time.perf_counter()
 
@@ -135,8 +138,11 @@ class TrainingLogger(HookBase):
         """Read the pending losses back in one copy; a NaN or infinite one stops the run."""
         if not self.pending:
             return
-        values = torch.stack([loss for _, loss in self.pending]).float().cpu().tolist()
-        for (iteration, _), value in zip(self.pending, values):
+        rows = torch.stack([torch.stack([loss.float(), *(t.float() for t in terms.values())])
+                            for _, loss, terms in self.pending]).cpu().tolist()
+        self.term_names = list(self.pending[-1][2])
+        values = [row[0] for row in rows]
+        for (iteration, _, _), value in zip(self.pending, values):
             if not math.isfinite(value):
                 last = self.checkpointer.last_checkpoint()
                 raise NonFiniteLossError(
@@ -144,8 +150,8 @@ class TrainingLogger(HookBase):
                     f"The last good checkpoint is {last or 'none (no checkpoint was saved yet)'}, left as it was. "
                     f"Lower SOLVER.LR or check the inputs.")
         self.pending.clear()
-        for value in values:
-            self.meters.update(loss=value)
+        for row in rows:
+            self.meters.update(loss=row[0], **dict(zip(self.term_names, row[1:])))
 
     def _log(self, step, iteration, eta_seconds):
         loss = comm.reduce_mean(self.meters["loss"].median)
@@ -153,10 +159,12 @@ class TrainingLogger(HookBase):
         record = {"epoch": step.epoch, "iter": step.it, "iteration": iteration, "loss": loss, "loss_avg": loss_avg,
                   "lr": self.optimizer.param_groups[0]["lr"], "time": self.meters["iter_time"].avg,
                   "data_time": self.meters["data_time"].avg, "eta_seconds": eta_seconds}
-        memory = ""
+        terms = {name: comm.reduce_mean(self.meters[name].median) for name in self.term_names}
+        record.update(terms)
+        memory = "".join(f"  {name}: {value:.4f}" for name, value in terms.items())
         if self.device.type == "cuda":
             record["max_mem_mb"] = torch.cuda.max_memory_allocated(self.device) / 2 ** 20
-            memory = f"  max mem: {record['max_mem_mb']:.0f} MB"
+            memory += f"  max mem: {record['max_mem_mb']:.0f} MB"
         self.logger.info("eta: %s  epoch: %d  iter: %d/%d  loss: %.4f (%.4f)  lr: %.6f  time: %.4f  data: %.4f%s",
                          datetime.timedelta(seconds=int(eta_seconds)), step.epoch, step.it, self.plan.iters_per_epoch,
                          loss, loss_avg, record["lr"], record["time"], record["data_time"], memory)
@@ -260,14 +268,14 @@ class PeriodicEvaluator(HookBase):
 
     def __init__(self, cfg, model, loaders, device, best_model, training_logger):
         self.cfg, self.model, self.loaders, self.device = cfg, model, loaders or [], device
-        self.period = cfg.SOLVER.TEST_PERIOD
+        self.period, self.first_epoch = cfg.SOLVER.TEST_PERIOD, cfg.SOLVER.SKIP_TEST
         self.best_model, self.training_logger = best_model, training_logger
 
     def before_train(self, state):
         self.best_model.recover(state)
 
     def after_epoch(self, state, epoch):
-        if not (self.loaders and self.period and epoch % self.period == 0):
+        if not (self.loaders and self.period and epoch % self.period == 0 and epoch >= self.first_epoch):
             return
         results = {}
         for loader in self.loaders:  # every rank takes part; rank 0 gets the metrics

@@ -13,6 +13,7 @@ from ..structures.moments import temporal_iou
 from .evaluation import evaluate_moments, format_table, top_moments
 from .interrupt import signals_held
 from .precision import autocast
+from .step import forward_batch, move_batch
 from .wrappers import unwrap
 
 
@@ -26,10 +27,10 @@ def compute_predictions(model, data_loader, device, nms_thresh, topk=5, amp="off
     core = unwrap(model)
     outputs = {}
     for batch in progress(data_loader, total=len(data_loader), desc="evaluating", unit="batch"):
+        batch = move_batch(batch, device)
         with autocast(amp, device):
-            logits = model(batch["feats"].to(device, non_blocking=True),
-                           batch["queries"].to(device, non_blocking=True), batch["wordlens"])
-        scores = core.scores(logits)  # [B, N, N]
+            output = forward_batch(model, batch)
+        scores = core.scores(output)  # [B, N, N], one row per query
         kept = top_moments(scores, batch["durations"].to(device), nms_thresh, topk, core.mask2d, units=nms_units)
         moments, kept_scores, filled = (t.cpu() for t in kept)  # one copy per batch
         for row, index in enumerate(batch["indices"].tolist()):
@@ -50,7 +51,7 @@ def inference(model, data_loader, dataset_name, nms_thresh, device, output_folde
               nms_units="seconds"):
     """Evaluate one test loader (``nms_units``: TEST.NMS_UNITS). Returns the metrics dict on rank 0, None elsewhere."""
     logger = get_logger("inference")
-    dataset = data_loader.dataset
+    dataset = data_loader.dataset.by_query  # a loader of videos (MMN) holds the queries' dataset
     logger.info("evaluating on %s (%d queries)", dataset_name, len(dataset))
     start = time.perf_counter()
     predictions = _gather(compute_predictions(model, data_loader, device, nms_thresh, amp=amp, nms_units=nms_units))

@@ -45,8 +45,9 @@ def train(cfg, device, distributed, data, config_changes=()):
         logger.info("%s exists and holds all %d epochs: nothing to train", final, cfg.SOLVER.MAX_EPOCH)
         return model, final
     model = maybe_compile(cfg, wrap_distributed(model, device, distributed))
-    train_loader = data.train_loader(distributed)
-    val_loaders = data.val_loaders(distributed) if cfg.SOLVER.TEST_PERIOD > 0 else None
+    by_video = unwrap(model).BATCHES_BY_VIDEO  # MMN trains and evaluates on videos with their sentences
+    train_loader = data.train_loader(distributed, by_video)
+    val_loaders = data.val_loaders(distributed, by_video) if cfg.SOLVER.TEST_PERIOD > 0 else None
     LoopPlan.from_config(cfg, train_loader).check_resume(state)
     # Only now, with everything the new config could fail on behind us, does the folder say it holds.
     _record_config_changes(cfg, config_changes, state)
@@ -95,7 +96,7 @@ def run_test(cfg, model, device, distributed, data, checkpoint="", folder=None):
     (default :func:`results_folder` of OUTPUT_DIR and ``checkpoint``)."""
     folder = folder or results_folder(cfg.OUTPUT_DIR, checkpoint)
     results = {}
-    for loader in data.test_loaders(distributed):
+    for loader in data.test_loaders(distributed, unwrap(model).BATCHES_BY_VIDEO):
         name = loader.dataset.name
         output = os.path.join(folder, name) if comm.is_main_process() else None
         results[name] = inference(model, loader, name, cfg.TEST.NMS_THRESH, device, output, checkpoint,

@@ -1,5 +1,7 @@
 """One optimisation step: the contract shared by the trainer, the benchmark
 and the CUDA smoke tool, so that what they measure is what training does."""
+import torch
+
 from .precision import autocast
 from .wrappers import unwrap
 
@@ -9,23 +11,36 @@ def move_batch(batch, device):
     return {k: (v.to(device, non_blocking=True) if k != "wordlens" else v) for k, v in batch.items()}
 
 
-def run_step(model, batch, optimizer, grad_scaler, amp, device):
-    """Forward, loss, backward and update for one batch; returns the loss.
+def forward_batch(model, batch):
+    """The model's output for a collated batch already on its device (a batch of
+    videos names each sentence's video in ``video_index``)."""
+    return model(batch["feats"], batch["queries"], batch["wordlens"], batch.get("video_index"))
 
-    The loss is returned as a device tensor and not read back, so nothing here
-    waits for the device. ``grad_scaler`` is the one of make_grad_scaler: it
-    scales the loss for fp16 and passes through otherwise.
+
+def run_step(model, batch, optimizer, grad_scaler, amp, device):
+    """Forward, loss, backward and update for one batch; returns (loss, its named terms).
+
+    The losses are returned as device tensors and not read back, so nothing
+    here waits for the device. ``grad_scaler`` is the one of make_grad_scaler:
+    it scales the loss for fp16 and passes through otherwise. The gradient norm
+    is clipped where the model's recipe asks for it (MMN: 5).
     """
     batch = move_batch(batch, device)
+    core = unwrap(model)
     with autocast(amp, device):
-        logits = model(batch["feats"], batch["queries"], batch["wordlens"])  # [B, N, N]
-    loss = unwrap(model).loss(logits, batch["moments"], batch["durations"])  # float32
+        output = forward_batch(model, batch)
+    terms = core.losses(output, batch)  # float32
+    loss = sum(terms.values())
     optimizer.zero_grad(set_to_none=True)
-    if grad_scaler is not None and grad_scaler.is_enabled():
-        grad_scaler.scale(loss).backward()
+    scaling = grad_scaler is not None and grad_scaler.is_enabled()
+    (grad_scaler.scale(loss) if scaling else loss).backward()
+    if core.CLIP_GRAD_NORM > 0:
+        if scaling:
+            grad_scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(core.parameters(), core.CLIP_GRAD_NORM)
+    if scaling:
         grad_scaler.step(optimizer)
         grad_scaler.update()
     else:
-        loss.backward()
         optimizer.step()
-    return loss.detach()
+    return loss.detach(), ({k: v.detach() for k, v in terms.items()} if len(terms) > 1 else {})

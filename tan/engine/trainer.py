@@ -15,6 +15,7 @@ import time
 from ..utils.progress import progress
 from .hooks import BestModel, EpochCheckpointer, LoopPlan, PeriodicEvaluator, Step, StopOnSignal, TrainingLogger
 from .step import run_step
+from .wrappers import unwrap
 
 
 def default_hooks(cfg, model, plan, val_loaders, optimizer, checkpointer, device):
@@ -39,15 +40,16 @@ def do_train(cfg, model, data_loader, val_loaders, optimizer, scheduler, checkpo
             hook.before_train(state)
         for epoch in range(state.epoch, plan.max_epoch + 1):
             data_loader.sampler.resume(epoch, state.iter_in_epoch)
+            unwrap(model).set_epoch(epoch)  # e.g. MMN's frozen text encoder and late loss weights
             batches = progress(data_loader, total=plan.iters_per_epoch, initial=state.iter_in_epoch,
                                desc=f"epoch {epoch}/{plan.max_epoch}")
             tick = time.perf_counter()
             for batch in itertools.islice(batches, plan.iters_per_epoch - state.iter_in_epoch):
                 data_time = time.perf_counter() - tick
-                loss = run_step(model, batch, optimizer, grad_scaler, cfg.SOLVER.AMP, device)
+                loss, terms = run_step(model, batch, optimizer, grad_scaler, cfg.SOLVER.AMP, device)
                 state.step_done()
                 step = Step(epoch, state.iter_in_epoch, loss, data_time, time.perf_counter() - tick,
-                            plan.is_sync_point(state.iter_in_epoch))
+                            plan.is_sync_point(state.iter_in_epoch), terms)
                 for hook in hooks:
                     hook.after_step(state, step)
                 tick = time.perf_counter()

@@ -1,4 +1,4 @@
-from . import tan  # noqa: F401  (registers TAN)
+from . import mmn, tan  # noqa: F401  (register MMN and TAN)
 from .registry import META_ARCH_REGISTRY
 
 

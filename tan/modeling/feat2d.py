@@ -1,14 +1,21 @@
-"""The sparse 2D temporal map (docs/model.md §3).
+"""The sparse 2D temporal map (docs/model.md §3): FEAT2D.NAME "pool" or "conv".
 
-Cell (i, j) holds the element-wise max over clips i..j. Instead of the
+"pool": cell (i, j) holds the element-wise max over clips i..j. Instead of the
 reference's chain of pooling layers, the maxima come from a sparse table:
 level k holds the max of every window of 2**k clips, and the max over i..j
 is the max of two (overlapping) level-k windows with 2**k <= j - i + 1. Max
 is exact, so the result is bit-identical; the whole map is one gather and one
 scatter.
+
+"conv": cell (i, i + offset) is a learned function of the clips it spans,
+built by a chain of 1D convolutions as the pool map's chain of max-pools
+would be (kernel 2 stride 1 within a group, kernel 3 stride 2 where the stride
+doubles), so the two maps sample the same cells (docs/model.md §3.2).
 """
 import torch
 from torch import nn
+
+from ..config.architecture import model_settings
 
 
 def build_mask2d(num_clips, pooling_counts, device=None):
@@ -58,5 +65,52 @@ class SparseMaxPool2D(nn.Module):
         return map2d.view(b, h, n, n)  # [B, H, N, N]
 
 
+def diagonal_steps(num_clips, pooling_counts):
+    """Per diagonal of the map after the main one, in the order the chain fills
+    them: (kernel, stride of the step, its starting rows, its offset). The
+    stride doubles with each group of POOLING_COUNTS, so the step into a new
+    group takes kernel 3 and stride 2, the others kernel 2 and stride 1."""
+    steps, stride, offset = [], 1, 0
+    for group, count in enumerate(pooling_counts):
+        for step in range(count):
+            offset += stride
+            kernel, step_stride = (3, 2) if group > 0 and step == 0 else (2, 1)
+            steps.append((kernel, step_stride, torch.arange(0, num_clips - offset, stride), offset))
+        stride *= 2
+    return steps
+
+
+class SparseConv2D(nn.Module):
+    """The convolutional map: cell (i, i) is clip i; each further diagonal is a
+    1D convolution of the one before (``convs.{d}``: H -> H channels, no
+    activation). The diagonals are gathered and written into the map in one
+    scatter rather than one indexed write each."""
+
+    def __init__(self, num_clips, pooling_counts, hidden_size):
+        super().__init__()
+        n = num_clips
+        steps = diagonal_steps(n, pooling_counts)
+        self.convs = nn.ModuleList(nn.Conv1d(hidden_size, hidden_size, kernel, stride) for kernel, stride, _, _ in steps)
+        self.lengths = [len(starts) for _, _, starts, _ in steps]
+        cells = [torch.arange(n) * (n + 1)] + [starts * n + starts + offset for _, _, starts, offset in steps]
+        self.register_buffer("mask2d", build_mask2d(n, pooling_counts), persistent=False)
+        self.register_buffer("cells", torch.cat(cells), persistent=False)
+
+    def forward(self, x):
+        # x: [B, H, N]
+        b, h, n = x.shape
+        diagonals = [x]
+        for conv, length in zip(self.convs, self.lengths):
+            x = conv(x)
+            diagonals.append(x[..., :length])
+        map2d = x.new_zeros(b, h, n * n)
+        map2d[..., self.cells] = torch.cat(diagonals, dim=-1).to(map2d.dtype)
+        return map2d.view(b, h, n, n)  # [B, H, N, N]
+
+
 def build_feat2d(cfg):
-    return SparseMaxPool2D(cfg.MODEL.TAN.NUM_CLIPS, cfg.MODEL.TAN.FEAT2D.POOLING_COUNTS)
+    """The map of MODEL.{ARCHITECTURE}.FEAT2D (NAME "pool" or "conv")."""
+    arch = model_settings(cfg)
+    if arch.FEAT2D.NAME == "conv":
+        return SparseConv2D(arch.NUM_CLIPS, arch.FEAT2D.POOLING_COUNTS, arch.FEATPOOL.HIDDEN_SIZE)
+    return SparseMaxPool2D(arch.NUM_CLIPS, arch.FEAT2D.POOLING_COUNTS)

@@ -1,6 +1,8 @@
 """Clip features -> N pooled clips (docs/model.md §2)."""
 from torch import nn
 
+from ..config.architecture import model_settings
+
 
 class FeatAvgPool(nn.Module):
     def __init__(self, input_size, hidden_size, kernel_size, stride):
@@ -15,6 +17,6 @@ class FeatAvgPool(nn.Module):
 
 
 def build_featpool(cfg):
-    tan = cfg.MODEL.TAN
-    stride = cfg.INPUT.NUM_PRE_CLIPS // tan.NUM_CLIPS
-    return FeatAvgPool(tan.FEATPOOL.INPUT_SIZE, tan.FEATPOOL.HIDDEN_SIZE, tan.FEATPOOL.KERNEL_SIZE, stride)
+    arch = model_settings(cfg)
+    stride = cfg.INPUT.NUM_PRE_CLIPS // arch.NUM_CLIPS
+    return FeatAvgPool(arch.FEATPOOL.INPUT_SIZE, arch.FEATPOOL.HIDDEN_SIZE, arch.FEATPOOL.KERNEL_SIZE, stride)

@@ -1,7 +1,8 @@
 """Sentence encoding and fusion with the 2D map (docs/model.md §4)."""
-import torch
 from torch import nn
 from torch.nn import functional as F
+
+from .sentence import last_word_states
 
 
 class SentenceMapFusion(nn.Module):
@@ -16,23 +17,7 @@ class SentenceMapFusion(nn.Module):
 
     def encode_sentence(self, queries, wordlens):
         # queries: [B, L, E], wordlens: [B] -> [B, Hq] (output at the last real word)
-        # The LSTM is a sliver of the cost; it stays in float32 under mixed
-        # precision (CPU backends have no float16 LSTM, and it keeps the
-        # recurrence accurate).
-        with torch.autocast(queries.device.type, enabled=False):
-            return self._encode_float32(queries.to(self.fc.weight.dtype), wordlens)
-
-    def _encode_float32(self, queries, wordlens):
-        if self.bidirectional:
-            # Packing keeps the backward direction from reading the padding.
-            packed = nn.utils.rnn.pack_padded_sequence(queries, wordlens.cpu(), batch_first=True,
-                                                       enforce_sorted=False)
-            out, _ = self.lstm(packed)
-            out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True)
-        else:
-            out, _ = self.lstm(queries)  # padding after the last word cannot reach it
-        last = (wordlens - 1).to(out.device).clamp(min=0)
-        return out[torch.arange(out.shape[0], device=out.device), last]
+        return last_word_states(self.lstm, queries, wordlens)
 
     def forward(self, queries, wordlens, map2d):
         sentence = self.fc(self.encode_sentence(queries, wordlens))  # [B, H]

@@ -36,4 +36,5 @@ class ScaledIoULoss(nn.Module):
 
 
 def build_loss(cfg, mask2d):
-    return ScaledIoULoss(cfg.MODEL.TAN.LOSS.MIN_IOU, cfg.MODEL.TAN.LOSS.MAX_IOU, mask2d)
+    loss = cfg.MODEL.TAN.LOSS
+    return ScaledIoULoss(loss.MIN_IOU, loss.MAX_IOU, mask2d)

@@ -1,0 +1,56 @@
+"""Queries grouped by video, for models trained on batches of videos (MMN):
+an item is one video with all its sentences, or a sample of them
+(DATALOADER.SENTENCES_PER_VIDEO), so that each sentence finds negatives in
+its own video and in the batch's other videos (docs/data.md §6)."""
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+
+def sentences_of_videos(video_ids, num_videos):
+    """[V] arrays of query indices, in order, for video ids 0..V-1 (empty for a video without queries)."""
+    order = np.argsort(video_ids, kind="stable")
+    bounds = np.searchsorted(video_ids[order], np.arange(num_videos + 1))
+    return [order[bounds[v]:bounds[v + 1]] for v in range(num_videos)]
+
+
+class VideoGroups(Dataset):
+    """Items are the videos that have queries, of one or several (concatenated)
+    :class:`~tan.data.dataset.MomentDataset`. A key is a video's position, or (position, epoch) from a
+    sampler that names the epoch: with ``max_sentences`` > 0 a video with more
+    sentences gives a sample of that many, drawn from (seed, epoch, video), so
+    a resumed run draws what an uninterrupted one would, in any worker."""
+
+    def __init__(self, datasets, max_sentences=0, seed=0):
+        self.datasets, self.max_sentences, self.seed = list(datasets), max_sentences, seed
+        self.name = "+".join(d.name for d in self.datasets)
+        self.groups = [(k, g) for k, d in enumerate(self.datasets) for g in d.by_video if len(g)]
+
+    @property
+    def by_query(self):
+        """The queries' dataset (of a single dataset's groups: evaluation's case)."""
+        [dataset] = self.datasets
+        return dataset
+
+    def __len__(self):
+        return len(self.groups)
+
+    def sentences(self, position, epoch=0):
+        queries = self.groups[position][1]
+        if self.max_sentences and len(queries) > self.max_sentences:
+            rng = np.random.default_rng([self.seed, epoch, position])
+            queries = np.sort(rng.choice(queries, self.max_sentences, replace=False))
+        return queries
+
+    def __getitem__(self, key):
+        position, epoch = key if isinstance(key, tuple) else (key, 0)
+        queries = self.sentences(position, epoch)
+        dataset = self.datasets[self.groups[position][0]]
+        video = dataset.videos[dataset.video_ids[queries[0]]]
+        return {
+            "feats": torch.from_numpy(dataset.video_features(video)),  # [P, D_in]
+            "queries": [torch.from_numpy(dataset.query(q)) for q in queries],
+            "moments": torch.from_numpy(dataset.moments[queries]),  # [S_v, 2]
+            "durations": torch.from_numpy(dataset.durations[queries]),  # [S_v]
+            "indices": torch.from_numpy(queries.astype(np.int64)),  # [S_v]
+        }

@@ -1,0 +1,130 @@
+"""MMN, the mutual matching network (docs/mmn.md): featpool -> feat2d ->
+joint proposal conv (two embeddings per cell) and a text encoder (two
+embeddings per sentence), compared by cosine similarity.
+
+Training batches hold videos with their sentences (``BATCHES_BY_VIDEO``), so
+that every sentence has negatives in its own video and in the others.
+"""
+from typing import NamedTuple
+
+import torch
+from torch.nn import functional as F
+
+from .feat2d import build_feat2d
+from .featpool import build_featpool
+from .joint_conv import JointProposalConv
+from .meta_arch import GroundingModel
+from .mmn_loss import IOU_SCORE_SCALE, MutualMatchingLoss
+from .registry import META_ARCH_REGISTRY
+from .text_encoder import BertTextEncoder, build_text_encoder
+
+
+class CellEmbeddings(NamedTuple):
+    """A video batch's valid cells in the joint space, L2-normalised: [V, J, C] each."""
+    match: torch.Tensor
+    iou: torch.Tensor
+
+
+class MMNOutput(NamedTuple):
+    cells: CellEmbeddings
+    match: torch.Tensor  # [S, J] sentence embeddings, L2-normalised
+    iou: torch.Tensor  # [S, J]
+    video_index: torch.Tensor  # [S] or None (see GroundingModel)
+
+
+def all_pairs(sentences, cells):
+    """sentences [S, J], cells [V, J, C] -> [S, V, C]: every sentence with every cell of every video."""
+    v, j, c = cells.shape
+    return (sentences @ cells.transpose(0, 1).reshape(j, v * c)).view(-1, v, c)
+
+
+def own_video(sentences, cells, video_index):
+    """[S, C]: each sentence with the cells of its own video only."""
+    if video_index is None:  # video s, or the only video for all
+        return torch.matmul(sentences[:, None, :], cells).squeeze(1)
+    parts = []
+    counts = torch.bincount(video_index, minlength=cells.shape[0]).tolist()  # sentences are grouped by video
+    for video, part in enumerate(torch.split(sentences, counts)):
+        if len(part):
+            parts.append(part @ cells[video])
+    return torch.cat(parts)
+
+
+@META_ARCH_REGISTRY.register("MMN")
+class MMN(GroundingModel):
+    BATCHES_BY_VIDEO = True
+    OPTIMIZER = "adamw"
+    CLIP_GRAD_NORM = 5.0  # MMN's trainer clips the gradient norm at 5
+
+    def __init__(self, cfg):
+        super().__init__()
+        mmn = cfg.MODEL.MMN
+        self.featpool = build_featpool(cfg)
+        self.feat2d = build_feat2d(cfg)
+        mask2d = self.feat2d.mask2d
+        self.proposal_conv = JointProposalConv(mmn.FEATPOOL.HIDDEN_SIZE, mmn.PREDICTOR.HIDDEN_SIZE,
+                                               mmn.PREDICTOR.KERNEL_SIZE, mmn.PREDICTOR.NUM_STACK_LAYERS,
+                                               mmn.JOINT_SPACE_SIZE, mask2d)
+        self.text_encoder = build_text_encoder(cfg)
+        self.criterion = MutualMatchingLoss(cfg, mask2d)
+        self.num_clips = mmn.NUM_CLIPS
+        self.score_pow = cfg.TEST.CONTRASTIVE_SCORE_POW
+        self.freeze_bert = cfg.SOLVER.FREEZE_BERT
+        self.bert_lr_scale = mmn.TEXT_ENCODER.BERT.LR_SCALE
+        self.epoch = 1
+
+    @property
+    def uses_bert(self):
+        return isinstance(self.text_encoder, BertTextEncoder)
+
+    def encode_video(self, feats):
+        """feats [V, P, D_in] -> the normalised cell embeddings of each video."""
+        match, iou = self.proposal_conv(self.feat2d(self.featpool(feats)))
+        return CellEmbeddings(F.normalize(match.float(), dim=1), F.normalize(iou.float(), dim=1))
+
+    def ground(self, cells, queries, wordlens, video_index=None):
+        match, iou = self.text_encoder(queries, wordlens)
+        return MMNOutput(cells, F.normalize(match.float(), dim=1), F.normalize(iou.float(), dim=1), video_index)
+
+    def _valid_to_map(self, values):
+        """[S, C] values of the valid cells -> [S, N, N], zero elsewhere."""
+        n = self.num_clips
+        out = values.new_zeros(values.shape[0], n * n)
+        out[:, self.proposal_conv.cells] = values
+        return out.view(-1, n, n)
+
+    def scores(self, output):
+        """((c + 1) / 2) ** CONTRASTIVE_SCORE_POW * sigmoid(10 * c_iou) per valid cell (docs/mmn.md §5)."""
+        match = own_video(output.match, output.cells.match, output.video_index)
+        iou = torch.sigmoid(IOU_SCORE_SCALE * own_video(output.iou, output.cells.iou, output.video_index))
+        return self._valid_to_map((match * 0.5 + 0.5).clamp(min=0).pow(self.score_pow) * iou)
+
+    def losses(self, output, batch):
+        video_index = output.video_index
+        if video_index is None:
+            video_index = torch.arange(output.match.shape[0], device=output.match.device)
+        match = all_pairs(output.match, output.cells.match)  # [S, V, C]
+        rows = torch.arange(len(video_index), device=video_index.device)
+        iou_logits = IOU_SCORE_SCALE * all_pairs(output.iou, output.cells.iou)[rows, video_index]
+        ious = self.criterion.cell_ious(batch["moments"], batch["durations"], self.num_clips)
+        return self.criterion(match, iou_logits, ious, batch["moments"].float(), video_index, self.epoch)
+
+    def set_epoch(self, epoch):
+        """Epochs 1..SOLVER.FREEZE_BERT keep DistilBERT frozen; after SOLVER.ONLY_IOU the
+        contrastive terms shrink (both as MMN's trainer does)."""
+        self.epoch = epoch
+        if self.uses_bert:
+            self.text_encoder.frozen = epoch <= self.freeze_bert
+
+    def parameter_groups(self):
+        """DistilBERT learns at BERT.LR_SCALE x SOLVER.LR (MMN: 0.1), the rest at SOLVER.LR."""
+        bert = [p for n, p in self.named_parameters() if n.startswith("text_encoder.bert.")]
+        ids = {id(p) for p in bert}
+        groups = [{"params": [p for p in self.parameters() if id(p) not in ids], "lr_scale": 1.0, "name": "base"}]
+        if bert:
+            groups.append({"params": bert, "lr_scale": self.bert_lr_scale, "name": "bert"})
+        return groups
+
+    @property
+    def has_unused_parameters(self):
+        return self.uses_bert and self.freeze_bert > 0
