@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from .config.stored import checkpoint_config
-from .data import SentenceEncoder
+from .data import sentence_encoder
 from .engine.prediction import (SENTENCE_BATCH, check_duration, encode_video, ground_sentences,
                                 load_trained_model)
 from .engine.precision import amp_is_emulated, slow_amp_warning
@@ -59,9 +59,10 @@ class Grounder:
 
     def encode_sentences(self, sentences):
         """Sentences -> word-vector sequences [L, E] (GloVe, from the word-vector index;
-        docs/data.md). Unknown words are zero vectors, with a warning."""
+        docs/data.md; unknown words are zero vectors, with a warning), or word-piece
+        ids [L] for an MMN with the BERT text encoder."""
         if self._encoder is None:
-            self._encoder = SentenceEncoder.from_config(self.cfg)
+            self._encoder = sentence_encoder(self.cfg)
         return self._encoder(list(sentences))
 
     def ground(self, video, sentences, topk=5, batch_size=SENTENCE_BATCH):

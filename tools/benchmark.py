@@ -24,6 +24,7 @@ import sys
 import checkout_path  # noqa: F401  (this checkout's tan first on sys.path)
 import torch
 
+from benchmarking import mmn_workloads as M
 from benchmarking import workloads as W
 from tan.cli.exits import run_cli
 from tan.config import load_config
@@ -33,14 +34,30 @@ from tan.errors import TanError
 from tan.utils.io import atomic_write_text
 
 TACOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "2dtan_128x128_pool_k5l8_tacos.yaml")
+# Presets: keys of every architecture ("NUM_CLIPS" means MODEL.{ARCHITECTURE}.NUM_CLIPS),
+# then keys of one architecture only.
 PRESETS = {
-    # The small CPU setting of issue 6: N 32, hidden 128, K 5, 4 layers.
-    "cpu-small": ["MODEL.TAN.NUM_CLIPS", "32", "MODEL.TAN.FEAT2D.POOLING_COUNTS", "[15, 8]",
-                  "INPUT.NUM_PRE_CLIPS", "64", "MODEL.TAN.FEATPOOL.KERNEL_SIZE", "2",
-                  "MODEL.TAN.FEATPOOL.INPUT_SIZE", "500", "MODEL.TAN.FEATPOOL.HIDDEN_SIZE", "128",
-                  "MODEL.TAN.INTEGRATOR.QUERY_HIDDEN_SIZE", "128", "MODEL.TAN.PREDICTOR.HIDDEN_SIZE", "128",
-                  "MODEL.TAN.PREDICTOR.KERNEL_SIZE", "5", "MODEL.TAN.PREDICTOR.NUM_STACK_LAYERS", "4"],
+    # The small CPU setting: N 32, hidden 128, K 5, 4 layers; MMN with the GloVe + LSTM encoder.
+    "cpu-small": {
+        "shared": ["NUM_CLIPS", "32", "FEAT2D.POOLING_COUNTS", "[15, 8]", "FEATPOOL.KERNEL_SIZE", "2",
+                   "FEATPOOL.INPUT_SIZE", "500", "FEATPOOL.HIDDEN_SIZE", "128", "PREDICTOR.HIDDEN_SIZE", "128",
+                   "PREDICTOR.KERNEL_SIZE", "5", "PREDICTOR.NUM_STACK_LAYERS", "4"],
+        "TAN": ["INPUT.NUM_PRE_CLIPS", "64", "MODEL.TAN.INTEGRATOR.QUERY_HIDDEN_SIZE", "128"],
+        "MMN": ["INPUT.NUM_PRE_CLIPS", "64", "MODEL.MMN.JOINT_SPACE_SIZE", "128",
+                "MODEL.MMN.TEXT_ENCODER.NAME", "LSTM", "MODEL.MMN.TEXT_ENCODER.LSTM.HIDDEN_SIZE", "128",
+                "MODEL.MMN.TEXT_ENCODER.LSTM.NUM_LAYERS", "1"],
+    },
 }
+
+
+def preset_overrides(name, architecture):
+    """The KEY VALUE list of preset ``name`` for ``architecture``."""
+    if not name:
+        return []
+    preset = PRESETS[name]
+    shared = preset["shared"]
+    keys = [f"MODEL.{architecture}.{k}" for k in shared[0::2]]
+    return [x for pair in zip(keys, shared[1::2]) for x in pair] + preset[architecture]
 WORKLOADS = ("train", "inference", "predictor", "eval", "data")
 
 
@@ -61,7 +78,10 @@ def parse_args(argv=None):
                         help="cpu, cuda or cuda:N (default: cuda when present)")
     parser.add_argument("--impl", choices=("both", "ours", "reference"), default="both",
                         help="which implementation(s) to measure (default: both, side by side)")
-    parser.add_argument("--batch", type=int, default=None, help="batch size (default: SOLVER.BATCH_SIZE)")
+    parser.add_argument("--batch", type=int, default=None,
+                        help="batch size (default: SOLVER.BATCH_SIZE; queries for 2D-TAN, videos for MMN)")
+    parser.add_argument("--sentences-per-video", type=int, default=8,
+                        help="MMN only: sentences of each video of a batch (default 8)")
     parser.add_argument("--steps", type=int, default=10, help="timed steps per workload (default 10)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
     parser.add_argument("--only", type=_workloads, default=list(WORKLOADS), metavar="LIST",
@@ -86,19 +106,22 @@ def measure(cfg, impl, device, args):
         torch.backends.cuda.matmul.allow_tf32 = False
     elif impl == "ours":
         configure_backends(cfg, device)
+    mmn = cfg.MODEL.ARCHITECTURE == "MMN"
+    steps = M if mmn else W  # the model's workloads; evaluation and data loading are shared
     need_model = {"train", "inference", "predictor"} & set(args.only)
-    model = W.build(cfg, impl, device) if need_model else None
-    batch = W.random_batch(cfg, batch_size, device)
+    model = steps.build(cfg, impl, device) if need_model else None
+    batch = (M.random_video_batch(cfg, batch_size, args.sentences_per_video, device) if mmn
+             else W.random_batch(cfg, batch_size, device))
     if "train" in args.only:
-        seconds = timer(W.train_step_fn(cfg, impl, model, batch, device))
+        seconds = timer(steps.train_step_fn(cfg, impl, model, batch, device))
         out["train_samples_per_s"] = batch_size / seconds
         out["train_peak_memory_gb"] = W.peak_memory_gb(device)
-        model = W.build(cfg, impl, device)  # fresh weights for the next workloads
+        model = steps.build(cfg, impl, device)  # fresh weights for the next workloads
     if "inference" in args.only:
-        seconds = timer(W.inference_step_fn(cfg, impl, model, batch, device))
+        seconds = timer(steps.inference_step_fn(cfg, impl, model, batch, device))
         out["inference_samples_per_s"] = batch_size / seconds
         out["inference_peak_memory_gb"] = W.peak_memory_gb(device)
-    if "predictor" in args.only:
+    if "predictor" in args.only and not mmn:  # TAN's predictor alone
         model.train()
         seconds = timer(W.predictor_step_fn(cfg, impl, model, batch_size, device))
         dense, computed = W.predictor_flops(cfg if impl == "ours" else _dense(cfg))
@@ -151,8 +174,12 @@ ROWS = [("train_samples_per_s", "train samples/s", "{:.1f}"), ("train_peak_memor
 
 def format_report(report):
     impls = list(report["results"])
-    lines = [f"device: {report['device']} ({report['machine']}), torch {report['torch']}, batch {report['batch']}, "
-             f"AMP {report['amp']}, strip rows {report['strip_rows']}, compile {report['compile']}",
+    unit = (f"videos x {report['sentences_per_video']} sentences" if report.get("sentences_per_video")
+            else "queries")
+    lines = [f"model: {report.get('architecture', 'TAN')}, 2D map {report.get('feat2d', 'pool')}",
+             f"device: {report['device']} ({report['machine']}), torch {report['torch']}, batch {report['batch']} "
+             f"{unit} (samples: {unit.split()[0]}), AMP {report['amp']}, strip rows {report['strip_rows']}, "
+             f"compile {report['compile']}",
              f"{'':38}" + "".join(f"{name:>14}" for name in impls) + ("      speed-up" if len(impls) == 2 else "")]
     for key, label, fmt in ROWS:
         values = [report["results"][i].get(key) for i in impls]
@@ -176,7 +203,8 @@ def format_report(report):
 
 def main(argv=None):
     args = parse_args(argv)
-    opts = list(PRESETS.get(args.preset, [])) + list(args.opts)
+    architecture = load_config(args.config_file, args.opts).MODEL.ARCHITECTURE
+    opts = preset_overrides(args.preset, architecture) + list(args.opts)
     cfg = load_config(args.config_file, opts)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -186,6 +214,8 @@ def main(argv=None):
     impls = ["ours", "reference"] if args.impl == "both" else [args.impl]
     report = {"config": os.path.relpath(args.config_file), "preset": args.preset, "overrides": list(args.opts),
               "device": str(device), "machine": describe_machine(device), "torch": torch.__version__,
+              "architecture": cfg.MODEL.ARCHITECTURE, "feat2d": cfg.MODEL[cfg.MODEL.ARCHITECTURE].FEAT2D.NAME,
+              "sentences_per_video": args.sentences_per_video if cfg.MODEL.ARCHITECTURE == "MMN" else None,
               "batch": args.batch or cfg.SOLVER.BATCH_SIZE, "amp": cfg.SOLVER.AMP,
               "strip_rows": cfg.MODEL.TAN.PREDICTOR.STRIP_ROWS, "compile": cfg.SOLVER.COMPILE,
               "channels_last": cfg.MODEL.CHANNELS_LAST, "steps": args.steps, "eval_queries": args.eval_queries,

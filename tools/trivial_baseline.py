@@ -16,6 +16,7 @@ from tan.cli.exits import run_cli
 from tan.config import load_config
 from tan.data import RunData
 from tan.engine.evaluation import evaluate_moments, format_table
+from tan.config.architecture import model_settings
 from tan.modeling.feat2d import build_mask2d
 from tan.structures.moments import iou2d
 from tan.utils.logger import setup_logger
@@ -34,8 +35,9 @@ def main(argv=None):
     args = default_argument_parser("Most-common-moment baseline.", __doc__.split("\n\n", 2)[2]).parse_args(argv)
     cfg = load_config(args.config_file, args.opts)
     setup_logger(None)
-    n = cfg.MODEL.TAN.NUM_CLIPS
-    mask2d = build_mask2d(n, cfg.MODEL.TAN.FEAT2D.POOLING_COUNTS)
+    arch = model_settings(cfg)
+    n = arch.NUM_CLIPS
+    mask2d = build_mask2d(n, arch.FEAT2D.POOLING_COUNTS)
     data = RunData(cfg)  # the vocabulary and the datasets are built once for both splits
     cells = most_common_cells([data.dataset(name) for name in cfg.DATASETS.TRAIN], n, mask2d)
     starts, ends = (cells // n).float() / n, (cells % n + 1).float() / n  # fractions of the video

@@ -124,6 +124,11 @@ _C.MODEL.MMN.PREDICTOR.HIDDEN_SIZE = 512
 _C.MODEL.MMN.PREDICTOR.KERNEL_SIZE = 5
 # Number of stacked 2D convolutions.
 _C.MODEL.MMN.PREDICTOR.NUM_STACK_LAYERS = 8
+# (tan) Compute each conv only over row strips of this many rows that cover
+# the cells whose window is not all zeros (training) or that the valid outputs
+# depend on (evaluation); 0 runs the dense convs of MMN. Same results up to
+# float rounding (docs/mmn.md §2.1).
+_C.MODEL.MMN.PREDICTOR.STRIP_ROWS = 16
 
 _C.MODEL.MMN.LOSS = CN()
 # IoU mapped to target 0 (and below) by the IoU branch's BCE.

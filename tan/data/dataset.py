@@ -41,7 +41,7 @@ class MomentDataset(Dataset):
         for video, shape in shapes.items():
             if len(shape) != 2 or shape[1] != input_size:
                 raise TanError(f"{features}: video {video!r} has features of shape {tuple(shape)}; expected "
-                               f"[T, {input_size}] (MODEL.TAN.FEATPOOL.INPUT_SIZE)")
+                               f"[T, {input_size}] (FEATPOOL.INPUT_SIZE of the model's settings)")
 
         nonfinite = self.features.nonfinite(v for v, s in shapes.items() if s[0] > 0)
         self.videos = sorted(v for v, s in shapes.items() if s[0] > 0 and v not in nonfinite)

@@ -1,10 +1,12 @@
 """What prediction feeds a model: one video's features and duration, from a
 run's configured data (or files given directly), and sentences as
-word-vector sequences, from the index of the word-vector file."""
+word-vector sequences, from the index of the word-vector file (or as word
+pieces, for MMN's BERT encoder)."""
 import os
 
 import numpy as np
 
+from ..config.architecture import text_encoder_name
 from ..errors import TanError
 from ..utils.logger import get_logger
 from .build import RunData, word_vector_cache_dir
@@ -12,6 +14,7 @@ from .catalog import resolve_path
 from .features import FeatureFile
 from .text import tokenize
 from .word_index import WordVectorIndex
+from .word_pieces import WordPieces
 
 
 class VideoSource:
@@ -79,3 +82,11 @@ class SentenceEncoder:
                                               ", ".join(unknown))
             encoded.append(np.stack([self.known.get(t, np.zeros(self.dim, np.float32)) for t in ts]))
         return encoded
+
+
+def sentence_encoder(cfg):
+    """How prediction encodes sentences for the model of ``cfg``: GloVe vectors
+    (:class:`SentenceEncoder`), or word-piece ids for MMN's BERT encoder."""
+    if text_encoder_name(cfg) == "BERT":
+        return WordPieces.from_config(cfg)
+    return SentenceEncoder.from_config(cfg)

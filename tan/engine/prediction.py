@@ -7,6 +7,7 @@ computed once and shared by every sentence asked about it."""
 import numpy as np
 import torch
 
+from ..config.architecture import model_key, model_settings
 from ..data.collate import pad_sentences
 from ..data.features import l2_normalize_rows, resample
 from ..errors import TanError
@@ -32,10 +33,10 @@ def prepare_features(cfg, feats):
     """Raw clip features [T, D_in] (array or tensor) -> the model's input [NUM_PRE_CLIPS, D_in],
     as the datasets prepare them (L2-normalised rows, resampled)."""
     feats = feats.detach().cpu().numpy() if torch.is_tensor(feats) else np.asarray(feats)
-    expected = cfg.MODEL.TAN.FEATPOOL.INPUT_SIZE
+    expected = model_settings(cfg).FEATPOOL.INPUT_SIZE
     if feats.ndim != 2 or feats.shape[1] != expected or feats.shape[0] == 0:
         raise TanError(f"features of shape {tuple(feats.shape)}; expected [T, {expected}] "
-                       f"(MODEL.TAN.FEATPOOL.INPUT_SIZE) with T >= 1")
+                       f"({model_key(cfg, 'FEATPOOL.INPUT_SIZE')}) with T >= 1")
     feats = feats.astype(np.float32, copy=False)
     if not np.isfinite(feats).all():
         raise TanError("the video's features hold NaN or infinite values")
@@ -64,7 +65,7 @@ def encode_video(model, cfg, feats, device):
 def ground_sentences(model, cfg, map2d, duration, encoded_sentences, device, topk=5, batch_size=SENTENCE_BATCH):
     """Top moments of each sentence over one encoded video (``map2d`` from :func:`encode_video`).
 
-    encoded_sentences: list of [L, E] word vectors. Returns (moments [S, topk, 2]
+    encoded_sentences: list of [L, E] word vectors (or [L] word-piece ids). Returns (moments [S, topk, 2]
     seconds, scores [S, topk], filled [S, topk], score maps [S, N, N]), all on the CPU."""
     if topk < 1:
         raise TanError(f"topk must be at least 1, got {topk}")
@@ -75,8 +76,8 @@ def ground_sentences(model, cfg, map2d, duration, encoded_sentences, device, top
     for start in range(0, len(encoded_sentences), batch_size):
         queries, lengths = pad_sentences(encoded_sentences[start:start + batch_size], cfg.INPUT.PRE_QUERY_SIZE)
         with autocast(cfg.SOLVER.AMP, device):
-            logits = model.ground(map2d, queries.to(device), lengths)
-        scores = model.scores(logits)
+            output = model.ground(map2d, queries.to(device), lengths)
+        scores = model.scores(output)
         durations = torch.full((len(queries),), duration, device=device)
         kept = top_moments(scores, durations, cfg.TEST.NMS_THRESH, topk, model.mask2d, units=cfg.TEST.NMS_UNITS)
         parts.append([t.cpu() for t in (*kept, scores)])
@@ -96,9 +97,9 @@ def predict_dataset_queries(model, cfg, dataset, indices, device, topk=5):
     for index in indices:
         item = dataset[index]
         with autocast(cfg.SOLVER.AMP, device):
-            logits = model(item["feats"][None].to(device), item["query"][None].to(device),
+            output = model(item["feats"][None].to(device), item["query"][None].to(device),
                            torch.tensor([len(item["query"])]))
-        scores = model.scores(logits)
+        scores = model.scores(output)
         moments, kept, filled = top_moments(scores, torch.tensor([item["duration"]], device=device),
                                             cfg.TEST.NMS_THRESH, topk, model.mask2d, units=cfg.TEST.NMS_UNITS)
         yield scores[0].cpu(), moments[0][filled[0]].cpu(), kept[0][filled[0]].cpu()

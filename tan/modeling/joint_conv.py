@@ -5,35 +5,69 @@ the joint space, once for matching and once for the IoU score (docs/mmn.md §2).
 State-dict names follow MMN's code (``proposal_conv.convs.{l}``,
 ``proposal_conv.bn.{l}``, ``conv1x1_contrastive``, ``conv1x1_iou``), so its
 released checkpoints load. The weight maps are built once from the mask (as
-for TAN's predictor) instead of being convolved anew every forward. The two
-heads run on the valid cells only, as a matrix product, because nothing reads
-the others.
+for TAN's predictor) instead of being convolved anew every forward, and the
+two heads run on the valid cells only, as a matrix product.
 
-TAN's row-strip computation does not apply here: batch norm's statistics are
-taken over every cell of each conv's output, the ones no valid cell depends
-on included, so they must all be computed.
+Row strips (PREDICTOR.STRIP_ROWS > 0; docs/mmn.md §2.1). Batch norm's
+training statistics are taken over every cell of a conv's output, so unlike
+TAN's predictor the cells no valid output depends on still count. But a cell
+whose K x K window holds only zeros (the weight map of its layer is zero
+there) outputs exactly the conv's bias, so those cells enter the statistics
+as a count times the bias and are never computed: each conv runs only on
+strips covering its cells of non-zero weight (where the input can be
+non-zero). In evaluation, where batch norm uses its running statistics,
+the strips cover only the cells the valid outputs depend on, as for TAN.
 """
+import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .predictor import build_weight_maps
+from .predictor import build_weight_maps, needed_cells, strip_conv, strip_plan
+
+
+def covered(plan, size, device=None):
+    """[size, size] bool: the cells a strip plan computes."""
+    mask = torch.zeros(size, size, dtype=torch.bool, device=device)
+    for r0, r1, c0, c1 in plan:
+        mask[r0:r1, c0:c1] = True
+    return mask
+
+
+# A layer whose strips would cover more than this share of its output runs
+# dense: assembling the strips would cost more than the cells it saves.
+DENSE_ABOVE = 0.8
+
+
+def worth_it(plan, size):
+    """``plan``, or None (compute the layer dense) when it saves too little."""
+    area = sum((r1 - r0) * (c1 - c0) for r0, r1, c0, c1 in plan)
+    return plan if area <= DENSE_ABOVE * size * size else None
 
 
 class JointProposalConv(nn.Module):
-    def __init__(self, input_size, hidden_size, kernel_size, num_stack_layers, joint_size, mask2d):
+    def __init__(self, input_size, hidden_size, kernel_size, num_stack_layers, joint_size, mask2d, strip_rows=0):
         super().__init__()
-        padding = (kernel_size - 1) * num_stack_layers // 2
+        self.padding = (kernel_size - 1) * num_stack_layers // 2
         self.bn = nn.ModuleList(nn.BatchNorm2d(hidden_size) for _ in range(num_stack_layers))
-        convs = [nn.Conv2d(input_size, hidden_size, kernel_size, padding=padding)]
+        convs = [nn.Conv2d(input_size, hidden_size, kernel_size, padding=self.padding)]
         convs += [nn.Conv2d(hidden_size, hidden_size, kernel_size) for _ in range(num_stack_layers - 1)]
         self.convs = nn.ModuleList(convs)
         self.conv1x1_iou = nn.Conv2d(hidden_size, joint_size, 1)
         self.conv1x1_contrastive = nn.Conv2d(hidden_size, joint_size, 1)
-        for index, weight in enumerate(build_weight_maps(mask2d, kernel_size, num_stack_layers)):
+        weight_maps = build_weight_maps(mask2d, kernel_size, num_stack_layers)
+        for index, weight in enumerate(weight_maps):
             self.register_buffer(f"weight_map_{index}", weight, persistent=False)
         n = mask2d.shape[-1]
         i, j = mask2d.nonzero(as_tuple=True)
         self.register_buffer("cells", i * n + j, persistent=False)  # valid cells, row-major
+        self.train_plans = self.eval_plans = None
+        if strip_rows > 0:
+            self.train_plans = [worth_it(strip_plan(w.cpu() > 0, strip_rows), w.shape[-1]) for w in weight_maps]
+            self.eval_plans = [worth_it(strip_plan(c, strip_rows), c.shape[-1])
+                               for c in needed_cells(mask2d, weight_maps, kernel_size)]
+            for index, (plan, weight) in enumerate(zip(self.train_plans, weight_maps)):
+                if plan is not None:
+                    self.register_buffer(f"covered_{index}", covered(plan, weight.shape[-1]), persistent=False)
 
     @staticmethod
     def _embed(head, x):
@@ -42,8 +76,49 @@ class JointProposalConv(nn.Module):
 
     def forward(self, x):
         """x [V, H_in, N, N] -> (matching, IoU) cell embeddings, each [V, J, C] over the C valid cells."""
-        for index, (conv, bn) in enumerate(zip(self.convs, self.bn)):
-            weight = getattr(self, f"weight_map_{index}")
-            x = bn(conv(x)).relu() * weight.to(x.dtype)
+        if self.train_plans is None:
+            for index, (conv, bn) in enumerate(zip(self.convs, self.bn)):
+                x = bn(conv(x)).relu() * getattr(self, f"weight_map_{index}").to(x.dtype)
+        else:
+            x = self._strips(x)
         cells = x.flatten(2).index_select(2, self.cells)  # [V, H, C]
         return self._embed(self.conv1x1_contrastive, cells), self._embed(self.conv1x1_iou, cells)
+
+    def _strips(self, x):
+        batch_statistics = self.training
+        plans = self.train_plans if batch_statistics else self.eval_plans
+        x = F.pad(x, [self.padding] * 4)
+        for index, (conv, bn) in enumerate(zip(self.convs, self.bn)):
+            weight = getattr(self, f"weight_map_{index}")
+            plan = plans[index]
+            y = strip_conv(conv, x, plan, weight.shape[-1]) if plan is not None else conv(x)
+            if batch_statistics and plan is not None:
+                y = self._batch_norm_with_bias_cells(y, conv, bn, getattr(self, f"covered_{index}"))
+            else:
+                y = bn(y)
+            x = y.relu() * weight.to(y.dtype)
+        return x
+
+    @staticmethod
+    def _batch_norm_with_bias_cells(y, conv, bn, computed):
+        """Training-mode batch norm of a conv output that holds the computed cells
+        (``computed``) and zeros elsewhere, where the true output is the conv's
+        bias: the statistics count those cells as the bias, as the dense stack would."""
+        b, c, h, w = y.shape
+        total = b * h * w
+        missing = b * int((~computed).sum())
+        exact = torch.promote_types(y.dtype, torch.float32)  # statistics in float32 at least, as autocast does
+        y32 = y.to(exact)
+        bias = conv.bias.to(exact) if conv.bias is not None else y32.new_zeros(c)
+        mean = (y32.sum(dim=(0, 2, 3)) + missing * bias) / total
+        centred = (y32 - mean[None, :, None, None]) * computed
+        var = (centred.pow(2).sum(dim=(0, 2, 3)) + missing * (bias - mean).pow(2)) / total
+        if bn.track_running_stats:
+            with torch.no_grad():
+                momentum = bn.momentum if bn.momentum is not None else 1.0 / float(bn.num_batches_tracked + 1)
+                bn.running_mean.mul_(1 - momentum).add_(momentum * mean)
+                bn.running_var.mul_(1 - momentum).add_(momentum * var * total / max(total - 1, 1))
+                bn.num_batches_tracked.add_(1)
+        scale = bn.weight.to(exact) * torch.rsqrt(var + bn.eps)
+        shift = bn.bias.to(exact) - mean * scale
+        return (y32 * scale[None, :, None, None] + shift[None, :, None, None]).to(y.dtype)

@@ -49,6 +49,19 @@ def strip_plan(needed, strip_rows):
     return plan
 
 
+def strip_conv(conv, x, plan, size):
+    """``conv`` (no padding; ``x`` padded already) computed only on the strips of
+    ``plan``: [B, C_out, size, size], zero outside them."""
+    k = conv.kernel_size[0]
+    out = None
+    for r0, r1, c0, c1 in plan:
+        piece = F.conv2d(x[:, :, r0:r1 + k - 1, c0:c1 + k - 1], conv.weight, conv.bias)
+        if out is None:  # the conv's output dtype: bf16/fp16 under autocast
+            out = piece.new_zeros(x.shape[0], conv.out_channels, size, size)
+        out[:, :, r0:r1, c0:c1] = piece
+    return out
+
+
 class ProposalConv(nn.Module):
     """``strip_rows`` > 0 computes each conv only on row strips that cover the
     cells the valid outputs depend on (about half of the dense work for the
@@ -71,16 +84,6 @@ class ProposalConv(nn.Module):
         if strip_rows > 0:
             self.plans = [strip_plan(n, strip_rows) for n in needed_cells(mask2d, weight_maps, kernel_size)]
 
-    def _strip_conv(self, conv, x, plan, size):
-        k = self.kernel_size
-        out = None
-        for r0, r1, c0, c1 in plan:
-            piece = F.conv2d(x[:, :, r0:r1 + k - 1, c0:c1 + k - 1], conv.weight, conv.bias)
-            if out is None:  # the conv's output dtype: bf16/fp16 under autocast
-                out = piece.new_zeros(x.shape[0], conv.out_channels, size, size)
-            out[:, :, r0:r1, c0:c1] = piece
-        return out
-
     def forward(self, x):
         # x: [B, H, N, N]
         if self.plans is not None:
@@ -90,7 +93,7 @@ class ProposalConv(nn.Module):
             if self.plans is None:
                 x = conv(x)
             else:
-                x = self._strip_conv(conv, x, self.plans[index], weight.shape[-1])
+                x = strip_conv(conv, x, self.plans[index], weight.shape[-1])
             x = x.relu() * weight.to(x.dtype)  # stay in the autocast dtype (a float32 map would promote)
         # The 1 x 1 scoring conv runs in float32 under mixed precision: bf16
         # logits (8 significant bits) would tie many candidates and blur the ranking.
