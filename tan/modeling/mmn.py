@@ -32,6 +32,11 @@ class MMNOutput(NamedTuple):
     video_index: torch.Tensor  # [S] or None (see GroundingModel)
 
 
+def normalized(x):
+    """L2-normalised along dim 1, in float32 at least (embeddings of a bf16/fp16 autocast too)."""
+    return F.normalize(x.to(torch.promote_types(x.dtype, torch.float32)), dim=1)
+
+
 def all_pairs(sentences, cells):
     """sentences [S, J], cells [V, J, C] -> [S, V, C]: every sentence with every cell of every video."""
     v, j, c = cells.shape
@@ -80,11 +85,11 @@ class MMN(GroundingModel):
     def encode_video(self, feats):
         """feats [V, P, D_in] -> the normalised cell embeddings of each video."""
         match, iou = self.proposal_conv(self.feat2d(self.featpool(feats)))
-        return CellEmbeddings(F.normalize(match.float(), dim=1), F.normalize(iou.float(), dim=1))
+        return CellEmbeddings(normalized(match), normalized(iou))
 
     def ground(self, cells, queries, wordlens, video_index=None):
         match, iou = self.text_encoder(queries, wordlens)
-        return MMNOutput(cells, F.normalize(match.float(), dim=1), F.normalize(iou.float(), dim=1), video_index)
+        return MMNOutput(cells, normalized(match), normalized(iou), video_index)
 
     def _valid_to_map(self, values):
         """[S, C] values of the valid cells -> [S, N, N], zero elsewhere."""
@@ -106,8 +111,9 @@ class MMN(GroundingModel):
         match = all_pairs(output.match, output.cells.match)  # [S, V, C]
         rows = torch.arange(len(video_index), device=video_index.device)
         iou_logits = IOU_SCORE_SCALE * all_pairs(output.iou, output.cells.iou)[rows, video_index]
-        ious = self.criterion.cell_ious(batch["moments"], batch["durations"], self.num_clips)
-        return self.criterion(match, iou_logits, ious, batch["moments"].float(), video_index, self.epoch)
+        # IoUs in float32, as MMN computes them (and as TAN's targets are)
+        ious = self.criterion.cell_ious(batch["moments"], batch["durations"], self.num_clips).to(match.dtype)
+        return self.criterion(match, iou_logits, ious, batch["moments"].to(match.dtype), video_index, self.epoch)
 
     def set_epoch(self, epoch):
         """Epochs 1..SOLVER.FREEZE_BERT keep DistilBERT frozen; after SOLVER.ONLY_IOU the

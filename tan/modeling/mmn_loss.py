@@ -36,8 +36,9 @@ class MutualMatchingLoss(nn.Module):
 
     def cell_ious(self, moments, durations, num_clips):
         """[S, C]: IoU of every valid cell's moment (seconds) with each sentence's moment."""
-        unit = durations.float()[:, None, None] / num_clips
-        return temporal_iou(self.cell_bounds[None] * unit, moments.float()[:, None, :])
+        # grids x duration / N in float32, in MMN's order of operations
+        candidates = self.cell_bounds.float()[None] * durations.float()[:, None, None] / num_clips
+        return temporal_iou(candidates, moments.float()[:, None, :])
 
     def forward(self, match, iou_logits, ious, moments, video_index, epoch):
         """match [S, V, C]: cosine of sentence s with every cell of every video
@@ -62,7 +63,7 @@ class MutualMatchingLoss(nn.Module):
         same_video = video_index[:, None] == video_index[None, :]
         overlap = temporal_iou(moments[:, None, :], moments[None, :, :]) >= self.sentence_removal_iou
         keep = ~(same_video & overlap) | torch.eye(s, dtype=torch.bool, device=match.device)
-        margin = self.margin * torch.eye(s, device=match.device)
+        margin = self.margin * torch.eye(s, dtype=match.dtype, device=match.device)
         logits = (cell_vs_sentences - margin[:, None, :]) / self.tau_video
         logits = logits.masked_fill(~keep[:, None, :], -math.inf)
         loss_vid = -((positive - self.margin) / self.tau_video - logits.logsumexp(dim=2)).mean()
