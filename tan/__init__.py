@@ -1,4 +1,4 @@
-"""tan: config-driven training and evaluation of 2D-TAN for temporal video grounding.
+"""tan: config-driven training and evaluation of 2D-TAN and MMN for temporal video grounding.
 
 The Python API (tan/api.py; the README's "Python API" section)::
 

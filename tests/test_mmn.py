@@ -360,3 +360,13 @@ def test_word_pieces_and_the_bert_encoder_with_a_tiny_local_distilbert(tmp_path)
     torch.testing.assert_close(both[0][:1], alone[0], rtol=1e-5, atol=1e-6)  # padding is not read
     with pytest.raises(TanError, match="cannot load the DistilBERT model"):
         load_distilbert(str(tmp_path / "nothing_here"))
+
+
+def test_without_transformers_bert_says_how_to_get_it(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import fails as if not installed
+    with pytest.raises(TanError, match=r"pip install 'tan\[bert\]'.*TEXT_ENCODER.NAME LSTM"):
+        build_model(load_config(MMN_SYNTHETIC, ["MODEL.MMN.TEXT_ENCODER.NAME", "BERT"]))
+    from tan.data.word_pieces import WordPieces
+    with pytest.raises(TanError, match="transformers package"):
+        WordPieces.from_pretrained("distilbert-base-uncased")

@@ -1,4 +1,4 @@
-"""Train 2D-TAN from a config, then test the final and the best model on DATASETS.TEST.
+"""Train 2D-TAN or MMN (MODEL.ARCHITECTURE) from a config, then test the final and best models.
 
 Arguments after the options are config overrides, KEY VALUE pairs of keys
 in tan/config/defaults.py. Run under torchrun for several processes.
@@ -17,7 +17,7 @@ from .setup import default_setup
 
 
 def main(argv=None):
-    parser = default_argument_parser("Train 2D-TAN, then test it.", __doc__.split("\n\n", 1)[1])
+    parser = default_argument_parser("Train 2D-TAN or MMN, then test it.", __doc__.split("\n\n", 1)[1])
     parser.add_argument("--skip-test", action="store_true",
                         help="do not test after training (test later with tan-test)")
     parser.add_argument(ACCEPT_FLAG, action="store_true",

@@ -9,10 +9,8 @@ MMN's datasets encode it; its length counts both marks.
 import numpy as np
 
 from ..errors import TanError
+from ..utils.optional import require_transformers
 from .text import tokenize
-
-TRANSFORMERS_HINT = ("pip install 'tan[bert]' (the transformers package), or set MODEL.MMN.TEXT_ENCODER.NAME "
-                     "LSTM to use GloVe vectors")
 
 
 class WordPieces:
@@ -25,13 +23,9 @@ class WordPieces:
 
     @classmethod
     def from_pretrained(cls, pretrained):
+        transformers = require_transformers()
         try:
-            from transformers import AutoTokenizer
-        except ImportError:
-            raise TanError(f"MODEL.MMN.TEXT_ENCODER.NAME 'BERT' needs the transformers package: "
-                           f"{TRANSFORMERS_HINT}") from None
-        try:
-            return cls(AutoTokenizer.from_pretrained(pretrained), pretrained)
+            return cls(transformers.AutoTokenizer.from_pretrained(pretrained), pretrained)
         except (OSError, ValueError) as e:
             raise TanError(f"cannot load the tokenizer of {pretrained!r} (MODEL.MMN.TEXT_ENCODER.BERT.PRETRAINED): "
                            f"{e}") from None

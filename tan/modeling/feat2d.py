@@ -90,7 +90,8 @@ class SparseConv2D(nn.Module):
         super().__init__()
         n = num_clips
         steps = diagonal_steps(n, pooling_counts)
-        self.convs = nn.ModuleList(nn.Conv1d(hidden_size, hidden_size, kernel, stride) for kernel, stride, _, _ in steps)
+        self.convs = nn.ModuleList(nn.Conv1d(hidden_size, hidden_size, kernel, stride)
+                                   for kernel, stride, _, _ in steps)
         self.lengths = [len(starts) for _, _, starts, _ in steps]
         cells = [torch.arange(n) * (n + 1)] + [starts * n + starts + offset for _, _, starts, offset in steps]
         self.register_buffer("mask2d", build_mask2d(n, pooling_counts), persistent=False)

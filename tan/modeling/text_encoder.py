@@ -11,10 +11,9 @@ import torch
 from torch import nn
 
 from ..errors import TanError
+from ..utils.optional import require_transformers
 from .sentence import last_word_states
 
-BERT_EXTRA_HINT = ("pip install 'tan[bert]' (the transformers package), or set MODEL.MMN.TEXT_ENCODER.NAME "
-                   "LSTM to use GloVe vectors")
 
 
 class JointProjection(nn.Module):
@@ -45,12 +44,9 @@ class LSTMTextEncoder(JointProjection):
 
 def load_distilbert(pretrained):
     """DistilBERT from a hub name (downloaded and cached by transformers) or a local folder."""
+    transformers = require_transformers()
     try:
-        from transformers import AutoModel
-    except ImportError:
-        raise TanError(f"MODEL.MMN.TEXT_ENCODER.NAME 'BERT' needs the transformers package: {BERT_EXTRA_HINT}") from None
-    try:
-        return AutoModel.from_pretrained(pretrained)
+        return transformers.AutoModel.from_pretrained(pretrained)
     except (OSError, ValueError) as e:
         raise TanError(f"cannot load the DistilBERT model {pretrained!r} (MODEL.MMN.TEXT_ENCODER.BERT.PRETRAINED): "
                        f"{e}") from None
