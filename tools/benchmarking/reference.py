@@ -20,6 +20,8 @@ from tan.modeling.integrator import build_integrator
 from tan.modeling.predictor import ProposalConv
 from tan.structures.moments import iou2d
 
+from .reference_mmn import ChainMap2D
+
 
 class PoolChainMap2D(nn.Module):
     """Cell (i, i + offset) from iterated max-pools: stride 1 pools for the
@@ -57,7 +59,10 @@ class ReferenceTAN(nn.Module):
         super().__init__()
         tan = cfg.MODEL.TAN
         self.featpool = build_featpool(cfg)
-        self.feat2d = PoolChainMap2D(tan.NUM_CLIPS, tan.FEAT2D.POOLING_COUNTS)
+        if tan.FEAT2D.NAME == "conv":  # the conv map, filled one diagonal at a time (MMN's code does it so too)
+            self.feat2d = ChainMap2D("conv", tan.NUM_CLIPS, tan.FEAT2D.POOLING_COUNTS, tan.FEATPOOL.HIDDEN_SIZE)
+        else:
+            self.feat2d = PoolChainMap2D(tan.NUM_CLIPS, tan.FEAT2D.POOLING_COUNTS)
         self.integrator = build_integrator(cfg)
         # the dense stack of the reference, whatever PREDICTOR.STRIP_ROWS says
         self.predictor = ProposalConv(tan.FEATPOOL.HIDDEN_SIZE, tan.PREDICTOR.HIDDEN_SIZE, tan.PREDICTOR.KERNEL_SIZE,
