@@ -61,6 +61,22 @@ def test_mmn_trains_logs_its_loss_terms_and_evaluates(run, tmp_path):
     assert {k: v for k, v in again.items() if k != "checkpoint"} == {k: v for k, v in final.items() if k != "checkpoint"}
 
 
+def test_a_checkpoint_in_mmns_layout_evaluates_with_test_net(run, tmp_path):
+    """As MMN's released files: {"model": names with "module.", "optimizer", "epoch"}, no config."""
+    cfg, out = run
+    state = torch.load(out / "model_final.pth", weights_only=False)["model"]
+    released = tmp_path / "pool_model_2e.pth"
+    torch.save({"model": {f"module.{k}": v for k, v in state.items()}, "optimizer": {}, "epoch": 2}, released)
+    proc = run_tool("test_net", "--ckpt", str(released), "DATASETS.ROOT", cfg.DATASETS.ROOT)
+    assert proc.returncode == 2 and "--config-file" in proc.stderr  # no stored config: say what to add
+    proc = run_tool("test_net", "--config-file", MMN_SYNTHETIC, "--ckpt", str(released), "OUTPUT_DIR",
+                    str(tmp_path / "eval"), "DATASETS.ROOT", cfg.DATASETS.ROOT, "MODEL.DEVICE", "cpu")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = metrics(tmp_path / "eval" / "inference" / "pool_model_2e")
+    want = metrics(out / "inference" / "model_final")
+    assert {k: v for k, v in got.items() if k != "checkpoint"} == {k: v for k, v in want.items() if k != "checkpoint"}
+
+
 def test_predict_the_api_and_pictures_with_mmn(run, tmp_path):
     cfg, out = run
     sentences = ["the cook holds the pan.", "a person opens the door."]
