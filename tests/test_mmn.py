@@ -9,7 +9,6 @@ import os
 import pytest
 import torch
 import yaml
-from torch.nn import functional as F
 
 from tan.config import load_config
 from tan.data.collate import VideoBatchCollator

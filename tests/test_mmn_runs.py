@@ -11,13 +11,13 @@ import sys
 import pytest
 import torch
 
-import tan
 from tan.config import load_config
 
 from conftest import ONE_THREAD, REPO, run_tool
 from runs import signal_after_record
 from test_distributed import torchrun
 from test_mmn import write_tiny_distilbert
+from test_workflows import predict_both_ways
 
 pytestmark = pytest.mark.slow
 
@@ -80,20 +80,7 @@ def test_a_checkpoint_in_mmns_layout_evaluates_with_test_net(run, tmp_path):
 def test_predict_the_api_and_pictures_with_mmn(run, tmp_path):
     cfg, out = run
     sentences = ["the cook holds the pan.", "a person opens the door."]
-    proc = run_tool("predict", "--ckpt", str(out / "model_final.pth"), "--video", "syn_test_0003",
-                    *sum((["--query", s] for s in sentences), []), "--json", "DATASETS.ROOT", cfg.DATASETS.ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    report = json.loads(proc.stdout)
-    model = tan.load_model(str(out / "model_final.pth"), device=torch.device("cpu"),
-                           overrides=["DATASETS.ROOT", cfg.DATASETS.ROOT])
-    from tan.data import RunData
-    data = RunData(cfg)
-    video = model.encode_video(data.video_features("syn_test_0003"), data.video_duration("syn_test_0003"))
-    answers = model.ground(video, sentences, topk=5)
-    for query, moments in zip(report["queries"], answers):
-        assert len(query["moments"]) == len(moments) == 5
-        assert [[m["start"], m["end"], m["score"]] for m in query["moments"]] == \
-            [[round(m.start, 3), round(m.end, 3), round(m.score, 6)] for m in moments]
+    model, video, answers = predict_both_ways(cfg, out, sentences, topk=5)
     maps = model.score_maps(video, sentences)
     assert maps.shape == (2, 16, 16) and float(maps.min()) >= 0
     assert float(maps[0].max()) == pytest.approx(answers[0][0].score, abs=1e-6)

@@ -224,24 +224,33 @@ def test_the_api_reproduces_the_test_figures_of_the_cli(run):
     assert api == pytest.approx(cli, abs=0.2)  # same model and data; batch shapes may move a near-tie
 
 
-def test_the_api_equals_tan_predict(run):
-    cfg, out = run
-    sentences = ["the cook holds the pan.", "a person opens the door.", "someone walks to the table."]
+def predict_both_ways(cfg, out, sentences, topk, video_name="syn_test_0003"):
+    """tan-predict (its JSON report) and the API on one video of the run in ``out``: the
+    same moments and scores, to the printed digits. Returns (model, encoded video, answers)."""
     asked = sum((["--query", s] for s in sentences), [])
-    proc = run_tool("predict", "--ckpt", str(out / "model_final.pth"), "--video", "syn_test_0003", *asked,
-                    "--topk", "7", "--json", "DATASETS.ROOT", cfg.DATASETS.ROOT)
+    proc = run_tool("predict", "--ckpt", str(out / "model_final.pth"), "--video", video_name, *asked,
+                    "--topk", str(topk), "--json", "DATASETS.ROOT", cfg.DATASETS.ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
     from tan.data import RunData
     model = tan.load_model(str(out / "model_final.pth"), device=torch.device("cpu"),
                            overrides=["DATASETS.ROOT", cfg.DATASETS.ROOT])
     data = RunData(cfg)
-    video = model.encode_video(data.video_features("syn_test_0003"), data.video_duration("syn_test_0003"))
-    answers = model.ground(video, sentences, topk=7)
+    video = model.encode_video(data.video_features(video_name), data.video_duration(video_name))
+    answers = model.ground(video, sentences, topk=topk)
     for query, moments in zip(report["queries"], answers):
-        assert len(query["moments"]) == len(moments) == 7
+        assert len(query["moments"]) == len(moments) == topk
         assert [[m["start"], m["end"], m["score"]] for m in query["moments"]] == \
             [[round(m.start, 3), round(m.end, 3), round(m.score, 6)] for m in moments]
+    return model, video, answers
+
+
+def test_the_api_equals_tan_predict(run):
+    cfg, out = run
+    sentences = ["the cook holds the pan.", "a person opens the door.", "someone walks to the table."]
+    model, video, answers = predict_both_ways(cfg, out, sentences, topk=7)
+    from tan.data import RunData
+    data = RunData(cfg)
     maps = model.score_maps(video, sentences)
     assert maps.shape == (3, cfg.MODEL.TAN.NUM_CLIPS, cfg.MODEL.TAN.NUM_CLIPS)
     assert float(maps[0].max()) == pytest.approx(answers[0][0].score, abs=1e-6)

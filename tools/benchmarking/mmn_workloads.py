@@ -4,14 +4,10 @@ baseline written MMN's way (reference_mmn.py). The evaluation and data
 workloads are shared with 2D-TAN (workloads.py)."""
 import torch
 
-from tan.engine.precision import autocast, make_grad_scaler
-from tan.engine.step import forward_batch, move_batch, run_step
-from tan.engine.wrappers import maybe_compile, prepare_model
-from tan.modeling import build_model
-from tan.solver import build_optimizer
+from tan.engine.step import move_batch
 
 from .reference_mmn import ReferenceMMN, mmn_optimizer, mmn_train_step, to_mmn_batch
-from .workloads import WORDS
+from .workloads import WORDS, build_ours, our_inference_step, our_train_step
 
 
 def random_video_batch(cfg, videos, sentences_per_video, device, seed=0):
@@ -33,49 +29,33 @@ def random_video_batch(cfg, videos, sentences_per_video, device, seed=0):
 
 
 def build(cfg, impl, device):
-    torch.manual_seed(cfg.SEED)
     if impl == "reference":
+        torch.manual_seed(cfg.SEED)
         return ReferenceMMN(cfg).to(device)
-    return prepare_model(cfg, build_model(cfg).to(device))
+    return build_ours(cfg, device)
 
 
 def train_step_fn(cfg, impl, model, batch, device):
     """One optimisation step as our trainer does it, or as MMN's does (its loader
     delivers per-video lists and stored N x N IoU maps, built outside the timing)."""
-    if impl == "reference":
-        optimizer = mmn_optimizer(cfg, model)
-        mmn_batch = to_mmn_batch(move_batch(batch, device), cfg.MODEL.MMN.NUM_CLIPS)
-
-        def step():
-            mmn_train_step(model, optimizer, mmn_batch, cfg)
-        return step
-
-    optimizer = build_optimizer(cfg, model)
-    scaler = make_grad_scaler(cfg.SOLVER.AMP, device)
-    forward = maybe_compile(cfg, model)
+    if impl != "reference":
+        return our_train_step(cfg, model, batch, device)
+    optimizer = mmn_optimizer(cfg, model)
+    mmn_batch = to_mmn_batch(move_batch(batch, device), cfg.MODEL.MMN.NUM_CLIPS)
 
     def step():
-        run_step(forward, batch, optimizer, scaler, cfg.SOLVER.AMP, device)
+        mmn_train_step(model, optimizer, mmn_batch, cfg)
     return step
 
 
 def inference_step_fn(cfg, impl, model, batch, device):
     """Test scores of every sentence of the batch."""
+    if impl != "reference":
+        return our_inference_step(cfg, model, batch, device)
     model.eval()
-    if impl == "reference":
-        mmn_batch = to_mmn_batch(move_batch(batch, device), cfg.MODEL.MMN.NUM_CLIPS)
-
-        @torch.no_grad()
-        def step():
-            model.test_scores(model(mmn_batch["feats"], mmn_batch["queries"], mmn_batch["wordlens"]))
-        return step
-
-    forward = maybe_compile(cfg, model)
+    mmn_batch = to_mmn_batch(move_batch(batch, device), cfg.MODEL.MMN.NUM_CLIPS)
 
     @torch.no_grad()
     def step():
-        moved = move_batch(batch, device)
-        with autocast(cfg.SOLVER.AMP, device):
-            output = forward_batch(forward, moved)
-        model.scores(output)
+        model.test_scores(model(mmn_batch["feats"], mmn_batch["queries"], mmn_batch["wordlens"]))
     return step

@@ -7,7 +7,7 @@ import torch
 
 from tan.engine.evaluation import evaluate_moments, top_moments
 from tan.engine.precision import autocast, make_grad_scaler
-from tan.engine.step import run_step
+from tan.engine.step import forward_batch, move_batch, run_step
 from tan.engine.wrappers import maybe_compile, prepare_model
 from tan.modeling import build_model
 from tan.modeling.feat2d import build_mask2d
@@ -83,11 +83,42 @@ class Timer:
         return (time.perf_counter() - start) / self.steps
 
 
-def build(cfg, impl, device):
+def build_ours(cfg, device):
+    """Our model of ``cfg`` (2D-TAN or MMN), seeded, as a run prepares it."""
     torch.manual_seed(cfg.SEED)
-    if impl == "reference":
-        return ReferenceTAN(cfg).to(device)
     return prepare_model(cfg, build_model(cfg).to(device))
+
+
+def our_train_step(cfg, model, batch, device):
+    """One optimisation step as the trainer does it, for any model."""
+    optimizer = build_optimizer(cfg, model)
+    scaler = make_grad_scaler(cfg.SOLVER.AMP, device)
+    forward = maybe_compile(cfg, model)
+
+    def step():
+        run_step(forward, batch, optimizer, scaler, cfg.SOLVER.AMP, device)
+    return step
+
+
+def our_inference_step(cfg, model, batch, device):
+    """The test scores of a batch as the evaluation computes them, for any model."""
+    model.eval()
+    forward = maybe_compile(cfg, model)
+
+    @torch.no_grad()
+    def step():
+        moved = move_batch(batch, device)
+        with autocast(cfg.SOLVER.AMP, device):
+            output = forward_batch(forward, moved)
+        model.scores(output)
+    return step
+
+
+def build(cfg, impl, device):
+    if impl == "reference":
+        torch.manual_seed(cfg.SEED)
+        return ReferenceTAN(cfg).to(device)
+    return build_ours(cfg, device)
 
 
 def train_step_fn(cfg, impl, model, batch, device):
@@ -105,26 +136,18 @@ def train_step_fn(cfg, impl, model, batch, device):
             loss.backward()
             optimizer.step()
         return step
-
-    optimizer = build_optimizer(cfg, model)
-    scaler = make_grad_scaler(cfg.SOLVER.AMP, device)
-    forward = maybe_compile(cfg, model)
-
-    def step():
-        run_step(forward, batch, optimizer, scaler, cfg.SOLVER.AMP, device)
-    return step
+    return our_train_step(cfg, model, batch, device)
 
 
 def inference_step_fn(cfg, impl, model, batch, device):
+    if impl != "reference":
+        return our_inference_step(cfg, model, batch, device)
     model.eval()
-    amp = "off" if impl == "reference" else cfg.SOLVER.AMP
-    forward = model if impl == "reference" else maybe_compile(cfg, model)
 
     @torch.no_grad()
     def step():
-        with autocast(amp, device):
-            logits = forward(batch["feats"].to(device, non_blocking=True),
-                             batch["queries"].to(device, non_blocking=True), batch["wordlens"])
+        logits = model(batch["feats"].to(device, non_blocking=True), batch["queries"].to(device, non_blocking=True),
+                       batch["wordlens"])
         model.scores(logits)
     return step
 
