@@ -139,7 +139,7 @@ def measure(cfg, impl, device, args):
         try:
             data = RunData(cfg)
             data.check_files()
-            out["data_samples_per_s"] = W.time_data_loading(data, args.data_batches)
+            out["data_samples_per_s"] = W.time_data_loading(data, args.data_batches, by_video=mmn)
         except TanError as e:
             out["data_samples_per_s"] = None
             out["data_skipped"] = str(e).splitlines()[0]
@@ -217,7 +217,7 @@ def main(argv=None):
               "architecture": cfg.MODEL.ARCHITECTURE, "feat2d": cfg.MODEL[cfg.MODEL.ARCHITECTURE].FEAT2D.NAME,
               "sentences_per_video": args.sentences_per_video if cfg.MODEL.ARCHITECTURE == "MMN" else None,
               "batch": args.batch or cfg.SOLVER.BATCH_SIZE, "amp": cfg.SOLVER.AMP,
-              "strip_rows": cfg.MODEL.TAN.PREDICTOR.STRIP_ROWS, "compile": cfg.SOLVER.COMPILE,
+              "strip_rows": cfg.MODEL[cfg.MODEL.ARCHITECTURE].PREDICTOR.STRIP_ROWS, "compile": cfg.SOLVER.COMPILE,
               "channels_last": cfg.MODEL.CHANNELS_LAST, "steps": args.steps, "eval_queries": args.eval_queries,
               "reference_eval_queries": args.reference_eval_queries, "results": {}}
     for impl in impls:

@@ -17,7 +17,7 @@ from ..utils import comm
 from ..utils.logger import get_logger
 from . import annotations
 from .catalog import DatasetCatalog, resolve_path
-from ..config.architecture import model_settings, text_encoder_name
+from ..config.architecture import model_key, model_settings, text_encoder_name
 from .collate import BatchCollator, VideoBatchCollator
 from .dataset import MomentDataset
 from .features import FeatureFile
@@ -186,7 +186,8 @@ class RunData:
                 entry["name"], entry["annotations"], entry["features"], entry["format"], text,
                 cfg.INPUT.NUM_PRE_CLIPS, model_settings(cfg).FEATPOOL.INPUT_SIZE,
                 feature_key=entry.get("feature_key", "c3d_features"), cache_size=cfg.INPUT.FEATURE_CACHE_SIZE,
-                durations=entry.get("durations"), parsed=self._parse(entry))
+                durations=entry.get("durations"), parsed=self._parse(entry),
+                input_size_key=model_key(cfg, "FEATPOOL.INPUT_SIZE"))
         return self._datasets[name]
 
     def datasets(self, names):

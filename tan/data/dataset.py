@@ -23,10 +23,12 @@ class MomentDataset(Dataset):
     """
 
     def __init__(self, name, annotations, features, fmt, vocabulary, num_pre_clips, input_size,
-                 feature_key="c3d_features", cache_size=32, durations=None, parsed=None):
+                 feature_key="c3d_features", cache_size=32, durations=None, parsed=None,
+                 input_size_key="MODEL.TAN.FEATPOOL.INPUT_SIZE"):
         """``parsed``: the (queries, dropped) that ``load_annotations`` returned for
         ``annotations``, when the caller has parsed the file already (a run
-        parses each file once); the file is read here otherwise."""
+        parses each file once); the file is read here otherwise. ``input_size_key``: the
+        config key of ``input_size``, for the error when a video's features do not fit."""
         self.name = name
         self.num_pre_clips = num_pre_clips
         self.vocabulary = vocabulary
@@ -41,7 +43,7 @@ class MomentDataset(Dataset):
         for video, shape in shapes.items():
             if len(shape) != 2 or shape[1] != input_size:
                 raise TanError(f"{features}: video {video!r} has features of shape {tuple(shape)}; expected "
-                               f"[T, {input_size}] (FEATPOOL.INPUT_SIZE of the model's settings)")
+                               f"[T, {input_size}] ({input_size_key})")
 
         nonfinite = self.features.nonfinite(v for v, s in shapes.items() if s[0] > 0)
         self.videos = sorted(v for v, s in shapes.items() if s[0] > 0 and v not in nonfinite)

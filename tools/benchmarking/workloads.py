@@ -5,6 +5,7 @@ import time
 
 import torch
 
+from tan.config.architecture import model_settings
 from tan.engine.evaluation import evaluate_moments, top_moments
 from tan.engine.precision import autocast, make_grad_scaler
 from tan.engine.step import forward_batch, move_batch, run_step
@@ -171,11 +172,11 @@ def predictor_step_fn(cfg, impl, model, batch_size, device):
 
 
 def time_evaluation(cfg, impl, num_queries, device, batch_size=None, seed=0):
-    """Seconds per query to turn score maps into the metrics (NMS included)."""
-    tan = cfg.MODEL.TAN
-    n = tan.NUM_CLIPS
+    """Seconds per query to turn score maps (of the model's map) into the metrics (NMS included)."""
+    arch = model_settings(cfg)
+    n = arch.NUM_CLIPS
     gen = torch.Generator().manual_seed(seed)
-    mask = build_mask2d(n, tan.FEAT2D.POOLING_COUNTS)
+    mask = build_mask2d(n, arch.FEAT2D.POOLING_COUNTS)
     scores = torch.rand(num_queries, n, n, generator=gen) * mask
     durations = torch.rand(num_queries, generator=gen) * 100 + 20
     gt = torch.rand(num_queries, 2, generator=gen).sort(dim=1).values * durations[:, None]
@@ -200,10 +201,10 @@ def time_evaluation(cfg, impl, num_queries, device, batch_size=None, seed=0):
     return elapsed / num_queries, results
 
 
-def time_data_loading(data, max_batches):
-    """Training batches per second of the configured loader (``data``: the run's
-    tan.data.RunData; needs the dataset on disk)."""
-    loader = data.train_loader(distributed=False)
+def time_data_loading(data, max_batches, by_video=False):
+    """Training queries per second of the configured loader (``data``: the run's
+    tan.data.RunData; needs the dataset on disk); ``by_video``: MMN's batches of videos."""
+    loader = data.train_loader(distributed=False, by_video=by_video)
     loader.sampler.set_epoch(1)
     iterator = iter(loader)
     next(iterator)  # workers started, first files opened
