@@ -369,3 +369,25 @@ def test_without_transformers_bert_says_how_to_get_it(monkeypatch):
     from tan.data.word_pieces import WordPieces
     with pytest.raises(TanError, match="transformers package"):
         WordPieces.from_pretrained("distilbert-base-uncased")
+
+
+def test_strips_with_a_dense_first_layer_and_too_many_positives():
+    """A layer whose strips would save little runs dense, the first one too (padded once)."""
+    cfg = load_config(os.path.join(REPO, "configs", "mmn_16x16_pool_k5l8_charades.yaml"),
+                      ["MODEL.MMN.TEXT_ENCODER.NAME", "LSTM", "MODEL.MMN.PREDICTOR.NUM_STACK_LAYERS", "2",
+                       "MODEL.MMN.FEATPOOL.HIDDEN_SIZE", "8", "MODEL.MMN.PREDICTOR.HIDDEN_SIZE", "8"])
+    torch.manual_seed(0)
+    model = build_model(cfg).double()
+    assert model.proposal_conv.train_plans[0] is None  # dense
+    dense = build_model(load_config(os.path.join(REPO, "configs", "mmn_16x16_pool_k5l8_charades.yaml"),
+                                    ["MODEL.MMN.TEXT_ENCODER.NAME", "LSTM", "MODEL.MMN.PREDICTOR.NUM_STACK_LAYERS",
+                                     "2", "MODEL.MMN.FEATPOOL.HIDDEN_SIZE", "8", "MODEL.MMN.PREDICTOR.HIDDEN_SIZE",
+                                     "8", "MODEL.MMN.PREDICTOR.STRIP_ROWS", "0"])).double()
+    dense.load_state_dict(model.state_dict())
+    x = torch.randn(2, 8, 16, 16, dtype=torch.float64) * model.mask2d
+    for training in (True, False):
+        model.train(training), dense.train(training)
+        for a, b in zip(model.proposal_conv(x), dense.proposal_conv(x)):
+            torch.testing.assert_close(a, b)
+    with pytest.raises(TanError, match="NUM_POSTIVE_VIDEO_PROPOSAL"):
+        load_config(MMN_SYNTHETIC, ["MODEL.MMN.LOSS.NUM_POSTIVE_VIDEO_PROPOSAL", "1000"])

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The "most common moment" baseline (docs/data.md §6), to put model figures in context.
+"""The "most common moment" baseline (docs/data.md §8.3), to put model figures in context.
 
 Each training moment is mapped to its best-matching valid cell of the N x N
 grid (relative to its video's duration); the five most frequent cells are

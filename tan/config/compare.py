@@ -28,6 +28,7 @@ RUNTIME_KEYS = (
     "MODEL.DEVICE",
     "MODEL.CHANNELS_LAST",
     "MODEL.TAN.PREDICTOR.STRIP_ROWS",  # the same convolutions, computed where needed
+    "MODEL.MMN.PREDICTOR.STRIP_ROWS",
     "SOLVER.COMPILE",
     "CUDNN_BENCHMARK",
 )

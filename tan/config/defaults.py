@@ -39,8 +39,8 @@ _C.MODEL.TAN.FEATPOOL.KERNEL_SIZE = 2
 
 _C.MODEL.TAN.FEAT2D = CN()
 # How a cell (i, j) summarises clips i..j (docs/model.md §3): "pool", the
-# element-wise max; "conv", a learned chain of 1D convolutions (the conv map
-# of microsoft/2D-TAN and MMN; its weights are feat2d.convs.*).
+# element-wise max; "conv", a learned chain of 1D convolutions, as MMN builds
+# it (weights feat2d.convs.*; docs/model.md §3.2).
 _C.MODEL.TAN.FEAT2D.NAME = "pool"
 # Sparse sampling of the 2D map: the first count uses stride 1, each later
 # count doubles the stride (see docs/model.md §3.1). Sum of strided offsets

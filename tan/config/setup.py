@@ -176,6 +176,18 @@ def _check_map_geometry(cfg):
               key(size), "must be even when the LSTM is bidirectional (it is split between the two directions)")
 
 
+def _valid_cells(n, pooling_counts):
+    """The number of candidate moments of the N x N map (docs/model.md §3.1): the diagonal,
+    then each offset's starts at the stride of its group."""
+    cells, stride, offset = n, 1, 0
+    for count in pooling_counts:
+        for _ in range(count):
+            offset += stride
+            cells += len(range(0, n - offset, stride))
+        stride *= 2
+    return cells
+
+
 def _check_mmn(cfg):
     """MMN's loss and score settings (docs/mmn.md)."""
     loss = cfg.MODEL.MMN.LOSS
@@ -188,6 +200,9 @@ def _check_mmn(cfg):
     _need(loss.PAIRWISE_SENT_WEIGHT == 0, "MODEL.MMN.LOSS.PAIRWISE_SENT_WEIGHT",
           f"MMN defines this key but its code never uses it, and neither does tan; expected 0, "
           f"got {loss.PAIRWISE_SENT_WEIGHT}")
+    cells = _valid_cells(cfg.MODEL.MMN.NUM_CLIPS, cfg.MODEL.MMN.FEAT2D.POOLING_COUNTS)
+    _need(loss.NUM_POSTIVE_VIDEO_PROPOSAL <= cells, "MODEL.MMN.LOSS.NUM_POSTIVE_VIDEO_PROPOSAL",
+          f"{loss.NUM_POSTIVE_VIDEO_PROPOSAL} positive cells asked for, but the map has {cells} valid cells")
     encoder = cfg.MODEL.MMN.TEXT_ENCODER
     _need(encoder.NAME in TEXT_ENCODERS, "MODEL.MMN.TEXT_ENCODER.NAME",
           f"expected {' or '.join(repr(x) for x in TEXT_ENCODERS)}, got {encoder.NAME!r}")

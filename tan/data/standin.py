@@ -2,7 +2,7 @@
 with generated features and word vectors in the real layouts and file names.
 
 No feature file or GloVe file can be downloaded here, so this plants a
-signal instead (docs/data.md §6.2): every frequent content word of
+signal instead (docs/data.md §8.2): every frequent content word of
 the benchmark's sentences has a fixed random pattern in feature space, and
 the clips inside each annotated moment carry the sum of the patterns of its
 sentence's words on top of noise. Word vectors are random but fixed per word.

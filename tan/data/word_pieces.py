@@ -38,7 +38,8 @@ class WordPieces:
         """[CLS] word pieces [SEP]; no ids for a sentence without words."""
         if not tokenize(sentence):
             return np.zeros(0, dtype=np.int64)
-        return np.asarray(self.tokenizer(sentence)["input_ids"], dtype=np.int64)
+        # cut at the model's longest input (512 pieces for DistilBERT), [SEP] kept
+        return np.asarray(self.tokenizer(sentence, truncation=True)["input_ids"], dtype=np.int64)
 
     def lookup(self, ids):
         return ids

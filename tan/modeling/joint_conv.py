@@ -91,7 +91,10 @@ class JointProposalConv(nn.Module):
         for index, (conv, bn) in enumerate(zip(self.convs, self.bn)):
             weight = getattr(self, f"weight_map_{index}")
             plan = plans[index]
-            y = strip_conv(conv, x, plan, weight.shape[-1]) if plan is not None else conv(x)
+            if plan is None:  # dense, on the input padded above
+                y = F.conv2d(x, conv.weight, conv.bias)
+            else:
+                y = strip_conv(conv, x, plan, weight.shape[-1])
             if batch_statistics and plan is not None:
                 y = self._batch_norm_with_bias_cells(y, conv, bn, getattr(self, f"covered_{index}"))
             else:
