@@ -90,6 +90,11 @@ def test_mmn_yaml_files_load_unchanged(tmp_path, name):
 
 
 def test_mmn_settings_are_checked():
+    with pytest.raises(TanError, match="MODEL.TAN.FEAT2D.NAME is set, but MODEL.ARCHITECTURE is 'MMN'.*"
+                                       "set MODEL.MMN.FEAT2D.NAME instead"):
+        load_config(MMN_SYNTHETIC, ["MODEL.TAN.FEAT2D.NAME", "conv"])
+    with pytest.raises(TanError, match="MODEL.MMN.JOINT_SPACE_SIZE is set, but MODEL.ARCHITECTURE is 'TAN'"):
+        load_config(os.path.join(REPO, "configs", "2dtan_synthetic.yaml"), ["MODEL.MMN.JOINT_SPACE_SIZE", "8"])
     with pytest.raises(TanError, match="PAIRWISE_SENT_WEIGHT"):
         load_config(MMN_SYNTHETIC, ["MODEL.MMN.LOSS.PAIRWISE_SENT_WEIGHT", "0.5"])
     with pytest.raises(TanError, match="TEXT_ENCODER.NAME"):
@@ -313,10 +318,19 @@ def test_batches_of_videos_and_sampled_sentences(synthetic_root):
     batch = next(iter(loader))
     counts = torch.bincount(batch["video_index"]).tolist()
     assert len(counts) == 4 and max(counts) <= 2 and batch["queries"].shape[0] == sum(counts)
-    for row, index in enumerate(batch["indices"].tolist()):  # the sentence's video is its row's video
+    videos_of_rows = {}
+    for row, index in enumerate(batch["indices"].tolist()):  # each feature row is one video of the dataset
+        videos_of_rows.setdefault(int(batch["video_index"][row]), set()).add(int(dataset.video_ids[index]))
         assert torch.equal(batch["moments"][row], torch.from_numpy(dataset.moments[index]))
+    assert all(len(v) == 1 for v in videos_of_rows.values())
+    assert len(set.union(*videos_of_rows.values())) == 4  # four different videos
+    video = dataset.videos[next(iter(videos_of_rows[0]))]
+    torch.testing.assert_close(batch["feats"][0], torch.from_numpy(dataset.video_features(video)))
     many = max(range(len(groups)), key=lambda p: len(groups.groups[p][1]))
     assert len(groups.groups[many][1]) > 2
+    negative = load_config(MMN_SYNTHETIC, ["DATASETS.ROOT", synthetic_root, "DATALOADER.SENTENCES_PER_VIDEO", "2",
+                                           "SEED", "-1"])
+    assert len(RunData(negative).train_loader(False, by_video=True).dataset.sentences(many, 1)) == 2
     draws = {tuple(groups.sentences(many, epoch)) for epoch in range(1, 8)}
     assert len(draws) > 1 and all(len(d) == 2 for d in draws)  # drawn anew each epoch ...
     assert groups.sentences(many, 3).tolist() == groups.sentences(many, 3).tolist()  # ... reproducibly

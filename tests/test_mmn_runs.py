@@ -175,3 +175,11 @@ def test_compiled_mmn_trains(synthetic_root, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     names = torch.load(out / "model_final.pth", weights_only=False)["model"].keys()
     assert not any(n.startswith("_orig_mod") for n in names)
+
+
+def test_a_distilbert_that_cannot_load_fails_before_anything_is_written(synthetic_root, tmp_path):
+    out = tmp_path / "bad_bert"
+    proc = run_tool("train_net", *train_args(synthetic_root, out, "MODEL.MMN.TEXT_ENCODER.NAME", "BERT",
+                                             "MODEL.MMN.TEXT_ENCODER.BERT.PRETRAINED", str(tmp_path / "missing")))
+    assert proc.returncode == 2 and "MODEL.MMN.TEXT_ENCODER.BERT.PRETRAINED" in proc.stderr, proc.stderr[-2000:]
+    assert not (out / "config.yml").exists()  # so the advice (another path, or LSTM) can be followed at once

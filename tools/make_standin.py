@@ -29,7 +29,7 @@ def main():
     parser.add_argument("--root", required=True, help="DATASETS.ROOT to write into")
     parser.add_argument("--dim", type=int, default=None,
                         help="feature dimension (default: the real one, 4096 / 500 / 4096); "
-                             "set MODEL.TAN.FEATPOOL.INPUT_SIZE to match")
+                             "set MODEL.TAN.FEATPOOL.INPUT_SIZE (MODEL.MMN.FEATPOOL.INPUT_SIZE for MMN) to match")
     parser.add_argument("--clips-per-second", type=float, default=None, help="feature rate (default per benchmark)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()

@@ -12,6 +12,7 @@ from ..data import ALL_SPLITS, RunData, check_batch_sizes
 from ..engine.precision import amp_is_emulated, check_amp_support, configure_backends, slow_amp_warning
 from ..errors import TanError
 from ..utils import comm
+from ..modeling.text_encoder import check_text_encoder
 from ..utils.events import check_tensorboard
 from ..utils.logger import log_file_failure, setup_logger
 from ..utils.rng import seed_everything
@@ -112,6 +113,9 @@ def default_setup(args, training=True, cfg=None):
     data = RunData(cfg, splits=ALL_SPLITS if training else EVALUATION_SPLITS)
     data.check_files()
     check_tensorboard(cfg)
+    check_text_encoder(cfg)
+    if data.uses_word_pieces:
+        data.text()  # the tokenizer, read before anything is written (and kept for the datasets)
     use_cuda = cfg.MODEL.DEVICE != "cpu" and torch.cuda.is_available()
     distributed = comm.init_distributed(local_rank, use_cuda, cfg.DISTRIBUTED.TIMEOUT)
     device = resolve_device(cfg.MODEL.DEVICE, local_rank)

@@ -29,6 +29,9 @@ RUNTIME_KEYS = (
     "MODEL.CHANNELS_LAST",
     "MODEL.TAN.PREDICTOR.STRIP_ROWS",  # the same convolutions, computed where needed
     "MODEL.MMN.PREDICTOR.STRIP_ROWS",
+    "SOLVER.RESUME",  # MMN's keys, accepted and unused: tan always resumes from OUTPUT_DIR
+    "SOLVER.RESUME_EPOCH",
+    "DATASETS.NAME",  # a label
     "SOLVER.COMPILE",
     "CUDNN_BENCHMARK",
 )

@@ -12,7 +12,7 @@ from yacs.config import CfgNode
 
 from ..errors import TanError
 from ..utils.io import atomic_write_text
-from .architecture import FEAT2D_NAMES, TEXT_ENCODERS, model_key, model_settings
+from .architecture import ARCHITECTURES, FEAT2D_NAMES, TEXT_ENCODERS, model_key, model_settings
 from .choices import AMP_MODES, NMS_UNITS, metric_names
 from .defaults import _C
 
@@ -239,8 +239,40 @@ def _check_values(cfg):
           "MODEL.DEVICE", f"expected 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
 
 
+def _differences(node, default, prefix):
+    for name, value in node.items():
+        if isinstance(value, CfgNode):
+            yield from _differences(value, default[name], f"{prefix}.{name}")
+        elif value != default[name]:
+            yield f"{prefix}.{name}"
+
+
+def _check_inactive_settings(cfg):
+    """Settings of an architecture the run does not use would be ignored without a word: refuse them."""
+    active = model_settings(cfg)
+    for arch in ARCHITECTURES:
+        if arch == cfg.MODEL.ARCHITECTURE:
+            continue
+        changed = list(_differences(cfg.MODEL[arch], _C.MODEL[arch], f"MODEL.{arch}"))
+        if changed:
+            key = changed[0]
+            own = model_key(cfg, key.split(".", 2)[2])
+            hint = f"; set {own} instead" if _has_key(active, key.split(".", 2)[2]) else ""
+            raise TanError(f"config key {key} is set, but MODEL.ARCHITECTURE is {cfg.MODEL.ARCHITECTURE!r}, which "
+                           f"reads MODEL.{cfg.MODEL.ARCHITECTURE} only{hint}")
+
+
+def _has_key(node, dotted):
+    for part in dotted.split("."):
+        if not isinstance(node, CfgNode) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
 def validate_config(cfg):
     """Reject values that are of the right type but cannot work together."""
+    _check_inactive_settings(cfg)
     _check_counts(cfg)
     _check_map_geometry(cfg)
     _check_values(cfg)

@@ -12,12 +12,12 @@ import os
 import torch
 from torch.utils.data import ConcatDataset, DataLoader
 
+from ..config.architecture import model_key, model_settings, text_encoder_name
 from ..errors import TanError
 from ..utils import comm
 from ..utils.logger import get_logger
 from . import annotations
 from .catalog import DatasetCatalog, resolve_path
-from ..config.architecture import model_key, model_settings, text_encoder_name
 from .collate import BatchCollator, VideoBatchCollator
 from .dataset import MomentDataset
 from .features import FeatureFile

@@ -38,7 +38,7 @@ class VideoGroups(Dataset):
     def sentences(self, position, epoch=0):
         queries = self.groups[position][1]
         if self.max_sentences and len(queries) > self.max_sentences:
-            rng = np.random.default_rng([self.seed, epoch, position])
+            rng = np.random.default_rng([self.seed % 2 ** 32, epoch, position])  # SEED may be negative
             queries = np.sort(rng.choice(queries, self.max_sentences, replace=False))
         return queries
 

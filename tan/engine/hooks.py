@@ -11,7 +11,7 @@ import json
 import math
 import os
 import time
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import torch
 
@@ -61,7 +61,7 @@ class Step(NamedTuple):
     data_time: float
     iter_time: float
     sync_point: bool
-    terms: dict = {}  # the loss's named terms when it has several (MMN), on the device
+    terms: Optional[dict] = None  # the loss's named terms when it has several (MMN), on the device
 
 
 class HookBase:
@@ -120,7 +120,7 @@ class TrainingLogger(HookBase):
                          self.plan.iters_per_epoch, resuming)
 
     def after_step(self, state, step):
-        self.pending.append((state.iteration, step.loss, step.terms))
+        self.pending.append((state.iteration, step.loss, step.terms or {}))
         self.meters.update(data_time=step.data_time, iter_time=step.iter_time)
         self.timed_iters += 1
         if not step.sync_point:

@@ -65,9 +65,12 @@ class JointProposalConv(nn.Module):
             self.train_plans = [worth_it(strip_plan(w.cpu() > 0, strip_rows), w.shape[-1]) for w in weight_maps]
             self.eval_plans = [worth_it(strip_plan(c, strip_rows), c.shape[-1])
                                for c in needed_cells(mask2d, weight_maps, kernel_size)]
+            self.uncovered = []  # per layer: cells outside the strips (a Python int: no device read-back)
             for index, (plan, weight) in enumerate(zip(self.train_plans, weight_maps)):
-                if plan is not None:
-                    self.register_buffer(f"covered_{index}", covered(plan, weight.shape[-1]), persistent=False)
+                mask = covered(plan, weight.shape[-1]) if plan is not None else None
+                self.uncovered.append(int((~mask).sum()) if mask is not None else 0)
+                if mask is not None:
+                    self.register_buffer(f"covered_{index}", mask, persistent=False)
 
     @staticmethod
     def _embed(head, x):
@@ -96,20 +99,21 @@ class JointProposalConv(nn.Module):
             else:
                 y = strip_conv(conv, x, plan, weight.shape[-1])
             if batch_statistics and plan is not None:
-                y = self._batch_norm_with_bias_cells(y, conv, bn, getattr(self, f"covered_{index}"))
+                y = self._batch_norm_with_bias_cells(y, conv, bn, getattr(self, f"covered_{index}"),
+                                                     self.uncovered[index])
             else:
                 y = bn(y)
             x = y.relu() * weight.to(y.dtype)
         return x
 
     @staticmethod
-    def _batch_norm_with_bias_cells(y, conv, bn, computed):
+    def _batch_norm_with_bias_cells(y, conv, bn, computed, uncovered):
         """Training-mode batch norm of a conv output that holds the computed cells
-        (``computed``) and zeros elsewhere, where the true output is the conv's
-        bias: the statistics count those cells as the bias, as the dense stack would."""
+        (``computed``) and zeros at the ``uncovered`` others, where the true output is
+        the conv's bias: the statistics count those cells as the bias, as the dense stack would."""
         b, c, h, w = y.shape
         total = b * h * w
-        missing = b * int((~computed).sum())
+        missing = b * uncovered
         exact = torch.promote_types(y.dtype, torch.float32)  # statistics in float32 at least, as autocast does
         y32 = y.to(exact)
         bias = conv.bias.to(exact) if conv.bias is not None else y32.new_zeros(c)

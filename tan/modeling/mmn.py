@@ -110,6 +110,8 @@ class MMN(GroundingModel):
             video_index = torch.arange(output.match.shape[0], device=output.match.device)
         match = all_pairs(output.match, output.cells.match)  # [S, V, C]
         rows = torch.arange(len(video_index), device=video_index.device)
+        # Own-video cosines of the IoU branch, picked from all pairs: V times the products
+        # needed, but one matrix product and no read-back of how many sentences each video has.
         iou_logits = IOU_SCORE_SCALE * all_pairs(output.iou, output.cells.iou)[rows, video_index]
         # IoUs in float32, as MMN computes them (and as TAN's targets are)
         ious = self.criterion.cell_ious(batch["moments"], batch["durations"], self.num_clips).to(match.dtype)

@@ -15,7 +15,6 @@ from ..utils.optional import require_transformers
 from .sentence import last_word_states
 
 
-
 class JointProjection(nn.Module):
     """The sentence vector -> (matching, IoU) embeddings [S, J] each."""
 
@@ -40,6 +39,19 @@ class LSTMTextEncoder(JointProjection):
 
     def forward(self, queries, wordlens):
         return self.project(last_word_states(self.lstm, queries, wordlens))
+
+
+def check_text_encoder(cfg):
+    """Fail before any work when MMN's DistilBERT cannot be had: transformers is
+    missing, or BERT.PRETRAINED names no model (its config is read, not its weights)."""
+    if cfg.MODEL.ARCHITECTURE != "MMN" or cfg.MODEL.MMN.TEXT_ENCODER.NAME != "BERT":
+        return
+    pretrained = cfg.MODEL.MMN.TEXT_ENCODER.BERT.PRETRAINED
+    try:
+        require_transformers().AutoConfig.from_pretrained(pretrained)
+    except (OSError, ValueError) as e:
+        raise TanError(f"cannot load the DistilBERT model {pretrained!r} (MODEL.MMN.TEXT_ENCODER.BERT.PRETRAINED): "
+                       f"{e}") from None
 
 
 def load_distilbert(pretrained):
