@@ -89,6 +89,20 @@ def test_predict_the_api_and_pictures_with_mmn(run, tmp_path):
                     "--out", str(tmp_path / "pics"), "DATASETS.ROOT", cfg.DATASETS.ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(os.listdir(tmp_path / "pics")) == 2
+    import matplotlib.pyplot as plt
+    drawn = []
+    original = plt.Axes.plot
+
+    def recording_plot(self, *args, **kwargs):
+        drawn.append(kwargs.get("label"))
+        return original(self, *args, **kwargs)
+
+    from tan.utils import plots
+    from unittest import mock
+    with mock.patch.object(plt.Axes, "plot", recording_plot):
+        plots.draw_curves(str(tmp_path / "curves.png"), *plots.read_metrics(str(out / "metrics.jsonl")))
+    assert {"loss_iou", "loss_vid", "loss_sent"} <= set(drawn)  # MMN's loss terms are drawn one by one
+    assert (tmp_path / "curves.png").stat().st_size > 0
 
 
 def test_two_processes_train_mmn(synthetic_root, tmp_path):
