@@ -79,9 +79,11 @@ def _ending(error):
 
 def run_cli(main):
     """Run ``main()``; known failures end with a one-line message and their exit code."""
+    ended_normally = False
     try:
         with interrupts.guarded():
             main()
+        ended_normally = True
     except (TanError, NonFiniteLossError, TrainingInterrupted, KeyboardInterrupt, OSError, RuntimeError) as e:
         ending = _ending(e)
         if ending is None:
@@ -92,4 +94,4 @@ def run_cli(main):
         _report(level, message)
         sys.exit(code)
     finally:
-        comm.shutdown()
+        comm.shutdown(together=ended_normally)

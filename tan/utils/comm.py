@@ -41,9 +41,19 @@ def _restart_store(timeout):
     return dist.PrefixStore(f"tan/attempt_{attempt}", store)
 
 
-def shutdown():
-    """Leave the process group, if one was joined."""
+def shutdown(together=False):
+    """Leave the process group, if one was joined.
+
+    ``together`` (a run that ended normally on every rank): first wait for the
+    others, so that no process tears its connections down while a peer is still
+    finishing its last collective or save; a gloo worker torn down under a peer's
+    feet can abort the process, and torchrun then reports the run as failed."""
     if dist.is_available() and dist.is_initialized():
+        if together:
+            try:
+                dist.barrier()
+            except RuntimeError:  # a peer is gone after all: leave anyway
+                pass
         dist.destroy_process_group()
 
 
