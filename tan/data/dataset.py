@@ -11,7 +11,6 @@ from ..utils.logger import get_logger
 from . import annotations as annotation_files
 from .features import FeatureFile, l2_normalize_rows, resample
 from .text import tokenize
-from .video_groups import sentences_of_videos
 
 
 class MomentDataset(Dataset):
@@ -60,7 +59,6 @@ class MomentDataset(Dataset):
         self.word_ids = np.concatenate(token_ids)
         self.dropped = dropped
         self.unknown_words = sum(self.vocabulary.unknown_count(ids) for ids in token_ids)
-        self.by_video = sentences_of_videos(self.video_ids, len(self.videos))
         self._log_summary(len(kept), sum(len(ids) for ids in token_ids))
 
     def _keep_usable(self, queries, shapes, nonfinite, dropped):

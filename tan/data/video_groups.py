@@ -24,7 +24,8 @@ class VideoGroups(Dataset):
     def __init__(self, datasets, max_sentences=0, seed=0):
         self.datasets, self.max_sentences, self.seed = list(datasets), max_sentences, seed
         self.name = "+".join(d.name for d in self.datasets)
-        self.groups = [(k, g) for k, d in enumerate(self.datasets) for g in d.by_video if len(g)]
+        self.groups = [(k, g) for k, d in enumerate(self.datasets)
+                       for g in sentences_of_videos(d.video_ids, len(d.videos)) if len(g)]
 
     @property
     def by_query(self):

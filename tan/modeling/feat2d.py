@@ -18,20 +18,30 @@ from torch import nn
 from ..config.architecture import model_settings
 
 
+def diagonal_steps(num_clips, pooling_counts):
+    """Per diagonal of the map after the main one, in the order the chain fills
+    them: (kernel, stride of the step, its starting rows, its offset). The
+    stride doubles with each group of POOLING_COUNTS, so the step into a new
+    group takes kernel 3 and stride 2, the others kernel 2 and stride 1."""
+    steps, stride, offset = [], 1, 0
+    for group, count in enumerate(pooling_counts):
+        for step in range(count):
+            offset += stride
+            kernel, step_stride = (3, 2) if group > 0 and step == 0 else (2, 1)
+            steps.append((kernel, step_stride, torch.arange(0, num_clips - offset, stride), offset))
+        stride *= 2
+    return steps
+
+
 def build_mask2d(num_clips, pooling_counts, device=None):
     """[N, N] bool: the diagonal, then the strided offsets of ``pooling_counts``."""
     n = num_clips
-    mask = torch.zeros(n, n, dtype=torch.bool, device=device)
-    idx = torch.arange(n, device=device)
+    mask = torch.zeros(n, n, dtype=torch.bool)
+    idx = torch.arange(n)
     mask[idx, idx] = True
-    stride, offset = 1, 0
-    for count in pooling_counts:
-        for _ in range(count):
-            offset += stride
-            starts = torch.arange(0, n - offset, stride, device=device)
-            mask[starts, starts + offset] = True
-        stride *= 2
-    return mask
+    for _, _, starts, offset in diagonal_steps(n, pooling_counts):
+        mask[starts, starts + offset] = True
+    return mask.to(device) if device is not None else mask
 
 
 class SparseMaxPool2D(nn.Module):
@@ -63,21 +73,6 @@ class SparseMaxPool2D(nn.Module):
         map2d = x.new_zeros(b, h, n * n)
         map2d[..., self.cells] = values
         return map2d.view(b, h, n, n)  # [B, H, N, N]
-
-
-def diagonal_steps(num_clips, pooling_counts):
-    """Per diagonal of the map after the main one, in the order the chain fills
-    them: (kernel, stride of the step, its starting rows, its offset). The
-    stride doubles with each group of POOLING_COUNTS, so the step into a new
-    group takes kernel 3 and stride 2, the others kernel 2 and stride 1."""
-    steps, stride, offset = [], 1, 0
-    for group, count in enumerate(pooling_counts):
-        for step in range(count):
-            offset += stride
-            kernel, step_stride = (3, 2) if group > 0 and step == 0 else (2, 1)
-            steps.append((kernel, step_stride, torch.arange(0, num_clips - offset, stride), offset))
-        stride *= 2
-    return steps
 
 
 class SparseConv2D(nn.Module):

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..structures.moments import cell_spans, temporal_iou
+from ..structures.moments import cell_seconds, cell_spans, temporal_iou
 
 # MMN's IoU score is sigmoid(10 * cosine): the cosine's range [-1, 1] spread over the sigmoid.
 IOU_SCORE_SCALE = 10.0
@@ -36,9 +36,8 @@ class MutualMatchingLoss(nn.Module):
 
     def cell_ious(self, moments, durations, num_clips):
         """[S, C]: IoU of every valid cell's moment (seconds) with each sentence's moment."""
-        # grids x duration / N in float32, in MMN's order of operations
-        candidates = self.cell_bounds.float()[None] * durations.float()[:, None, None] / num_clips
-        return temporal_iou(candidates, moments.float()[:, None, :])
+        # float32 (grid x duration) / N: MMN's arithmetic, which is the reference evaluation's too
+        return temporal_iou(cell_seconds(self.cell_bounds, durations, num_clips), moments.float()[:, None, :])
 
     def forward(self, match, iou_logits, ious, moments, video_index, epoch):
         """match [S, V, C]: cosine of sentence s with every cell of every video

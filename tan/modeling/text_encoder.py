@@ -10,6 +10,7 @@ download, the LSTM output at the last word (TAN's sentence vector).
 import torch
 from torch import nn
 
+from ..config.architecture import text_encoder_name
 from ..errors import TanError
 from ..utils.optional import require_transformers
 from .sentence import last_word_states
@@ -44,21 +45,20 @@ class LSTMTextEncoder(JointProjection):
 def check_text_encoder(cfg):
     """Fail before any work when MMN's DistilBERT cannot be had: transformers is
     missing, or BERT.PRETRAINED names no model (its config is read, not its weights)."""
-    if cfg.MODEL.ARCHITECTURE != "MMN" or cfg.MODEL.MMN.TEXT_ENCODER.NAME != "BERT":
-        return
-    pretrained = cfg.MODEL.MMN.TEXT_ENCODER.BERT.PRETRAINED
-    try:
-        require_transformers().AutoConfig.from_pretrained(pretrained)
-    except (OSError, ValueError) as e:
-        raise TanError(f"cannot load the DistilBERT model {pretrained!r} (MODEL.MMN.TEXT_ENCODER.BERT.PRETRAINED): "
-                       f"{e}") from None
+    if text_encoder_name(cfg) == "BERT":
+        _from_pretrained("AutoConfig", cfg.MODEL.MMN.TEXT_ENCODER.BERT.PRETRAINED)
 
 
 def load_distilbert(pretrained):
     """DistilBERT from a hub name (downloaded and cached by transformers) or a local folder."""
-    transformers = require_transformers()
+    return _from_pretrained("AutoModel", pretrained)
+
+
+def _from_pretrained(kind, pretrained):
+    """transformers' ``kind`` (AutoModel, AutoConfig) of ``pretrained``; a clear error when it cannot be had."""
+    loader = getattr(require_transformers(), kind)
     try:
-        return transformers.AutoModel.from_pretrained(pretrained)
+        return loader.from_pretrained(pretrained)
     except (OSError, ValueError) as e:
         raise TanError(f"cannot load the DistilBERT model {pretrained!r} (MODEL.MMN.TEXT_ENCODER.BERT.PRETRAINED): "
                        f"{e}") from None
