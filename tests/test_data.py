@@ -114,7 +114,7 @@ def test_videos_with_nan_or_inf_and_sentences_without_known_words_are_dropped(tm
 
 def test_feature_dimension_mismatch_is_a_clear_error(tacos_like):
     root, vocab = tacos_like
-    with pytest.raises(TanError, match=r"feats.hdf5: video 's1.avi' has features of shape \(40, 8\); expected \[T, 500\]"):
+    with pytest.raises(TanError, match=r"video 's1.avi' has features of shape \(40, 8\) in HDF5 file '.*feats.hdf5'; expected \[T, 500\]"):
         MomentDataset("t", str(root / "ann.json"), str(root / "feats.hdf5"), "tacos", vocab, 16, 500)
 
 
@@ -127,10 +127,13 @@ def test_empty_dataset_after_filtering_is_a_clear_error(tmp_path):
 
 
 def test_collator_pads_queries_and_keeps_lengths():
-    items = [{"feats": torch.ones(4, 2), "query": torch.ones(n, 3), "moment": torch.tensor([0.0, 1.0]),
-              "duration": 2.0, "index": i} for i, n in enumerate([2, 5])]
+    windows = [torch.tensor([[0.0, 1.0]]), torch.tensor([[0.5, 1.0], [1.5, 2.0]])]
+    items = [{"feats": torch.ones(4, 2), "query": torch.ones(n, 3), "moment": w[0], "windows": w,
+              "duration": 2.0, "index": i} for i, (n, w) in enumerate(zip([2, 5], windows))]
     batch = BatchCollator()(items)
     assert batch["queries"].shape == (2, 5, 3) and batch["wordlens"].tolist() == [2, 5]
+    # windows padded to the batch's most with copies of the query's own first window
+    assert batch["windows"].tolist() == [[[0.0, 1.0], [0.0, 1.0]], [[0.5, 1.0], [1.5, 2.0]]]
     assert batch["queries"][0, 2:].abs().sum() == 0 and batch["feats"].shape == (2, 4, 2)
 
 

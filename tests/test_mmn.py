@@ -153,7 +153,7 @@ def test_the_contrastive_loss_against_a_hand_computation():
     # sentences 0 and 1 share video 0 and overlap little (kept as each other's negatives); 2 is video 1's
     moments = torch.tensor([[0.0, 4.0], [5.0, 9.0], [1.0, 3.0]], dtype=torch.float64)
     video_index = torch.tensor([0, 0, 1])
-    loss_vid, loss_sent = loss.contrastive(sim, ious, moments, video_index)
+    loss_vid, loss_sent = loss.contrastive(sim, ious, moments[:, None], video_index)
 
     m, tv, ts = 0.2, 0.5, 0.25
     positive = {0: 0, 1: 1, 2: 3}  # the cell of highest IoU
@@ -174,7 +174,7 @@ def test_the_contrastive_loss_against_a_hand_computation():
 
     # overlapping sentences of one video are not each other's negatives
     overlapping = torch.tensor([[0.0, 4.0], [0.5, 4.0], [1.0, 3.0]], dtype=torch.float64)
-    loss_vid_2, _ = loss.contrastive(sim, ious, overlapping, video_index)
+    loss_vid_2, _ = loss.contrastive(sim, ious, overlapping[:, None], video_index)
     vid_terms = []
     for s in range(3):
         v, p = int(video_index[s]), positive[s]
@@ -208,6 +208,7 @@ def video_batch(cfg, counts, seed=0):
                                   for n in torch.randint(2, 9, (count,), generator=gen)],
                       # float32 values, as the datasets hold them
                       "moments": torch.stack([starts, ends], dim=1).float().double(),
+                      "windows": torch.stack([starts, ends], dim=1).float().double()[:, None, :],
                       "durations": torch.full((count,), duration).float().double(),
                       "indices": torch.arange(count)})
     batch = VideoBatchCollator()(items)

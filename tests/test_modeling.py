@@ -142,4 +142,4 @@ def test_loss_is_bce_over_valid_cells_against_rescaled_iou():
     xs = [0.5, -1.0, 2.0, 0.0, 1.0, -2.0]
     expected = sum(-(t * torch.log(torch.sigmoid(torch.tensor(x))) + (1 - t) * torch.log(1 - torch.sigmoid(torch.tensor(x))))
                    for t, x in zip(targets, xs)) / 6
-    torch.testing.assert_close(loss_fn(logits, moments, durations), expected)
+    torch.testing.assert_close(loss_fn(logits, moments[:, None], durations), expected)

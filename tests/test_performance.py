@@ -81,7 +81,7 @@ def test_reference_model_with_our_weights_gives_our_scores_and_loss():
     torch.testing.assert_close(logits[:, mask], ref_logits[:, mask])
     torch.testing.assert_close(ours.scores(logits), reference.scores(ref_logits).float())
     n = cfg.MODEL.TAN.NUM_CLIPS
-    torch.testing.assert_close(ours.loss(logits, moments, durations).double(),
+    torch.testing.assert_close(ours.loss(logits, moments[:, None], durations).double(),
                                reference.loss(ref_logits, stored_iou2d(moments, durations, n).double()),
                                rtol=1e-6, atol=1e-7)
 
@@ -144,7 +144,7 @@ def test_mixed_precision_training_steps_run_on_cpu_and_learn(amp, strip_rows):
         with ConvDtypes() as convs, autocast(amp, device):
             model(feats, queries, wordlens)
         assert convs.seen == {low}
-        loss = model.loss(logits, moments, durations)
+        loss = model.loss(logits, moments[:, None], durations)
         assert loss.dtype == torch.float32
         optimizer.zero_grad()
         scaler.scale(loss).backward()

@@ -5,9 +5,9 @@ unlabelled queries (--queries: JSON lines with "vid" and "query", optional
 "qid" and "duration"; "video" and "sentence" are read too, so a
 Moment-DETR / lighthouse annotation file works as it is).
 
-A video's features come from --features (an HDF5 file holding the videos,
-or for one video a .npy array [T, D_in]) or else from the configured
-datasets' feature files; its duration from --duration, the query line, or
+A video's features come from --features (an HDF5 file or a folder of
+per-video .npy/.npz files holding the videos, or for one video a .npy or
+.npz array [T, D_in]) or else from the configured datasets' features; its duration from --duration, the query line, or
 the configured annotations. A checkpoint saved by tan carries its config,
 so --ckpt alone suffices; --config-file alone uses the latest checkpoint of
 its OUTPUT_DIR.
@@ -28,6 +28,7 @@ Examples:
 """
 import argparse
 import json
+import os
 import sys
 from collections import OrderedDict
 
@@ -62,8 +63,9 @@ def build_parser():
     parser.add_argument("--video", default="", metavar="ID", help="video id in the configured (or --features) file")
     parser.add_argument("--features", default="", metavar="FILE",
                         help="feature file: HDF5 holding the videos, or .npy holding one video's [T, D_in]")
-    parser.add_argument("--feature-key", default="c3d_features", metavar="KEY",
-                        help="group key of a group-per-video HDF5 (default c3d_features)")
+    parser.add_argument("--feature-key", default=None, metavar="KEY",
+                        help="the array's name: in a group-per-video HDF5 (default c3d_features) or in .npz "
+                             "files (default features)")
     parser.add_argument("--duration", type=float, default=None, metavar="SECONDS",
                         help="video duration (default: from the query line or the configured annotations)")
     parser.add_argument("--topk", type=int, default=5, help="moments per sentence after NMS (default 5)")
@@ -141,7 +143,7 @@ class Videos:
         return self._configured
 
     def features(self, video):
-        """[T, D_in] of ``video`` ("" for the one video of a .npy file)."""
+        """[T, D_in] of ``video`` ("" for the one video of a .npy or .npz file)."""
         if self.args.features:
             return VideoSource(None).features(video, self.args.features, self.args.feature_key)
         return self.configured.features(video)
@@ -163,9 +165,9 @@ def main(argv=None):
     interrupts.now_doing("predicting", "no output was written")
     if args.topk < 1:
         raise TanError(f"--topk must be at least 1, got {args.topk}")
-    if args.queries and args.features.endswith(".npy"):
-        raise TanError("--features FILE.npy holds one video; with --queries give an HDF5 file holding the videos, "
-                       "or none to read the configured datasets")
+    if args.queries and args.features.endswith((".npy", ".npz")) and not os.path.isdir(args.features):
+        raise TanError(f"--features {args.features} holds one video; with --queries give an HDF5 file or a folder "
+                       f"holding the videos, or none to read the configured datasets")
     if args.queries and (args.video or args.duration is not None):
         raise TanError('--video and --duration are for --query sentences; --queries lines name their own video '
                        '("vid") and may give its "duration"')

@@ -161,14 +161,25 @@ _C.MODEL.MMN.LOSS.MARGIN = 0.2
 _C.INPUT = CN()
 # P: rows each video's features are resampled to before the feature pooling.
 _C.INPUT.NUM_PRE_CLIPS = 256
-# E: dimension of the word vectors (300 for GloVe).
+# E: dimension of the word vectors (300 for GloVe), or of the precomputed
+# sentence features (512 for CLIP's token features) with SENTENCE_FEATURES.
 _C.INPUT.PRE_QUERY_SIZE = 300
+# (tan) True: sentences enter as precomputed token features, one file per query
+# in the folder named by each dataset's catalog field "text_features" (e.g.
+# lighthouse's CLIP "last_hidden_state"), and no word-vector file is read.
+# For MMN, with MODEL.MMN.TEXT_ENCODER.NAME "LSTM". docs/data.md §9.3.
+_C.INPUT.SENTENCE_FEATURES = False
 # (tan) GloVe-format text file of word vectors ("word v1 ... vE" per line).
 # A relative path is taken from DATASETS.ROOT.
 _C.INPUT.WORD_VECTORS = "glove/glove.840B.300d.txt"
 # (tan) Resampled videos kept in memory per dataset (and per loader worker);
 # 0 keeps none and reads each item's video from the feature file.
 _C.INPUT.FEATURE_CACHE_SIZE = 32
+# (tan) Feature streams of one dataset (a catalog entry listing several
+# features) are resampled to the longest one's length; lengths differing by
+# more than this fraction of the longest (and by more than 2 rows) stop the
+# run, naming the video. docs/data.md §3.
+_C.INPUT.FEATURE_LENGTH_TOLERANCE = 0.1
 
 # ---------------------------------------------------------------------------
 # Datasets

@@ -210,6 +210,9 @@ def _check_mmn(cfg):
           f"expected a value >= 0, got {encoder.BERT.LR_SCALE}")
     _need(cfg.TEST.CONTRASTIVE_SCORE_POW >= 0, "TEST.CONTRASTIVE_SCORE_POW",
           f"expected a value >= 0, got {cfg.TEST.CONTRASTIVE_SCORE_POW}")
+    _need(not (cfg.INPUT.SENTENCE_FEATURES and encoder.NAME == "BERT"), "INPUT.SENTENCE_FEATURES",
+          "precomputed sentence features replace the word input, but MODEL.MMN.TEXT_ENCODER.NAME 'BERT' reads "
+          "the sentence's text; set MODEL.MMN.TEXT_ENCODER.NAME LSTM")
 
 
 def _check_values(cfg):
@@ -234,6 +237,8 @@ def _check_values(cfg):
           f"expected one of {', '.join(metric_names())}; got {cfg.TEST.BEST_METRIC!r}")
     _need(cfg.SOLVER.AMP in AMP_MODES, "SOLVER.AMP",
           f"expected {', '.join(repr(m) for m in AMP_MODES[:-1])} or {AMP_MODES[-1]!r}, got {cfg.SOLVER.AMP!r}")
+    _need(0.0 <= cfg.INPUT.FEATURE_LENGTH_TOLERANCE < 1.0, "INPUT.FEATURE_LENGTH_TOLERANCE",
+          f"expected a fraction in [0, 1), got {cfg.INPUT.FEATURE_LENGTH_TOLERANCE}")
     device = cfg.MODEL.DEVICE
     _need(device in ("auto", "cpu", "cuda") or (device.startswith("cuda:") and device[5:].isdigit()),
           "MODEL.DEVICE", f"expected 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")

@@ -4,7 +4,9 @@ Formats (docs/data.md §1, §2): "tacos" gives timestamps in frames with ``fps``
 ``num_frames``; "seconds" (ActivityNet Captions, Charades-STA JSON) gives
 timestamps and ``duration`` in seconds; "charades_txt" is Charades-STA's
 original text form, ``VIDEO START END##sentence`` per line, with durations
-from the ``length`` column of a Charades CSV file. Bad records are dropped
+from the ``length`` column of a Charades CSV file; "jsonl" is Moment-DETR's
+and lighthouse's JSON lines, one query per line (``qid``, ``query``,
+``vid``, ``duration``, ``relevant_windows``: one or several windows). Bad records are dropped
 or clipped and counted under a name that says what was wrong, never patched
 with another record's values and never read as something they are not: a
 string is not a number, ``true`` is not 1, a string is not a list of
@@ -25,12 +27,19 @@ from ..errors import TanError
 class Query:
     video: str
     duration: float  # seconds
-    start: float  # seconds, clipped to [0, duration]
+    start: float  # seconds, clipped to [0, duration]: the first window
     end: float
     sentence: str
+    qid: str = ""  # the query's id where the format has one (jsonl)
+    windows: tuple = ()  # every ground-truth window, (start, end) each, the first included
+
+    def __post_init__(self):
+        if not self.windows:
+            self.windows = ((self.start, self.end),)
 
 
-FORMATS = ("tacos", "seconds", "charades_txt")
+FORMATS = ("tacos", "seconds", "charades_txt", "jsonl")
+JSONL_FIELDS = ("qid", "query", "vid", "duration", "relevant_windows")
 
 # The fields that a video entry must have; charades_txt entries are built in the "seconds" layout.
 _REQUIRED_FIELDS = {"tacos": ("num_frames", "fps", "timestamps", "sentences"),
@@ -219,6 +228,66 @@ def _video_queries(video, info, fmt, counts):
     return queries
 
 
+def _clipped_window(stamp, duration, counts):
+    """(start, end) of one window clipped to the video, or None (counted) when it cannot be used."""
+    start, end = _moment(stamp, 1.0)
+    if start < 0 or end > duration:
+        counts["window clipped to the video"] += 1
+        start, end = max(start, 0.0), min(end, duration)
+    if start >= end:
+        counts["window with start >= end"] += 1
+        return None
+    return start, end
+
+
+def _jsonl_query(record, seen, counts):
+    """The Query of one JSON-lines record; raises _Dropped with the reason."""
+    if not isinstance(record, dict):
+        raise _Dropped("line not a JSON object")
+    missing = [f for f in JSONL_FIELDS if f not in record]
+    if missing:
+        raise _Dropped(f"record without {'/'.join(missing)}")
+    qid, video = record["qid"], record["vid"]
+    if isinstance(qid, bool) or not isinstance(qid, (str, int)):
+        raise _Dropped("qid not a string or integer")
+    if not isinstance(video, str) or not video:
+        raise _Dropped("vid not a string")
+    qid = str(qid)
+    if qid in seen:
+        raise _Dropped("qid seen before in the file")
+    duration = _json_number(record["duration"])
+    if duration is None:
+        raise _Dropped("duration not a number")
+    if not 0 < duration < math.inf:
+        raise _Dropped("video with a non-positive duration")
+    sentence = _sentence(record["query"])
+    windows = record["relevant_windows"]
+    if not isinstance(windows, list) or not windows:
+        raise _Dropped("relevant_windows not a non-empty list")
+    # A query is kept when at least one window is usable; the others are counted.
+    kept = [w for w in (_clipped_window(stamp, duration, counts) for stamp in windows) if w is not None]
+    if not kept:
+        raise _Dropped("no usable window")
+    seen.add(qid)
+    return Query(video, duration, kept[0][0], kept[0][1], sentence, qid=qid, windows=tuple(kept))
+
+
+def _read_jsonl(path, counts):
+    """The queries of a JSON-lines file; a line that is not JSON is counted, not fatal."""
+    queries, seen = [], set()
+    for line in _read_text(path, "annotation file").split("\n"):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            queries.append(_jsonl_query(record, seen, counts))
+        except (ValueError, RecursionError):
+            counts["line not valid JSON"] += 1
+        except _Dropped as dropped:
+            counts[str(dropped)] += 1
+    return queries
+
+
 def load_annotations(path, fmt, durations=None):
     """(queries, counts): the usable queries and a Counter of what was dropped or clipped.
 
@@ -229,6 +298,8 @@ def load_annotations(path, fmt, durations=None):
     if not os.path.isfile(path):
         raise TanError(f"annotation file {path!r} not found")
     counts = Counter()
+    if fmt == "jsonl":
+        return _read_jsonl(path, counts), counts
     data = _read_charades_txt(path, durations, counts) if fmt == "charades_txt" else _read_json(path)
     queries = []
     for video, info in data.items():

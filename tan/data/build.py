@@ -20,8 +20,9 @@ from . import annotations
 from .catalog import DatasetCatalog, resolve_path
 from .collate import BatchCollator, VideoBatchCollator
 from .dataset import MomentDataset
-from .features import FeatureFile
+from .feature_sources import open_features
 from .samplers import ResumableDistributedSampler
+from .sentence_features import SentenceFeatures
 from .synthetic import ensure_synthetic
 from .text import Vocabulary, cached_word_vectors, tokenize
 from .video_groups import VideoGroups
@@ -45,6 +46,11 @@ def word_vector_cache_dir(cfg):
     except OSError:
         pass
     return os.path.join(cfg.OUTPUT_DIR, "cache")
+
+
+def _exists(paths):
+    """Whether every path (one, or a list of feature streams) is on disk, as a file or a folder."""
+    return all(os.path.exists(p) for p in ([paths] if isinstance(paths, str) else paths))
 
 
 def _file_key(entry):
@@ -100,11 +106,19 @@ class RunData:
         for entry in entries:
             if entry.get("generator"):
                 continue  # written on first use
-            for key in ("annotations", "features", "durations"):
-                if entry.get(key) and not os.path.isfile(entry[key]):
-                    raise TanError(f"dataset {entry['name']!r}: {key} file {entry[key]!r} not found "
-                                   f"(DATASETS.ROOT is {self.cfg.DATASETS.ROOT!r}; see the README's 'Data' section)")
-        if entries and not all(e.get("generator") for e in entries) and not self.uses_word_pieces:
+            keys = ("annotations", "features", "durations") + (("text_features",) if self.uses_sentence_features
+                                                               else ())
+            for key in keys:
+                if self.uses_sentence_features and key == "text_features" and not entry.get(key):
+                    raise TanError(f"dataset {entry['name']!r} has no text_features folder in its catalog entry, "
+                                   f"and INPUT.SENTENCE_FEATURES is True")
+                paths = entry.get(key) or []
+                for path in [paths] if isinstance(paths, str) else paths:
+                    if not os.path.exists(path):
+                        raise TanError(f"dataset {entry['name']!r}: {key} {path!r} not found (DATASETS.ROOT is "
+                                       f"{self.cfg.DATASETS.ROOT!r}; see the README's 'Data' section)")
+        if (entries and not all(e.get("generator") for e in entries) and not self.uses_word_pieces
+                and not self.uses_sentence_features):
             if not os.path.isfile(self.word_vectors_path):
                 raise TanError(f"word-vector file {self.word_vectors_path!r} not found (INPUT.WORD_VECTORS, "
                                f"relative to DATASETS.ROOT). Put a GloVe text file there, e.g. "
@@ -143,8 +157,26 @@ class RunData:
         """Sentences enter the model as DistilBERT word pieces (MMN's BERT encoder), not GloVe vectors."""
         return text_encoder_name(self.cfg) == "BERT"
 
+    @property
+    def uses_sentence_features(self):
+        """Sentences enter the model as precomputed features read per query (INPUT.SENTENCE_FEATURES)."""
+        return bool(self.cfg.INPUT.SENTENCE_FEATURES)
+
+    def text_of(self, name):
+        """How dataset ``name`` encodes sentences: its own precomputed sentence features, or the run's :meth:`text`."""
+        if not self.uses_sentence_features:
+            return self.text()
+        entry = self.entry(name)
+        if not entry.get("text_features"):
+            raise TanError(f"dataset {name!r} has no text_features folder in its catalog entry, and "
+                           f"INPUT.SENTENCE_FEATURES is True")
+        return SentenceFeatures(entry["text_features"], entry.get("text_feature_key"))
+
     def text(self):
         """How the datasets encode sentences: the GloVe :meth:`vocabulary`, or word pieces."""
+        if self.uses_sentence_features:
+            raise TanError("INPUT.SENTENCE_FEATURES is True: sentences are read per query from each dataset's "
+                           "text_features, and no vocabulary or sentence encoder is built")
         if not self.uses_word_pieces:
             return self.vocabulary()
         if self._word_pieces is None:
@@ -180,21 +212,24 @@ class RunData:
             raise TanError(f"dataset {name!r} is not one of this run's datasets ({', '.join(self.names) or 'none'}; "
                            f"DATASETS.{'/'.join(self.splits)})")
         if name not in self._datasets:
-            text = self.text()
+            text = self.text_of(name)
             entry, cfg = self.entry(name), self.cfg
             self._datasets[name] = MomentDataset(
                 entry["name"], entry["annotations"], entry["features"], entry["format"], text,
                 cfg.INPUT.NUM_PRE_CLIPS, model_settings(cfg).FEATPOOL.INPUT_SIZE,
-                feature_key=entry.get("feature_key", "c3d_features"), cache_size=cfg.INPUT.FEATURE_CACHE_SIZE,
+                feature_key=entry.get("feature_key"), cache_size=cfg.INPUT.FEATURE_CACHE_SIZE,
                 durations=entry.get("durations"), parsed=self._parse(entry),
-                input_size_key=model_key(cfg, "FEATPOOL.INPUT_SIZE"))
+                input_size_key=model_key(cfg, "FEATPOOL.INPUT_SIZE"),
+                length_tolerance=cfg.INPUT.FEATURE_LENGTH_TOLERANCE,
+                query_size=cfg.INPUT.PRE_QUERY_SIZE if self.uses_sentence_features else None)
         return self._datasets[name]
 
     def datasets(self, names):
         """The datasets of ``names``, in order; every name is looked up before any is built."""
         if not names:
             raise TanError("no dataset named; set DATASETS.TRAIN / DATASETS.TEST")
-        self.text()
+        if not self.uses_sentence_features:
+            self.text()
         for name in names:
             self.entry(name)
         return [self.dataset(name) for name in names]
@@ -256,18 +291,19 @@ class RunData:
         """Entries of this run's datasets whose ``key`` file exists (or is generated on first use)."""
         self.prepare()
         entries = [self._entries[name] for name in self.names]
-        return [e for e in entries if e.get("generator") or (e.get(key) and os.path.isfile(e[key]))], entries
+        return [e for e in entries if e.get("generator") or (e.get(key) and _exists(e[key]))], entries
 
     def video_features(self, video):
         """[T, D_in] float32 features of ``video`` from the first configured feature file holding it
         (files that are absent are skipped: prediction may have only some splits on disk)."""
         present, entries = self._present("features")
         for entry in present:
-            source = FeatureFile(entry["features"], entry.get("feature_key", "c3d_features"))
+            source = open_features(entry["features"], entry.get("feature_key"),
+                                   self.cfg.INPUT.FEATURE_LENGTH_TOLERANCE)
             if source.shapes([video]):
                 return source.read(video)
-        files = sorted({e["features"] for e in present})
-        absent = sorted({e["features"] for e in entries} - set(files))
+        files = sorted({str(e["features"]) for e in present})
+        absent = sorted({str(e["features"]) for e in entries} - set(files))
         raise TanError(f"video {video!r} is in none of the configured feature files ({', '.join(files) or 'none'}"
                        f"{'; not on disk: ' + ', '.join(absent) if absent else ''}); pass --features FILE")
 

@@ -8,10 +8,16 @@ maps names to entries with the same fields, e.g.::
 
     mydata_train:
       annotations: mydata/train.json
-      features: mydata/features.hdf5
-      format: seconds          # or tacos (frames + fps), or charades_txt
-      feature_key: c3d_features  # only for the group-per-video layout
+      features: mydata/features.hdf5   # an HDF5 file, a folder of per-video .npy/.npz,
+                                       # or a list of them (streams, concatenated)
+      format: seconds          # or tacos (frames + fps), charades_txt, jsonl
+      feature_key: c3d_features  # the array's name: in an HDF5 group per video, or in .npz
+                                 # files (default features); one, or a list of one per stream
       durations: Charades_v1_train.csv  # only for charades_txt
+      text_features: mydata/clip_text   # per-query sentence features (INPUT.SENTENCE_FEATURES)
+      text_feature_key: last_hidden_state
+
+Field meanings: docs/data.md §3 (features) and §9 (the JSON-lines layout).
 """
 import copy
 import os
@@ -21,8 +27,9 @@ import yaml
 from ..errors import TanError
 from .annotations import FORMATS
 
-_FIELDS = {"annotations", "features", "format", "feature_key", "durations", "generator"}
-_PATHS = ("annotations", "features", "durations")
+_FIELDS = {"annotations", "features", "format", "feature_key", "durations", "generator", "text_features",
+           "text_feature_key"}
+_PATHS = ("annotations", "features", "durations", "text_features")
 
 
 # Built-in datasets in the reference layout under DATASETS.ROOT: name ->
@@ -48,11 +55,27 @@ BUILTIN_DATASETS = {
         "features": "charades_sta/features/vgg_rgb_features.hdf5", "format": "charades_txt"}),
 }
 
+# The three benchmarks as lighthouse publishes them (docs/data.md §9): JSON-lines
+# annotations, CLIP and SlowFast features (512 + 2304 channels, one .npz per
+# video) concatenated, and CLIP token features of each query (512).
+LIGHTHOUSE_STREAMS = ("clip", "slowfast")
+for _name, _splits in (("charades", ("train", "test")), ("tacos", ("train", "val", "test")),
+                       ("activitynet", ("train", "val"))):
+    BUILTIN_DATASETS[f"{_name}_lighthouse"] = (_splits, {
+        "annotations": f"lighthouse/data/{_name}/{_name}_{{split}}_release.jsonl", "format": "jsonl",
+        "features": [f"lighthouse/features/{_name}/{s}" for s in LIGHTHOUSE_STREAMS],
+        "text_features": f"lighthouse/features/{_name}/clip_text"})
+del _name, _splits
+
 
 def builtin_entries():
     """The built-in names, as a new dict on each call (callers may change it)."""
-    return {f"{name}_{split}": {key: value.format(split=split) for key, value in entry.items()}
+    return {f"{name}_{split}": {key: _format_split(value, split) for key, value in entry.items()}
             for name, (splits, entry) in BUILTIN_DATASETS.items() for split in splits}
+
+
+def _format_split(value, split):
+    return [v.format(split=split) for v in value] if isinstance(value, list) else value.format(split=split)
 
 
 class DatasetCatalog:
@@ -80,6 +103,14 @@ class DatasetCatalog:
         if unknown or missing:
             raise TanError(f"dataset {name!r}: unknown fields {sorted(unknown)} / missing fields {sorted(missing)}; "
                            f"fields are {sorted(_FIELDS)}")
+        for key in ("features", "feature_key"):
+            value = entry.get(key)
+            if isinstance(value, list) and (not value or not all(isinstance(v, str) and v for v in value)):
+                raise TanError(f"dataset {name!r}: field {key!r} must be a path or a non-empty list of them, got "
+                               f"{value!r}")
+        if entry.get("text_features") and entry.get("format", "seconds") != "jsonl":
+            raise TanError(f"dataset {name!r}: text_features are read per query id, which only the jsonl format "
+                           f"has (format is {entry.get('format', 'seconds')!r})")
         # A copy, so later changes to the caller's dict do not reach the catalog.
         self._entries[name] = copy.deepcopy({"format": "seconds", **entry})
 
@@ -93,7 +124,9 @@ class DatasetCatalog:
                            f"(register more with DATASETS.CATALOG)")
         entry = copy.deepcopy(self._entries[name])
         for key in _PATHS:
-            if entry.get(key):
+            if isinstance(entry.get(key), list):
+                entry[key] = [os.path.join(self.root, p) for p in entry[key]]
+            elif entry.get(key):
                 entry[key] = os.path.join(self.root, entry[key])
         entry["name"] = name
         return entry

@@ -14,6 +14,13 @@ def pad_sentences(sentences, dim=None):
     return queries, lengths
 
 
+def pad_windows(windows):
+    """Windows [W_i, 2] of several queries -> [S, W_max, 2], each padded with copies of its own
+    first window (a copy changes no best-window IoU)."""
+    most = max(len(w) for w in windows)
+    return torch.stack([torch.cat([w, w[:1].expand(most - len(w), 2)]) for w in windows])
+
+
 class BatchCollator:
     """Stacks features and pads sentences; ``wordlens`` keeps each real length."""
 
@@ -23,7 +30,8 @@ class BatchCollator:
             "feats": torch.stack([it["feats"] for it in items]),  # [B, P, D_in]
             "queries": queries,  # [B, L, E]
             "wordlens": wordlens,  # [B]
-            "moments": torch.stack([it["moment"] for it in items]),  # [B, 2]
+            "moments": torch.stack([it["moment"] for it in items]),  # [B, 2], the first window
+            "windows": pad_windows([it["windows"] for it in items]),  # [B, W, 2], every window
             "durations": torch.tensor([it["duration"] for it in items], dtype=torch.float32),  # [B]
             "indices": torch.tensor([it["index"] for it in items], dtype=torch.long),  # [B]
         }
@@ -43,7 +51,8 @@ class VideoBatchCollator:
             "queries": queries,  # [S, L, E] or [S, L] ids
             "wordlens": wordlens,  # [S]
             "video_index": torch.repeat_interleave(torch.arange(len(items)), counts),  # [S]
-            "moments": torch.cat([it["moments"] for it in items]),  # [S, 2]
+            "moments": torch.cat([it["moments"] for it in items]),  # [S, 2], the first window
+            "windows": pad_windows([w for it in items for w in it["windows"]]),  # [S, W, 2]
             "durations": torch.cat([it["durations"] for it in items]).float(),  # [S]
             "indices": torch.cat([it["indices"] for it in items]),  # [S]
         }

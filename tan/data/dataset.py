@@ -9,12 +9,14 @@ from torch.utils.data import Dataset
 from ..errors import TanError
 from ..utils.logger import get_logger
 from . import annotations as annotation_files
-from .features import FeatureFile, l2_normalize_rows, resample
+from .feature_sources import open_features
+from .features import l2_normalize_rows, resample
 from .text import tokenize
 
 
 class MomentDataset(Dataset):
-    """Queries of one annotation file over one HDF5 feature file.
+    """Queries of one annotation file over one feature source (an HDF5 file, a
+    folder of per-video files, or several concatenated streams).
 
     Per-query data is kept in flat arrays (token ids share one buffer), and
     video features are read on demand with a small LRU cache, so a process
@@ -22,16 +24,18 @@ class MomentDataset(Dataset):
     """
 
     def __init__(self, name, annotations, features, fmt, vocabulary, num_pre_clips, input_size,
-                 feature_key="c3d_features", cache_size=32, durations=None, parsed=None,
-                 input_size_key="MODEL.TAN.FEATPOOL.INPUT_SIZE"):
+                 feature_key=None, cache_size=32, durations=None, parsed=None,
+                 input_size_key="MODEL.TAN.FEATPOOL.INPUT_SIZE", length_tolerance=0.1, query_size=None):
         """``parsed``: the (queries, dropped) that ``load_annotations`` returned for
         ``annotations``, when the caller has parsed the file already (a run
         parses each file once); the file is read here otherwise. ``input_size_key``: the
-        config key of ``input_size``, for the error when a video's features do not fit."""
+        config key of ``input_size``, for the error when a video's features do not fit.
+        ``vocabulary``: how sentences are encoded (word vectors, word pieces, or
+        precomputed sentence features, whose width must be ``query_size``)."""
         self.name = name
         self.num_pre_clips = num_pre_clips
         self.vocabulary = vocabulary
-        self.features = FeatureFile(features, feature_key)
+        self.features = open_features(features, feature_key, length_tolerance)
         self.cache_size = cache_size
         self._cache = OrderedDict()
 
@@ -41,18 +45,27 @@ class MomentDataset(Dataset):
         shapes = self.features.shapes(sorted({q.video for q in queries}))
         for video, shape in shapes.items():
             if len(shape) != 2 or shape[1] != input_size:
-                raise TanError(f"{features}: video {video!r} has features of shape {tuple(shape)}; expected "
-                               f"[T, {input_size}] ({input_size_key})")
+                raise TanError(f"dataset {name!r}: video {video!r} has features of shape {tuple(shape)} in "
+                               f"{self.features!r}{self._stream_widths(video)}; expected [T, {input_size}] "
+                               f"({input_size_key})")
 
         nonfinite = self.features.nonfinite(v for v, s in shapes.items() if s[0] > 0)
         self.videos = sorted(v for v, s in shapes.items() if s[0] > 0 and v not in nonfinite)
         kept, token_ids = self._keep_usable(queries, shapes, nonfinite, dropped)
         if not kept:
             raise TanError(f"dataset {name!r} ({annotations}) has no usable query after filtering: {dict(dropped)}")
+        if query_size is not None:
+            self._check_sentence_features(token_ids, query_size)
 
         video_index = {v: i for i, v in enumerate(self.videos)}
         self.video_ids = np.asarray([video_index[q.video] for q in kept], dtype=np.int32)
-        self.moments = np.asarray([[q.start, q.end] for q in kept], dtype=np.float32)
+        self.moments = np.asarray([[q.start, q.end] for q in kept], dtype=np.float32)  # the first window
+        # Every window [Q, W, 2], W the most of any query, padded with copies of the query's
+        # first window (a copy changes no best-window IoU); window_counts [Q] the real numbers.
+        self.window_counts = np.asarray([len(q.windows) for q in kept], dtype=np.int32)
+        self.windows = np.repeat(self.moments[:, None, :], int(self.window_counts.max()), axis=1)
+        for row, q in enumerate(kept):
+            self.windows[row, :len(q.windows)] = q.windows
         self.durations = np.asarray([q.duration for q in kept], dtype=np.float32)
         self.sentences = [q.sentence for q in kept]
         self.word_offsets = np.cumsum([0] + [len(t) for t in token_ids])
@@ -78,13 +91,30 @@ class MomentDataset(Dataset):
             if not tokenize(q.sentence):
                 dropped["sentence without words"] += 1
                 continue
-            ids = self.vocabulary.encode_sentence(q.sentence)
-            if not self.vocabulary.has_known(ids):
-                dropped["sentence without a known word"] += 1
+            ids = self.vocabulary.encode_query(q)
+            reason = self.vocabulary.drop_reason(ids)
+            if reason:
+                dropped[reason] += 1
                 continue
             kept.append(q)
             token_ids.append(ids)
         return kept, token_ids
+
+    def _stream_widths(self, video):
+        """", streams of width a + b" for concatenated features, to say which stream is off."""
+        streams = getattr(self.features, "streams", None)
+        if not streams:
+            return ""
+        widths = [s.shapes([video]).get(video, ("?", "?"))[-1] for s in streams]
+        return f" (streams of width {' + '.join(map(str, widths))})"
+
+    def _check_sentence_features(self, token_ids, query_size):
+        """Every kept query's precomputed sentence features are [L >= 1, INPUT.PRE_QUERY_SIZE] (file headers only)."""
+        for ids in token_ids:
+            shape = self.vocabulary.shape(ids)
+            if len(shape) != 2 or shape[0] < 1 or shape[1] != query_size:
+                raise TanError(f"dataset {self.name!r}: {self.vocabulary.paths[int(ids[0])]!r} holds sentence "
+                               f"features of shape {shape}; expected [L, {query_size}] (INPUT.PRE_QUERY_SIZE)")
 
     def _log_summary(self, kept, total_words):
         dropped, unknown = self.dropped, self.unknown_words
@@ -125,7 +155,8 @@ class MomentDataset(Dataset):
         return {
             "feats": torch.from_numpy(self.video_features(video)),  # [P, D_in]
             "query": torch.from_numpy(self.query(index)),  # [L, E]
-            "moment": torch.from_numpy(self.moments[index]),  # [2] seconds
+            "moment": torch.from_numpy(self.moments[index]),  # [2] seconds, the first window
+            "windows": torch.from_numpy(self.windows[index]),  # [W, 2] seconds, padded with the first
             "duration": float(self.durations[index]),
             "index": index,
         }

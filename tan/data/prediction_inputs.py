@@ -11,7 +11,7 @@ from ..errors import TanError
 from ..utils.logger import get_logger
 from .build import RunData, word_vector_cache_dir
 from .catalog import resolve_path
-from .features import FeatureFile
+from .feature_sources import NPZ_KEY, open_source
 from .text import tokenize
 from .word_index import WordVectorIndex
 from .word_pieces import WordPieces
@@ -25,18 +25,19 @@ class VideoSource:
     def __init__(self, run_data):
         self.run_data = run_data
 
-    def features(self, video, features_file=None, feature_key="c3d_features"):
-        """[T, D_in] float32 for ``video``."""
+    def features(self, video, features_file=None, feature_key=None):
+        """[T, D_in] float32 for ``video``: from ``features_file`` when given (one video's
+        .npy or .npz, or an HDF5 file or a folder of per-video files holding ``video``)."""
         if features_file:
-            if features_file.endswith(".npy"):
+            if features_file.endswith((".npy", ".npz")) and not os.path.isdir(features_file):
                 if not os.path.isfile(features_file):
                     raise TanError(f"--features file {features_file!r} not found")
-                return np.asarray(np.load(features_file), dtype=np.float32)
+                return _one_video_array(features_file, feature_key)
             if not video:
-                raise TanError(f"--features {features_file!r} is an HDF5 file: name the video with --video")
-            source = FeatureFile(features_file, feature_key)
+                raise TanError(f"--features {features_file!r} holds many videos: name the video with --video")
+            source = open_source(features_file, feature_key)
             if not source.shapes([video]):
-                raise TanError(f"video {video!r} is not in {features_file!r}")
+                raise TanError(f"video {video!r} is not in {source!r}")
             return source.read(video)
         if not video:
             raise TanError("give --video ID (a video of the configured datasets) or --features FILE")
@@ -45,6 +46,20 @@ class VideoSource:
     def duration(self, video):
         """Seconds, from the annotations of the configured datasets; None when not found."""
         return self.run_data.video_duration(video)
+
+
+def _one_video_array(path, key):
+    """The [T, D] array of a one-video .npy or .npz file (``key``, default "features")."""
+    try:
+        if path.endswith(".npy"):
+            return np.asarray(np.load(path), dtype=np.float32)
+        with np.load(path) as data:
+            key = key or NPZ_KEY
+            if key not in data:
+                raise TanError(f"--features {path!r} has no array {key!r} (--feature-key); it holds {list(data)}")
+            return np.asarray(data[key], dtype=np.float32)
+    except (OSError, ValueError) as e:
+        raise TanError(f"--features {path!r} cannot be read: {e}") from None
 
 
 class SentenceEncoder:

@@ -141,9 +141,17 @@ class Vocabulary:
         """Token ids (0 for unknown words)."""
         return np.asarray([self.index.get(t, 0) for t in tokens], dtype=np.int64)
 
-    # The interface the datasets use, shared with tan.data.word_pieces.WordPieces.
+    # The interface the datasets use, shared with tan.data.word_pieces.WordPieces and
+    # tan.data.sentence_features.SentenceFeatures.
     def encode_sentence(self, sentence):
         return self.encode(tokenize(sentence))
+
+    def encode_query(self, query):
+        return self.encode_sentence(query.sentence)
+
+    def drop_reason(self, ids):
+        """Why a query with these ids cannot be used; None when it can."""
+        return None if self.has_known(ids) else "sentence without a known word"
 
     def lookup(self, ids):
         """[L, E] word vectors of ``ids``."""

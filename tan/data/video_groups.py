@@ -52,6 +52,7 @@ class VideoGroups(Dataset):
             "feats": torch.from_numpy(dataset.video_features(video)),  # [P, D_in]
             "queries": [torch.from_numpy(dataset.query(q)) for q in queries],
             "moments": torch.from_numpy(dataset.moments[queries]),  # [S_v, 2]
+            "windows": torch.from_numpy(dataset.windows[queries]),  # [S_v, W, 2]
             "durations": torch.from_numpy(dataset.durations[queries]),  # [S_v]
             "indices": torch.from_numpy(queries.astype(np.int64)),  # [S_v]
         }

@@ -15,7 +15,8 @@ from .text import tokenize
 
 class WordPieces:
     """The same interface as :class:`tan.data.text.Vocabulary`: ``encode_sentence``,
-    ``lookup`` (here the ids themselves, int64), ``unknown_count``."""
+    ``encode_query``, ``drop_reason``, ``lookup`` (here the ids themselves, int64),
+    ``unknown_count``."""
 
     def __init__(self, tokenizer, source):
         self.tokenizer, self.source = tokenizer, source
@@ -40,6 +41,12 @@ class WordPieces:
             return np.zeros(0, dtype=np.int64)
         # cut at the model's longest input (512 pieces for DistilBERT), [SEP] kept
         return np.asarray(self.tokenizer(sentence, truncation=True)["input_ids"], dtype=np.int64)
+
+    def encode_query(self, query):
+        return self.encode_sentence(query.sentence)
+
+    def drop_reason(self, ids):
+        return None if self.has_known(ids) else "sentence without a known word"
 
     def lookup(self, ids):
         return ids

@@ -2,7 +2,7 @@
 import torch
 
 from ..config.choices import IOU_THRESHOLDS, NMS_UNITS, RECALL_AT, metric_names
-from ..structures.moments import cell_seconds, cell_spans, temporal_iou
+from ..structures.moments import best_window_iou, cell_seconds, cell_spans, temporal_iou
 
 __all__ = ["top_moments", "evaluate_moments", "format_table", "metric_names", "RECALL_AT", "IOU_THRESHOLDS"]
 
@@ -61,8 +61,11 @@ def top_moments(scores, durations, nms_thresh, topk=5, mask2d=None, units="secon
 
 
 def evaluate_moments(kept_moments, filled, gt_moments):
-    """Metrics (percent) from top moments [Q, k, 2], filled [Q, k], ground truth [Q, 2]."""
-    ious = temporal_iou(kept_moments, gt_moments[:, None, :]) * filled  # [Q, k]
+    """Metrics (percent) from top moments [Q, k, 2], filled [Q, k], ground truth [Q, 2], or
+    [Q, W, 2] for queries with several windows: a moment's IoU is then its best window's
+    (docs/metric.md §2, as Moment-DETR's R1)."""
+    windows = gt_moments[:, None, :] if gt_moments.dim() == 2 else gt_moments
+    ious = best_window_iou(kept_moments, windows[:, None, :, :]) * filled  # [Q, k]
     results = {}
     for k in RECALL_AT:
         best = ious[:, :k].max(dim=1).values

@@ -9,7 +9,7 @@ from ..utils import comm
 from ..utils.io import atomic_write_text
 from ..utils.logger import get_logger
 from ..utils.progress import progress
-from ..structures.moments import temporal_iou
+from ..structures.moments import best_window_iou
 from .evaluation import evaluate_moments, format_table, top_moments
 from .interrupt import signals_held
 from .precision import autocast
@@ -62,7 +62,7 @@ def inference(model, data_loader, dataset_name, nms_thresh, device, output_folde
         raise RuntimeError(f"predictions cover {len(order)} of {len(dataset)} queries of {dataset_name}")
     kept = torch.stack([predictions[i][0] for i in order])
     filled = torch.stack([predictions[i][1] for i in order])
-    gt = torch.from_numpy(dataset.moments)
+    gt = torch.from_numpy(dataset.windows)  # [Q, W, 2]: every ground-truth window
     results = evaluate_moments(kept, filled, gt)
     logger.info("%s: %d queries evaluated in %.1f s\n%s", dataset_name, len(order), time.perf_counter() - start,
                 format_table(results, f"results on {dataset_name}:"))
@@ -75,19 +75,23 @@ def inference(model, data_loader, dataset_name, nms_thresh, device, output_folde
 
 
 def write_predictions(path, dataset, predictions, gt):
-    """One JSON line per query: video, sentence, duration, ground truth, and the
-    kept top moments (seconds) with their scores and IoU with the ground truth."""
+    """One JSON line per query: video, sentence, duration, ground truth (``gt``, the first
+    window; ``gt_windows`` too where a query has several), and the kept top moments
+    (seconds) with their scores and IoU with the ground truth (its best window)."""
     lines = []
     for index in sorted(predictions):
         moments, filled, scores = predictions[index]
         moments, scores = moments[filled], scores[filled]
-        ious = temporal_iou(moments, gt[index][None]) if len(moments) else torch.zeros(0)
+        ious = best_window_iou(moments, gt[index][None]) if len(moments) else torch.zeros(0)
+        count = int(dataset.window_counts[index])
+        several = {"gt_windows": [[round(float(x), 4) for x in w] for w in gt[index][:count]]} if count > 1 else {}
         lines.append(json.dumps({
             "index": index,
             "video": dataset.videos[dataset.video_ids[index]],
             "sentence": dataset.sentences[index],
             "duration": round(float(dataset.durations[index]), 4),
-            "gt": [round(float(x), 4) for x in gt[index]],
+            "gt": [round(float(x), 4) for x in gt[index][0]],
+            **several,
             "moments": [[round(float(a), 4), round(float(b), 4)] for a, b in moments.tolist()],
             "scores": [round(float(x), 6) for x in scores.tolist()],
             "ious": [round(float(x), 4) for x in ious.tolist()],

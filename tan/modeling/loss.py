@@ -2,7 +2,7 @@
 from torch import nn
 from torch.nn import functional as F
 
-from ..structures.moments import cell_spans, temporal_iou
+from ..structures.moments import best_window_iou, cell_spans
 
 
 class ScaledIoULoss(nn.Module):
@@ -25,12 +25,12 @@ class ScaledIoULoss(nn.Module):
     def targets(self, ious):
         return ((ious - self.min_iou) / (self.max_iou - self.min_iou)).clamp(0, 1)
 
-    def forward(self, logits, moments, durations):
-        # logits: [B, N, N]; moments: [B, 2]; durations: [B]
+    def forward(self, logits, windows, durations):
+        # logits: [B, N, N]; windows: [B, W, 2], each query's ground-truth windows; durations: [B]
         n = logits.shape[-1]
         unit = durations.float()[:, None, None] / n
         candidates = self.cell_bounds[None] * unit  # [B, C, 2] seconds, as candidate_moments computes them
-        ious = temporal_iou(candidates, moments.float()[:, None, :])
+        ious = best_window_iou(candidates, windows.float()[:, None, :, :])  # the best window's IoU per cell
         selected = logits.flatten(1).index_select(1, self.cell_index).float()
         return F.binary_cross_entropy_with_logits(selected, self.targets(ious))
 

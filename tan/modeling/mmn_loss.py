@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..structures.moments import cell_seconds, cell_spans, temporal_iou
+from ..structures.moments import best_window_iou, cell_seconds, cell_spans, temporal_iou
 
 # MMN's IoU score is sigmoid(10 * cosine): the cosine's range [-1, 1] spread over the sigmoid.
 IOU_SCORE_SCALE = 10.0
@@ -34,22 +34,22 @@ class MutualMatchingLoss(nn.Module):
         i, j = mask2d.nonzero(as_tuple=True)
         self.register_buffer("cell_bounds", cell_spans(i, j), persistent=False)  # [C, 2] clip units
 
-    def cell_ious(self, moments, durations, num_clips):
-        """[S, C]: IoU of every valid cell's moment (seconds) with each sentence's moment."""
+    def cell_ious(self, windows, durations, num_clips):
+        """[S, C]: IoU of every valid cell's moment (seconds) with the best of each sentence's windows [S, W, 2]."""
         # float32 (grid x duration) / N: MMN's arithmetic, which is the reference evaluation's too
-        return temporal_iou(cell_seconds(self.cell_bounds, durations, num_clips), moments.float()[:, None, :])
+        return best_window_iou(cell_seconds(self.cell_bounds, durations, num_clips), windows.float()[:, None, :, :])
 
-    def forward(self, match, iou_logits, ious, moments, video_index, epoch):
+    def forward(self, match, iou_logits, ious, windows, video_index, epoch):
         """match [S, V, C]: cosine of sentence s with every cell of every video
         (matching branch); iou_logits [S, C]: 10 x the IoU-branch cosine with the
-        sentence's own video; ious [S, C]; moments [S, 2]; video_index [S]."""
+        sentence's own video; ious [S, C]; windows [S, W, 2]; video_index [S]."""
         loss_iou = self.bce_weight * F.binary_cross_entropy_with_logits(
             iou_logits, ((ious - self.min_iou) / (self.max_iou - self.min_iou)).clamp(0, 1))
-        loss_vid, loss_sent = self.contrastive(match, ious, moments, video_index)
+        loss_vid, loss_sent = self.contrastive(match, ious, windows, video_index)
         weight = self.contrastive_weight * (1.0 if epoch <= self.only_iou_after else LATE_CONTRASTIVE_SCALE)
         return {"loss_iou": loss_iou, "loss_vid": weight * loss_vid, "loss_sent": weight * loss_sent}
 
-    def contrastive(self, match, ious, moments, video_index):
+    def contrastive(self, match, ious, windows, video_index):
         s = match.shape[0]
         rows = torch.arange(s, device=match.device)
         own = match[rows, video_index]  # [S, C]
@@ -60,7 +60,9 @@ class MutualMatchingLoss(nn.Module):
         # Sentences of the same video whose moments overlap enough are left out.
         cell_vs_sentences = match.permute(1, 2, 0)[video_index[:, None], positives]  # [S, k, S']
         same_video = video_index[:, None] == video_index[None, :]
-        overlap = temporal_iou(moments[:, None, :], moments[None, :, :]) >= self.sentence_removal_iou
+        # (with several windows: the best IoU between any window of one and any of the other)
+        pair_iou = temporal_iou(windows[:, None, :, None, :], windows[None, :, None, :, :]).amax(dim=(-2, -1))
+        overlap = pair_iou >= self.sentence_removal_iou
         keep = ~(same_video & overlap) | torch.eye(s, dtype=torch.bool, device=match.device)
         margin = self.margin * torch.eye(s, dtype=match.dtype, device=match.device)
         logits = (cell_vs_sentences - margin[:, None, :]) / self.tau_video

@@ -15,6 +15,13 @@ def temporal_iou(a, b):
     return torch.where(union > 0, inter / union.clamp(min=1e-12), torch.zeros_like(inter))
 
 
+def best_window_iou(moments, windows):
+    """IoU of moments [..., 2] with the best of each query's windows [..., W, 2] (broadcast over the
+    leading dimensions): a query with several ground-truth windows is answered by any of them
+    (docs/data.md §9.2). With W = 1 this is :func:`temporal_iou`, bit for bit."""
+    return temporal_iou(moments[..., None, :], windows).amax(dim=-1)
+
+
 def cell_spans(rows, cols):
     """[C, 2] float: the spans of cells (rows[c], cols[c]) in clip units, [i, j + 1)."""
     return torch.stack([rows, cols + 1], dim=1).float()

@@ -47,7 +47,8 @@ def random_batch(cfg, batch, device, seed=0):
     moments = torch.stack([starts, starts + (0.05 + 0.25 * torch.rand(batch, generator=gen)) * durations], dim=1)
     pin = device.type == "cuda"
     return {k: (v.pin_memory() if pin else v) for k, v in dict(
-        feats=feats, queries=queries, wordlens=wordlens, durations=durations, moments=moments).items()}
+        feats=feats, queries=queries, wordlens=wordlens, durations=durations, moments=moments,
+        windows=moments[:, None, :]).items()}
 
 
 def predictor_flops(cfg):

@@ -1,0 +1,45 @@
+"""One array per .npy file, or a named array in a .npz file: its shape from
+the header alone, and its values as float32. Errors name the file, the key
+and the catalog field that sets the key."""
+import zipfile
+
+import numpy as np
+
+from ..errors import TanError
+
+_HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+
+
+def _missing_key(path, key, field, names):
+    return TanError(f"{path}: no array {key!r} (catalog field {field!r}); it holds {sorted(names)}")
+
+
+def array_shape(path, key, field):
+    """The shape of the array of ``path`` (a .npy, or ``key`` of a .npz) without reading its values."""
+    try:
+        if path.endswith(".npy"):
+            return tuple(np.load(path, mmap_mode="r").shape)
+        with zipfile.ZipFile(path) as archive:
+            names = [n[:-4] for n in archive.namelist() if n.endswith(".npy")]
+            if key not in names:
+                raise _missing_key(path, key, field, names)
+            with archive.open(key + ".npy") as f:
+                reader = _HEADER_READERS.get(np.lib.format.read_magic(f))
+                if reader is not None:
+                    return tuple(reader(f)[0])
+        return read_array(path, key, field).shape  # a newer header version: read the values
+    except (OSError, ValueError, zipfile.BadZipFile) as e:
+        raise TanError(f"{path!r} cannot be read as .npy/.npz: {e}") from None
+
+
+def read_array(path, key, field):
+    """float32 values of the array of ``path`` (a .npy, or ``key`` of a .npz)."""
+    try:
+        if path.endswith(".npy"):
+            return np.asarray(np.load(path), dtype=np.float32)
+        with np.load(path) as data:
+            if key not in data:
+                raise _missing_key(path, key, field, data.files)
+            return np.asarray(data[key], dtype=np.float32)
+    except (OSError, ValueError, zipfile.BadZipFile) as e:
+        raise TanError(f"{path!r} cannot be read as .npy/.npz: {e}") from None

@@ -1,0 +1,238 @@
+"""Where a dataset's clip features come from (docs/data.md §3): an HDF5 file
+(either layout), a folder of per-video ``.npy`` / ``.npz`` files, or several
+such streams concatenated along the channel axis.
+
+Every source answers the same questions: which videos it holds, their
+shapes (read from file headers, not from the data), a video's [T, D]
+float32 array, and which videos hold NaN or infinite values. Sources open
+files lazily and are picklable, so loader workers reopen them.
+"""
+import os
+
+import h5py
+import numpy as np
+
+from ..errors import TanError
+from ..utils.progress import progress
+from .array_files import array_shape, read_array
+from .features import l2_normalize_rows, resample
+
+HDF5_GROUP_KEY = "c3d_features"  # ActivityNet's dataset name inside a video's group
+NPZ_KEY = "features"  # the array of a video's .npz (Moment-DETR / lighthouse)
+FOLDER_SUFFIXES = (".npy", ".npz")
+
+
+class HDF5Features:
+    """Read-only access to one HDF5 feature file, opened lazily per process.
+
+    Two layouts are read: a dataset per video id, or a group per video id
+    holding a dataset named ``key`` (ActivityNet's ``c3d_features``).
+    """
+
+    kind = "HDF5 file"
+
+    def __init__(self, path, key=None):
+        if not os.path.isfile(path):
+            raise TanError(f"feature file {path!r} not found")
+        self.path = path
+        self.key = key or HDF5_GROUP_KEY
+        self._file = None
+        self._pid = None
+
+    def __repr__(self):
+        return f"{self.kind} {self.path!r}"
+
+    def _handle(self):
+        # A handle opened before a fork must not be shared with loader workers.
+        if self._file is None or self._pid != os.getpid():
+            try:
+                self._file = h5py.File(self.path, "r")
+            except OSError as e:
+                raise TanError(f"feature file {self.path!r} cannot be read as HDF5: {e}") from None
+            self._pid = os.getpid()
+        return self._file
+
+    def _node(self, video):
+        node = self._handle()[video]
+        if isinstance(node, h5py.Group):
+            if self.key not in node:
+                raise TanError(f"{self.path}: group {video!r} has no dataset {self.key!r} (catalog field "
+                               f"'feature_key'); it holds {sorted(node)}")
+            node = node[self.key]
+        return node
+
+    def videos(self):
+        """Every video id of the file."""
+        return set(self._handle().keys())
+
+    def grouped(self):
+        """True when videos are groups holding a dataset named ``key`` (ActivityNet's layout)."""
+        handle = self._handle()
+        first = next(iter(handle.keys()), None)
+        return first is not None and isinstance(handle[first], h5py.Group)
+
+    def shapes(self, videos):
+        """{video: (T, D)} for the videos present in the file."""
+        handle = self._handle()
+        return {v: tuple(self._node(v).shape) for v in videos if v in handle}
+
+    def read(self, video):
+        return np.asarray(self._node(video)[()], dtype=np.float32)
+
+    def nonfinite(self, videos):
+        return _nonfinite(self, videos)
+
+    def __getstate__(self):  # picklable for spawned workers: reopen there
+        state = dict(self.__dict__)
+        state["_file"] = None
+        state["_pid"] = None
+        return state
+
+
+class FolderFeatures:
+    """A folder of one file per video: ``{video}.npy`` holding the [T, D]
+    array, or ``{video}.npz`` holding it under ``key`` (``features`` by
+    default, as Moment-DETR and lighthouse write them). Any float dtype is
+    read as float32."""
+
+    kind = "folder"
+
+    def __init__(self, path, key=None):
+        if not os.path.isdir(path):
+            raise TanError(f"feature folder {path!r} not found")
+        self.path = path
+        self.key = key or NPZ_KEY
+        self._files = None
+
+    def __repr__(self):
+        return f"{self.kind} {self.path!r}"
+
+    def files(self):
+        """{video: file path}, from one listing of the folder."""
+        if self._files is None:
+            files = {}
+            with os.scandir(self.path) as entries:
+                for entry in entries:
+                    video, suffix = os.path.splitext(entry.name)
+                    if suffix not in FOLDER_SUFFIXES or not entry.is_file():
+                        continue
+                    if video in files:
+                        raise TanError(f"feature folder {self.path!r} holds both {video}.npy and {video}.npz; "
+                                       f"keep one")
+                    files[video] = entry.path
+            self._files = files
+        return self._files
+
+    def videos(self):
+        return set(self.files())
+
+    def shape(self, video):
+        """(T, D) of ``video`` from its file's header."""
+        return array_shape(self.files()[video], self.key, "feature_key")
+
+    def shapes(self, videos):
+        files = self.files()
+        return {v: self.shape(v) for v in videos if v in files}
+
+    def read(self, video):
+        return read_array(self.files()[video], self.key, "feature_key")
+
+    def nonfinite(self, videos):
+        return _nonfinite(self, videos)
+
+
+class ConcatenatedFeatures:
+    """Several streams of one dataset (say CLIP and SlowFast), joined along the
+    channel axis. Each stream's rows are L2-normalised on their own, so that
+    no stream outweighs another by its scale; streams of different lengths
+    are resampled to the longest one's length over the same span of the
+    video. Lengths that differ by more than ``tolerance`` of the longest
+    (and more than 2 rows) are an error: they mean different videos or a
+    truncated file, not a different rounding of the same clips."""
+
+    kind = "streams"
+    SLACK_ROWS = 2
+
+    def __init__(self, streams, tolerance):
+        self.streams = list(streams)
+        self.tolerance = tolerance
+
+    def __repr__(self):
+        return " + ".join(repr(s) for s in self.streams)
+
+    @property
+    def path(self):
+        return " + ".join(s.path for s in self.streams)
+
+    def videos(self):
+        return set.intersection(*(s.videos() for s in self.streams))
+
+    def stream_shapes(self, videos):
+        """[{video: (T, D)}] per stream."""
+        return [s.shapes(videos) for s in self.streams]
+
+    def lengths_agree(self, lengths):
+        longest, shortest = max(lengths), min(lengths)
+        return longest - shortest <= max(self.SLACK_ROWS, self.tolerance * longest)
+
+    def shapes(self, videos):
+        """{video: (T_max, sum of D)} for the videos every stream holds; an error
+        for a video whose streams' lengths disagree (INPUT.FEATURE_LENGTH_TOLERANCE)."""
+        per_stream = self.stream_shapes(list(videos))
+        shapes = {}
+        for video in set.intersection(*(set(s) for s in per_stream)):
+            stream = [s[video] for s in per_stream]
+            malformed = next((shape for shape in stream if len(shape) != 2), None)
+            if malformed is not None:  # the caller's shape check names it
+                shapes[video] = malformed
+                continue
+            lengths = [shape[0] for shape in stream]
+            if not self.lengths_agree(lengths):
+                raise TanError(f"video {video!r}: its feature streams have {', '.join(map(str, lengths))} rows "
+                               f"({self!r}); they differ by more than INPUT.FEATURE_LENGTH_TOLERANCE = "
+                               f"{self.tolerance} of the longest, so they cannot be the same clips of one video")
+            shapes[video] = (max(lengths), sum(shape[1] for shape in stream))
+        return shapes
+
+    def read(self, video):
+        arrays = [l2_normalize_rows(s.read(video)) for s in self.streams]
+        length = max(len(a) for a in arrays)
+        if min(len(a) for a in arrays) == 0:
+            return np.zeros((0, sum(a.shape[1] for a in arrays)), dtype=np.float32)
+        return np.concatenate([a if len(a) == length else resample(a, length) for a in arrays], axis=1)
+
+    def nonfinite(self, videos):
+        videos = list(videos)
+        return set().union(*(s.nonfinite(videos) for s in self.streams))
+
+
+def _nonfinite(source, videos):
+    """The videos whose features hold NaN or infinite values (one pass over them)."""
+    videos = list(videos)
+    checked = progress(videos, total=len(videos), desc=f"checking {os.path.basename(source.path)}", unit="video")
+    return {v for v in checked if not np.isfinite(source.read(v)).all()}
+
+
+def open_source(path, key=None):
+    """One stream: a folder of per-video files, or an HDF5 file."""
+    if os.path.isdir(path):
+        return FolderFeatures(path, key)
+    if not os.path.exists(path):
+        raise TanError(f"feature file or folder {path!r} not found")
+    return HDF5Features(path, key)
+
+
+def open_features(paths, keys=None, tolerance=0.1):
+    """The feature source of a catalog entry: ``paths`` one path or a list of
+    them (streams, concatenated in that order); ``keys`` the array key of
+    each (one for all, a list of one per path, or None for the defaults)."""
+    paths = [paths] if isinstance(paths, str) else list(paths)
+    if not paths:
+        raise TanError("no feature file or folder given")
+    if keys is None or isinstance(keys, str):
+        keys = [keys] * len(paths)
+    if len(keys) != len(paths):
+        raise TanError(f"feature_key has {len(keys)} entries for {len(paths)} feature streams; give one key, "
+                       f"or one per stream")
+    sources = [open_source(p, k) for p, k in zip(paths, keys)]
+    return sources[0] if len(sources) == 1 else ConcatenatedFeatures(sources, tolerance)

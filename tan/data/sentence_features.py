@@ -1,0 +1,71 @@
+"""Precomputed sentence features (INPUT.SENTENCE_FEATURES, docs/data.md §9.3):
+one file per query in a folder, the [L, E] token features of a text encoder
+(CLIP's ``last_hidden_state`` as Moment-DETR and lighthouse store them), so a
+run needs no word-vector file.
+
+The same interface as :class:`tan.data.text.Vocabulary` (``encode_query``,
+``lookup``, ``drop_reason``, ``unknown_count``): a query's "ids" are one
+row index into this object's list of query files, and ``lookup`` reads that
+file. Rows are L2-normalised per token, as lighthouse feeds them.
+"""
+import os
+
+import numpy as np
+
+from ..errors import TanError
+from .array_files import array_shape, read_array
+from .features import l2_normalize_rows
+
+TEXT_KEY = "last_hidden_state"
+MISSING = "query without sentence features"
+
+
+class SentenceFeatures:
+    """Sentence features of one dataset's queries: ``qid{qid}.npz`` (lighthouse's
+    name) or ``{qid}.npz`` / ``{qid}.npy`` in ``folder``, array ``key`` in .npz files."""
+
+    def __init__(self, folder, key=None, dim=None):
+        if not folder or not os.path.isdir(folder):
+            raise TanError(f"sentence feature folder {folder!r} not found (catalog field 'text_features')")
+        self.folder = folder
+        self.key = key or TEXT_KEY
+        self.dim = dim
+        self.paths = []  # row -> file, for the queries encoded so far
+        self._files = None
+
+    def __repr__(self):
+        return f"sentence features {self.folder!r}"
+
+    def files(self):
+        """{file name without suffix: path}, from one listing of the folder."""
+        if self._files is None:
+            with os.scandir(self.folder) as entries:
+                self._files = {os.path.splitext(e.name)[0]: e.path for e in entries
+                               if e.name.endswith((".npz", ".npy")) and e.is_file()}
+        return self._files
+
+    def path_of(self, qid):
+        files = self.files()
+        return files.get(f"qid{qid}") or files.get(str(qid))
+
+    # The interface the datasets use.
+    def encode_query(self, query):
+        path = self.path_of(query.qid) if query.qid != "" else None
+        if path is None:
+            return np.asarray([-1], dtype=np.int64)
+        self.paths.append(path)
+        return np.asarray([len(self.paths) - 1], dtype=np.int64)
+
+    def drop_reason(self, ids):
+        return MISSING if ids[0] < 0 else None
+
+    def unknown_count(self, ids):
+        return 0
+
+    def shape(self, ids):
+        """(L, E) of an encoded query's file, from its header."""
+        return array_shape(self.paths[int(ids[0])], self.key, "text_feature_key")
+
+    def lookup(self, ids):
+        """[L, E] token features of an encoded query, rows L2-normalised."""
+        return l2_normalize_rows(read_array(self.paths[int(ids[0])], self.key, "text_feature_key"))
