@@ -39,6 +39,9 @@ class Query:
 
 
 FORMATS = ("tacos", "seconds", "charades_txt", "jsonl")
+# Counted, but no query is dropped for them: the query is kept with its moment clipped,
+# or with its other windows.
+NOT_DROPPED = ("moment clipped to the video", "window clipped to the video", "window with start >= end")
 JSONL_FIELDS = ("qid", "query", "vid", "duration", "relevant_windows")
 
 # The fields that a video entry must have; charades_txt entries are built in the "seconds" layout.

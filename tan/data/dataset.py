@@ -11,6 +11,7 @@ from ..utils.logger import get_logger
 from . import annotations as annotation_files
 from .feature_sources import open_features
 from .features import l2_normalize_rows, resample
+from .sentence_features import SentenceFeatures
 from .text import tokenize
 
 
@@ -118,12 +119,12 @@ class MomentDataset(Dataset):
 
     def _log_summary(self, kept, total_words):
         dropped, unknown = self.dropped, self.unknown_words
+        words = ("sentences from precomputed features" if isinstance(self.vocabulary, SentenceFeatures) else
+                 f"{unknown} of {total_words} words ({100.0 * unknown / max(total_words, 1):.1f}%) have no word vector")
         get_logger("data").info(
-            "dataset %s: %d queries over %d videos kept; %s; %d of %d words (%.1f%%) have no word vector",
-            self.name, kept, len(set(self.video_ids.tolist())),
+            "dataset %s: %d queries over %d videos kept; %s; %s", self.name, kept, len(set(self.video_ids.tolist())),
             ("dropped or clipped: " + ", ".join(f"{k} {v}" for k, v in sorted(dropped.items()))) if dropped
-            else "nothing dropped or clipped",
-            unknown, total_words, 100.0 * unknown / max(total_words, 1))
+            else "nothing dropped or clipped", words)
 
     def __len__(self):
         return len(self.video_ids)

@@ -101,7 +101,13 @@ class SentenceEncoder:
 
 def sentence_encoder(cfg):
     """How prediction encodes sentences for the model of ``cfg``: GloVe vectors
-    (:class:`SentenceEncoder`), or word-piece ids for MMN's BERT encoder."""
+    (:class:`SentenceEncoder`), or word-piece ids for MMN's BERT encoder. A model
+    trained on precomputed sentence features cannot read new text: the text
+    encoder that made those features is not part of it."""
+    if cfg.INPUT.SENTENCE_FEATURES:
+        raise TanError("this model was trained on precomputed sentence features (INPUT.SENTENCE_FEATURES True), "
+                       "so it cannot encode new sentences; evaluate it on datasets with text_features "
+                       "(tan-test), or train with word vectors to ground free text")
     if text_encoder_name(cfg) == "BERT":
         return WordPieces.from_config(cfg)
     return SentenceEncoder.from_config(cfg)

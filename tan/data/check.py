@@ -1,0 +1,206 @@
+"""What the data of a run looks like, and whether training could start on it
+(``tan-check-data``, docs/data.md §10).
+
+For each configured dataset: the files found, the queries read, kept and
+dropped by reason, the videos without features, each feature stream's
+widths and lengths, and how much of the sentences the text input covers.
+Problems that would stop training are collected, not raised, so that one
+run of the checker lists them all; the dataset is then built exactly as
+training builds it, so the kept and dropped counts are training's own.
+"""
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..config.architecture import model_key, model_settings
+from ..errors import TanError
+from .annotations import NOT_DROPPED
+from .feature_sources import ConcatenatedFeatures, open_source
+from .sentence_features import SentenceFeatures
+from .text import tokenize
+
+EXAMPLES = 5  # videos named per finding
+
+
+@dataclass
+class StreamReport:
+    path: str
+    kind: str
+    videos: int = 0  # of the annotations' videos, those the stream holds
+    widths: dict = field(default_factory=dict)  # width: videos
+    lengths: tuple = ()  # (min, median, max) rows
+    missing: list = field(default_factory=list)  # the annotations' videos it lacks
+    not_2d: list = field(default_factory=list)  # videos whose array is not [T, D]
+
+
+@dataclass
+class DatasetReport:
+    name: str
+    files: list = field(default_factory=list)  # (what, path, found)
+    records: int = 0  # queries read from the annotations (before the dataset's own checks)
+    kept: int = None
+    dropped: dict = field(default_factory=dict)  # reason: queries
+    videos: int = 0
+    streams: list = field(default_factory=list)
+    without_features: list = field(default_factory=list)
+    text: str = ""
+    problems: list = field(default_factory=list)  # what would stop training
+
+
+def _paths(value):
+    return [] if not value else [value] if isinstance(value, str) else list(value)
+
+
+def _files(entry, run_data):
+    """(what, path, found) of every file or folder the entry names."""
+    keys = ["annotations", "durations", "features"] + (["text_features"] if run_data.uses_sentence_features else [])
+    return [(key, path, os.path.exists(path)) for key in keys for path in _paths(entry.get(key))]
+
+
+def _stream_report(path, key, videos):
+    source = open_source(path, key)
+    shapes = source.shapes(sorted(videos))
+    lengths = sorted(shape[0] for shape in shapes.values() if len(shape) == 2)
+    return StreamReport(path=path, kind=source.kind, videos=len(shapes),
+                        widths=dict(Counter(shape[1] for shape in shapes.values() if len(shape) == 2)),
+                        not_2d=sorted(v for v, shape in shapes.items() if len(shape) != 2),
+                        lengths=(lengths[0], int(np.median(lengths)), lengths[-1]) if lengths else (),
+                        missing=sorted(set(videos) - set(shapes))), shapes
+
+
+def _check_streams(report, entry, videos, run_data):
+    """Per stream: widths and lengths; then the widths against the config and the streams' lengths
+    against each other."""
+    cfg = run_data.cfg
+    paths = _paths(entry["features"])
+    keys = entry.get("feature_key")
+    keys = keys if isinstance(keys, list) else [keys] * len(paths)
+    stream_shapes = []
+    for path, key in zip(paths, keys):
+        stream, shapes = _stream_report(path, key, videos)
+        report.streams.append(stream)
+        stream_shapes.append(shapes)
+        if len(stream.widths) > 1:
+            report.problems.append(f"{stream.kind} {path!r}: videos of different widths {dict(stream.widths)} "
+                                   f"(width: videos)")
+        if stream.not_2d:
+            report.problems.append(f"{stream.kind} {path!r}: {len(stream.not_2d)} videos whose array is not "
+                                   f"[T, D]: {', '.join(stream.not_2d[:EXAMPLES])}")
+    report.without_features = sorted(set().union(*(s.missing for s in report.streams)))
+    expected = model_settings(cfg).FEATPOOL.INPUT_SIZE
+    widths = [next(iter(s.widths)) if len(s.widths) == 1 and not s.not_2d else None for s in report.streams]
+    if None not in widths and report.streams and sum(widths) != expected:
+        parts = " + ".join(f"{w} ({os.path.basename(s.path)})" for w, s in zip(widths, report.streams))
+        report.problems.append(f"feature width {parts}{' = ' + str(sum(widths)) if len(widths) > 1 else ''}; the "
+                               f"config expects {expected} ({model_key(cfg, 'FEATPOOL.INPUT_SIZE')})")
+    if len(stream_shapes) > 1:
+        joined = ConcatenatedFeatures([], cfg.INPUT.FEATURE_LENGTH_TOLERANCE)
+        common = set.intersection(*(set(s) for s in stream_shapes))
+        off = sorted(v for v in common if not joined.lengths_agree([s[v][0] for s in stream_shapes]))
+        if off:
+            examples = ", ".join(f"{v} ({'/'.join(str(s[v][0]) for s in stream_shapes)} rows)" for v in off[:EXAMPLES])
+            report.problems.append(f"{len(off)} videos whose streams' lengths differ by more than "
+                                   f"INPUT.FEATURE_LENGTH_TOLERANCE = {cfg.INPUT.FEATURE_LENGTH_TOLERANCE}: {examples}")
+
+
+def _text_summary(run_data, dataset):
+    text = dataset.vocabulary
+    if isinstance(text, SentenceFeatures):
+        missing = dataset.dropped.get("query without sentence features", 0)
+        total = len(dataset) + missing
+        return (f"sentence features in {text.folder!r}: {len(dataset)} of {total} queries "
+                f"({100.0 * len(dataset) / max(total, 1):.1f}%) have a file")
+    words = len(dataset.word_ids)
+    known = words - dataset.unknown_words
+    if run_data.uses_word_pieces:
+        return f"{known} of {words} word pieces known to the tokenizer ({100.0 * known / max(words, 1):.1f}%)"
+    unknown = Counter(w for sentence in dataset.sentences for w in tokenize(sentence) if w not in text.index)
+    common = ", ".join(f"{w!r} {n}" for w, n in unknown.most_common(EXAMPLES))
+    return (f"{known} of {words} words with a vector in {run_data.word_vectors_path!r} "
+            f"({100.0 * known / max(words, 1):.1f}%); {len(unknown)} distinct words without one"
+            f"{' (most frequent: ' + common + ')' if unknown else ''}")
+
+
+def check_dataset(run_data, name):
+    """The :class:`DatasetReport` of dataset ``name`` of ``run_data`` (a :class:`~tan.data.RunData`)."""
+    report = DatasetReport(name)
+    try:
+        entry = run_data.entry(name)
+        if entry.get("generator"):
+            run_data.prepare()
+        report.files = _files(entry, run_data)
+        missing = [f"{what} {path!r} not found" for what, path, found in report.files if not found]
+        if run_data.uses_sentence_features and not entry.get("text_features"):
+            missing.append("no text_features folder in the catalog entry, and INPUT.SENTENCE_FEATURES is True")
+        if missing:
+            report.problems += missing
+            return report
+        queries, _ = run_data.queries(name)
+        report.records = len(queries)
+        videos = {q.video for q in queries}
+        report.videos = len(videos)
+        _check_streams(report, entry, videos, run_data)
+        if report.problems:
+            return report
+        dataset = run_data.dataset(name)  # as training builds it: its counts are training's
+        report.kept, report.dropped = len(dataset), dict(dataset.dropped)
+        report.text = _text_summary(run_data, dataset)
+    except TanError as e:
+        report.problems.append(str(e))
+    return report
+
+
+def check_run(run_data):
+    """([DatasetReport] of every configured dataset, [problems of the run as a whole])."""
+    problems = []
+    if not (run_data.uses_word_pieces or run_data.uses_sentence_features) and \
+            not all(run_data.entry(n).get("generator") for n in run_data.names):
+        if not os.path.isfile(run_data.word_vectors_path):
+            problems.append(f"word-vector file {run_data.word_vectors_path!r} not found (INPUT.WORD_VECTORS, "
+                            f"relative to DATASETS.ROOT); or set INPUT.SENTENCE_FEATURES True with text_features")
+    if not run_data.names:
+        problems.append("no dataset configured (DATASETS.TRAIN / VAL / TEST)")
+    reports = [] if problems else [check_dataset(run_data, name) for name in run_data.names]
+    return reports, problems
+
+
+def _lengths(stream):
+    return "no video" if not stream.lengths else "length {} / {} / {} rows (min / median / max)".format(*stream.lengths)
+
+
+def format_report(reports, problems):
+    """The report as text: one block per dataset, then every problem."""
+    lines = []
+    for r in reports:
+        lines.append(f"dataset {r.name}")
+        for what, path, found in r.files:
+            lines.append(f"  {what:<14}{path}  {'found' if found else 'NOT FOUND'}")
+        if r.records or r.videos:
+            lines.append(f"  {'videos':<14}{r.videos} in the annotations; {len(r.without_features)} without "
+                         f"features{': ' + ', '.join(r.without_features[:EXAMPLES]) if r.without_features else ''}"
+                         f"{' ...' if len(r.without_features) > EXAMPLES else ''}")
+        for s in r.streams:
+            widths = ", ".join(str(w) for w in sorted(s.widths, key=str)) or "-"
+            lines.append(f"  {'stream':<14}{os.path.basename(s.path.rstrip(os.sep))} ({s.kind}): {s.videos} videos, "
+                         f"width {widths}, {_lengths(s)}"
+                         f"{', missing ' + str(len(s.missing)) if s.missing else ''}")
+        if r.kept is not None:
+            dropped = sum(n for k, n in r.dropped.items() if k not in NOT_DROPPED)
+            lines.append(f"  {'queries':<14}{r.kept} kept, {dropped} dropped")
+            for reason, count in sorted(r.dropped.items(), key=lambda kv: (-kv[1], kv[0])):
+                note = "kept" if reason in NOT_DROPPED else "dropped"
+                lines.append(f"  {'':<14}  {count:>7}  {reason} ({note})")
+        elif r.records:
+            lines.append(f"  {'queries':<14}{r.records} read from the annotations (not built: see the problems)")
+        if r.text:
+            lines.append(f"  {'text':<14}{r.text}")
+    all_problems = problems + [f"{r.name}: {p}" for r in reports for p in r.problems]
+    lines.append("")
+    if all_problems:
+        lines.append(f"{len(all_problems)} problem(s) would stop training:")
+        lines += [f"  - {p}" for p in all_problems]
+    else:
+        lines.append("no problem found: training can start on this data")
+    return "\n".join(lines), all_problems
