@@ -48,9 +48,14 @@ def word_vector_cache_dir(cfg):
     return os.path.join(cfg.OUTPUT_DIR, "cache")
 
 
+def _paths(value):
+    """A catalog field's paths as a list: none, one, or the list of feature streams."""
+    return [] if not value else [value] if isinstance(value, str) else list(value)
+
+
 def _exists(paths):
     """Whether every path (one, or a list of feature streams) is on disk, as a file or a folder."""
-    return all(os.path.exists(p) for p in ([paths] if isinstance(paths, str) else paths))
+    return all(os.path.exists(p) for p in _paths(paths))
 
 
 def _file_key(entry):
@@ -100,23 +105,23 @@ class RunData:
             self._entries[name] = self.catalog.get(name)
         return dict(self._entries[name])
 
+    def named_files(self, entry):
+        """(field, path) of every file or folder that this run reads for catalog ``entry``."""
+        keys = ["annotations", "features", "durations"] + (["text_features"] if self.uses_sentence_features else [])
+        return [(key, path) for key in keys for path in _paths(entry.get(key))]
+
     def check_files(self):
         """Fail before any work if a configured dataset's files or the word-vector file are missing."""
         entries = [self._entries[name] for name in self.names]
         for entry in entries:
             if entry.get("generator"):
                 continue  # written on first use
-            keys = ("annotations", "features", "durations") + (("text_features",) if self.uses_sentence_features
-                                                               else ())
-            for key in keys:
-                if self.uses_sentence_features and key == "text_features" and not entry.get(key):
-                    raise TanError(f"dataset {entry['name']!r} has no text_features folder in its catalog entry, "
-                                   f"and INPUT.SENTENCE_FEATURES is True")
-                paths = entry.get(key) or []
-                for path in [paths] if isinstance(paths, str) else paths:
-                    if not os.path.exists(path):
-                        raise TanError(f"dataset {entry['name']!r}: {key} {path!r} not found (DATASETS.ROOT is "
-                                       f"{self.cfg.DATASETS.ROOT!r}; see the README's 'Data' section)")
+            if self.uses_sentence_features:
+                self.text_features_folder(entry)
+            for key, path in self.named_files(entry):
+                if not os.path.exists(path):
+                    raise TanError(f"dataset {entry['name']!r}: {key} {path!r} not found (DATASETS.ROOT is "
+                                   f"{self.cfg.DATASETS.ROOT!r}; see the README's 'Data' section)")
         if (entries and not all(e.get("generator") for e in entries) and not self.uses_word_pieces
                 and not self.uses_sentence_features):
             if not os.path.isfile(self.word_vectors_path):
@@ -167,10 +172,14 @@ class RunData:
         if not self.uses_sentence_features:
             return self.text()
         entry = self.entry(name)
+        return SentenceFeatures(self.text_features_folder(entry), entry.get("text_feature_key"))
+
+    def text_features_folder(self, entry):
+        """The sentence-feature folder of catalog ``entry``; an error when it names none."""
         if not entry.get("text_features"):
-            raise TanError(f"dataset {name!r} has no text_features folder in its catalog entry, and "
-                           f"INPUT.SENTENCE_FEATURES is True")
-        return SentenceFeatures(entry["text_features"], entry.get("text_feature_key"))
+            raise TanError(f"dataset {entry['name']!r} has no text_features folder in its catalog entry, and "
+                           f"INPUT.SENTENCE_FEATURES is True (docs/data.md §9.3)")
+        return entry["text_features"]
 
     def text(self):
         """How the datasets encode sentences: the GloVe :meth:`vocabulary`, or word pieces."""

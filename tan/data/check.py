@@ -49,16 +49,6 @@ class DatasetReport:
     problems: list = field(default_factory=list)  # what would stop training
 
 
-def _paths(value):
-    return [] if not value else [value] if isinstance(value, str) else list(value)
-
-
-def _files(entry, run_data):
-    """(what, path, found) of every file or folder the entry names."""
-    keys = ["annotations", "durations", "features"] + (["text_features"] if run_data.uses_sentence_features else [])
-    return [(key, path, os.path.exists(path)) for key in keys for path in _paths(entry.get(key))]
-
-
 def _stream_report(path, key, videos):
     source = open_source(path, key)
     shapes = source.shapes(sorted(videos))
@@ -74,7 +64,7 @@ def _check_streams(report, entry, videos, run_data):
     """Per stream: widths and lengths; then the widths against the config and the streams' lengths
     against each other."""
     cfg = run_data.cfg
-    paths = _paths(entry["features"])
+    paths = [entry["features"]] if isinstance(entry["features"], str) else entry["features"]
     keys = entry.get("feature_key")
     keys = keys if isinstance(keys, list) else [keys] * len(paths)
     stream_shapes = []
@@ -130,10 +120,10 @@ def check_dataset(run_data, name):
         entry = run_data.entry(name)
         if entry.get("generator"):
             run_data.prepare()
-        report.files = _files(entry, run_data)
+        if run_data.uses_sentence_features:
+            run_data.text_features_folder(entry)
+        report.files = [(key, path, os.path.exists(path)) for key, path in run_data.named_files(entry)]
         missing = [f"{what} {path!r} not found" for what, path, found in report.files if not found]
-        if run_data.uses_sentence_features and not entry.get("text_features"):
-            missing.append("no text_features folder in the catalog entry, and INPUT.SENTENCE_FEATURES is True")
         if missing:
             report.problems += missing
             return report
