@@ -2,10 +2,21 @@
 """Write a full-scale stand-in of a benchmark: its real annotation files plus
 generated features (a planted signal) and word vectors, in the real layout.
 
+--layout reference (the default) writes 2D-TAN's files: the annotation JSON
+files, one HDF5 feature file and a GloVe text file. --layout lighthouse
+writes the files of the built-in *_lighthouse_* datasets: JSON-lines
+annotations, CLIP and SlowFast feature folders (float16 .npz per video) and
+CLIP-like token features per query (docs/data.md §9); train those with
+configs/lighthouse/*.yaml.
+
 Examples:
   python tools/make_standin.py --benchmark activitynet --root datasets_standin
   python tools/make_standin.py --benchmark tacos --dim 256 --root datasets_standin_small
   python tools/train_net.py --config-file configs/2dtan_64x64_pool_k9l4_activitynet.yaml DATASETS.ROOT datasets_standin
+  python tools/make_standin.py --benchmark charades --layout lighthouse --root datasets_lh \\
+      --dim-clip 64 --dim-slowfast 32 --dim-text 64
+  python tools/train_net.py --config-file configs/lighthouse/2dtan_charades.yaml DATASETS.ROOT datasets_lh \\
+      MODEL.TAN.FEATPOOL.INPUT_SIZE 96 INPUT.PRE_QUERY_SIZE 64
 """
 import argparse
 import os
@@ -13,32 +24,71 @@ import time
 
 import checkout_path  # noqa: F401  (this checkout's tan first on sys.path)
 from tan.cli.exits import run_cli
-from tan.data.standin import BENCHMARKS, make_standin, write_charades_text_form
+from tan.data.standin import (BENCHMARKS, LIGHTHOUSE, LIGHTHOUSE_DIMS, make_lighthouse_standin, make_standin,
+                              write_charades_text_form)
 from tan.utils.logger import setup_logger
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "annotations")
+LAYOUTS = ("reference", "lighthouse")
 
 
-def main():
+def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--benchmark", required=True, choices=sorted(BENCHMARKS) + ["all"])
+    parser.add_argument("--layout", choices=LAYOUTS, default="reference",
+                        help="reference: 2D-TAN's files (default); lighthouse: the *_lighthouse_* datasets' files")
     parser.add_argument("--annotations", default=os.path.normpath(SHARED),
                         help="folder holding the real annotation files (default: ../shared/data/annotations)")
     parser.add_argument("--root", required=True, help="DATASETS.ROOT to write into")
     parser.add_argument("--dim", type=int, default=None,
-                        help="feature dimension (default: the real one, 4096 / 500 / 4096); "
+                        help="reference layout: feature dimension (default: the real one, 4096 / 500 / 4096); "
                              "set MODEL.TAN.FEATPOOL.INPUT_SIZE (MODEL.MMN.FEATPOOL.INPUT_SIZE for MMN) to match")
-    parser.add_argument("--clips-per-second", type=float, default=None, help="feature rate (default per benchmark)")
+    parser.add_argument("--clips-per-second", type=float, default=None,
+                        help="reference layout: feature rate (default per benchmark)")
+    for name in LIGHTHOUSE_DIMS:
+        parser.add_argument(f"--dim-{name}", type=int, default=None,
+                            help=f"lighthouse layout: {name} feature size (default {LIGHTHOUSE_DIMS[name]}, the "
+                                 f"real one)" + ("; set INPUT.PRE_QUERY_SIZE to match" if name == "text" else ""))
+    parser.add_argument("--videos", type=int, default=None,
+                        help="keep only the first N videos (by id) of each split, with their queries "
+                             "(default: all), for a quick stand-in")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    _check_layout_options(parser, args)
+    return args
+
+
+def _check_layout_options(parser, args):
+    """Refuse an option of the other layout rather than ignore it."""
+    lighthouse_dims = {name: getattr(args, f"dim_{name}") for name in LIGHTHOUSE_DIMS}
+    if args.layout == "lighthouse" and (args.dim is not None or args.clips_per_second is not None):
+        parser.error("--dim and --clips-per-second are for --layout reference; for lighthouse give "
+                     "--dim-clip, --dim-slowfast and --dim-text (the rate is lighthouse's clip length)")
+    if args.layout == "reference" and any(v is not None for v in lighthouse_dims.values()):
+        parser.error("--dim-clip, --dim-slowfast and --dim-text are for --layout lighthouse; use --dim")
+    if args.videos is not None and args.videos < 1:
+        parser.error(f"--videos: expected a positive number of videos, got {args.videos}")
+    args.lighthouse_dims = lighthouse_dims
+
+
+def write(benchmark, args):
+    if args.layout == "lighthouse":
+        make_lighthouse_standin(benchmark, args.annotations, args.root, args.lighthouse_dims, args.seed, args.videos)
+        return
+    make_standin(benchmark, args.annotations, args.root, args.dim, args.seed, args.clips_per_second, args.videos)
+    if benchmark == "charades":
+        write_charades_text_form(args.root)
+
+
+def main():
+    args = parse_args()
     setup_logger(None)
-    for benchmark in sorted(BENCHMARKS) if args.benchmark == "all" else [args.benchmark]:
+    benchmarks = sorted(LIGHTHOUSE if args.layout == "lighthouse" else BENCHMARKS)
+    for benchmark in benchmarks if args.benchmark == "all" else [args.benchmark]:
         start = time.perf_counter()
-        make_standin(benchmark, args.annotations, args.root, args.dim, args.seed, args.clips_per_second)
-        if benchmark == "charades":
-            write_charades_text_form(args.root)
+        write(benchmark, args)
         print(f"{benchmark}: written under {args.root} in {time.perf_counter() - start:.1f} s")
 
 
