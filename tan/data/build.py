@@ -120,7 +120,8 @@ class RunData:
                 self.text_features_folder(entry)
             for key, path in self.named_files(entry):
                 if not os.path.exists(path):
-                    raise TanError(f"dataset {entry['name']!r}: {key} {path!r} not found (DATASETS.ROOT is "
+                    what = "file" if key in ("annotations", "durations") else "file or folder"
+                    raise TanError(f"dataset {entry['name']!r}: {key} {what} {path!r} not found (DATASETS.ROOT is "
                                    f"{self.cfg.DATASETS.ROOT!r}; see the README's 'Data' section)")
         if (entries and not all(e.get("generator") for e in entries) and not self.uses_word_pieces
                 and not self.uses_sentence_features):
