@@ -20,8 +20,8 @@ import torch
 from tan.cli import interrupts
 from tan.config import load_config
 from tan.cli.exits import run_cli
-from tan.engine.interrupt import signals_held
 from tan.modeling import build_model
+from tan.utils.signals import signals_held
 
 from conftest import REPO, SYNTHETIC_CONFIG, file_size_limit
 from runs import stop_process_group, wait_for_training_record

@@ -279,7 +279,8 @@ def test_progress_bars_only_on_a_terminal(run, monkeypatch):
     assert progress.progress(range(3)) == range(3)
 
 
-@pytest.mark.parametrize("command", ["tan-train", "tan-test", "tan-predict", "tan-visualize"])
+@pytest.mark.parametrize("command", ["tan-train", "tan-test", "tan-predict", "tan-visualize", "tan-check-data",
+                                     "tan-convert-features"])
 def test_console_scripts_explain_their_arguments(command):
     path = shutil.which(command) or shutil.which(command, path=os.path.dirname(sys.executable))
     if path is None:

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 
 EXIT_INTERRUPTED = 128 + signal.SIGINT  # the shell's convention for "ended by SIGINT"
 REDELIVERY_DELAY = 0.05  # seconds
-TOOL_NAMES = ("tan-train", "tan-test", "tan-predict", "tan-visualize")
+TOOL_NAMES = ("tan-train", "tan-test", "tan-predict", "tan-visualize", "tan-check-data", "tan-convert-features")
 TOOLS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools")
 DEFAULT_ACTIVITY = ("running", "files already written are complete")
 # Code that an exception must not cut in two; an interrupt waits until it is

@@ -1,6 +1,7 @@
 """One array per .npy file, or a named array in a .npz file: its shape from
-the header alone, and its values as float32. Errors name the file, the key
-and the catalog field that sets the key."""
+the header alone, and its values as stored or as float32. Errors name the
+file, the key and what sets the key: a catalog field ("feature_key") or a
+command-line option ("--key")."""
 import zipfile
 
 import numpy as np
@@ -10,8 +11,13 @@ from ..errors import TanError
 _HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
 
 
+def key_setting(field):
+    """What sets a key, for an error: "option --key" or "catalog field 'feature_key'"."""
+    return f"option {field}" if field.startswith("-") else f"catalog field {field!r}"
+
+
 def _missing_key(path, key, field, names):
-    return TanError(f"{path}: no array {key!r} (catalog field {field!r}); it holds {sorted(names)}")
+    return TanError(f"{path}: no array {key!r} ({key_setting(field)}); it holds {sorted(names)}")
 
 
 def array_shape(path, key, field):
@@ -34,12 +40,23 @@ def array_shape(path, key, field):
 
 def read_array(path, key, field):
     """float32 values of the array of ``path`` (a .npy, or ``key`` of a .npz)."""
+    return _read(path, key, field, np.float32)
+
+
+def read_stored_array(path, key, field):
+    """The array of ``path`` (a .npy, or ``key`` of a .npz) in the dtype it is stored in."""
+    return _read(path, key, field, None)
+
+
+def _read(path, key, field, dtype):
     try:
         if path.endswith(".npy"):
-            return np.asarray(np.load(path), dtype=np.float32)
-        with np.load(path) as data:
-            if key not in data:
-                raise _missing_key(path, key, field, data.files)
-            return np.asarray(data[key], dtype=np.float32)
+            array = np.load(path, allow_pickle=False)
+        else:
+            with np.load(path, allow_pickle=False) as data:
+                if key not in data:
+                    raise _missing_key(path, key, field, data.files)
+                array = data[key]
+        return array if dtype is None else np.asarray(array, dtype=dtype)
     except (OSError, ValueError, zipfile.BadZipFile) as e:
         raise TanError(f"{path!r} cannot be read as .npy/.npz: {e}") from None

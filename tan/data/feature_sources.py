@@ -4,8 +4,10 @@ such streams concatenated along the channel axis.
 
 Every source answers the same questions: which videos it holds, their
 shapes (read from file headers, not from the data), a video's [T, D]
-float32 array, and which videos hold NaN or infinite values. Sources open
-files lazily and are picklable, so loader workers reopen them.
+float32 array, and which videos hold NaN or infinite values. A single
+stream also gives a video's array in the dtype it is stored in
+(``read_stored``, for tan/data/convert.py). Sources open files lazily and
+are picklable, so loader workers reopen them.
 """
 import os
 
@@ -14,7 +16,7 @@ import numpy as np
 
 from ..errors import TanError
 from ..utils.progress import progress
-from .array_files import array_shape, read_array
+from .array_files import array_shape, key_setting, read_array, read_stored_array
 from .features import l2_normalize_rows, resample
 
 HDF5_GROUP_KEY = "c3d_features"  # ActivityNet's dataset name inside a video's group
@@ -27,15 +29,18 @@ class HDF5Features:
 
     Two layouts are read: a dataset per video id, or a group per video id
     holding a dataset named ``key`` (ActivityNet's ``c3d_features``).
+    ``key_field`` names what sets the key in errors: a catalog field, or a
+    command-line option ("--key").
     """
 
     kind = "HDF5 file"
 
-    def __init__(self, path, key=None):
+    def __init__(self, path, key=None, key_field="feature_key"):
         if not os.path.isfile(path):
             raise TanError(f"feature file {path!r} not found")
         self.path = path
         self.key = key or HDF5_GROUP_KEY
+        self.key_field = key_field
         self._file = None
         self._pid = None
 
@@ -56,8 +61,8 @@ class HDF5Features:
         node = self._handle()[video]
         if isinstance(node, h5py.Group):
             if self.key not in node:
-                raise TanError(f"{self.path}: group {video!r} has no dataset {self.key!r} (catalog field "
-                               f"'feature_key'); it holds {sorted(node)}")
+                raise TanError(f"{self.path}: group {video!r} has no dataset {self.key!r} (the feature key: "
+                               f"{key_setting(self.key_field)}); it holds {sorted(node)}")
             node = node[self.key]
         return node
 
@@ -66,21 +71,30 @@ class HDF5Features:
         return set(self._handle().keys())
 
     def grouped(self):
-        """True when videos are groups holding a dataset named ``key`` (ActivityNet's layout)."""
-        handle = self._handle()
-        first = next(iter(handle.keys()), None)
-        return first is not None and isinstance(handle[first], h5py.Group)
+        """True when videos are groups holding a dataset named ``key`` (ActivityNet's
+        layout): any one is (a file that mixes the layouts is read either way)."""
+        return any(isinstance(node, h5py.Group) for node in self._handle().values())
 
     def shapes(self, videos):
         """{video: (T, D)} for the videos present in the file."""
         handle = self._handle()
         return {v: tuple(self._node(v).shape) for v in videos if v in handle}
 
+    def read_stored(self, video):
+        """The array of ``video`` in the dtype it is stored in."""
+        return self._node(video)[()]
+
     def read(self, video):
-        return np.asarray(self._node(video)[()], dtype=np.float32)
+        return np.asarray(self.read_stored(video), dtype=np.float32)
 
     def nonfinite(self, videos):
         return _nonfinite(self, videos)
+
+    def close(self):
+        """Closes the file (the next read opens it again)."""
+        if self._file is not None and self._pid == os.getpid():
+            self._file.close()
+        self._file = None
 
     def __getstate__(self):  # picklable for spawned workers: reopen there
         state = dict(self.__dict__)
@@ -93,15 +107,16 @@ class FolderFeatures:
     """A folder of one file per video: ``{video}.npy`` holding the [T, D]
     array, or ``{video}.npz`` holding it under ``key`` (``features`` by
     default, as Moment-DETR and lighthouse write them). Any float dtype is
-    read as float32."""
+    read as float32. ``key_field``: as for HDF5Features."""
 
     kind = "folder"
 
-    def __init__(self, path, key=None):
+    def __init__(self, path, key=None, key_field="feature_key"):
         if not os.path.isdir(path):
             raise TanError(f"feature folder {path!r} not found")
         self.path = path
         self.key = key or NPZ_KEY
+        self.key_field = key_field
         self._files = None
 
     def __repr__(self):
@@ -126,19 +141,30 @@ class FolderFeatures:
     def videos(self):
         return set(self.files())
 
+    def formats(self):
+        """The file formats of the folder: a frozenset of "npy" and "npz"."""
+        return frozenset(os.path.splitext(path)[1][1:] for path in self.files().values())
+
     def shape(self, video):
         """(T, D) of ``video`` from its file's header."""
-        return array_shape(self.files()[video], self.key, "feature_key")
+        return array_shape(self.files()[video], self.key, self.key_field)
 
     def shapes(self, videos):
         files = self.files()
         return {v: self.shape(v) for v in videos if v in files}
 
+    def read_stored(self, video):
+        """The array of ``video`` in the dtype it is stored in."""
+        return read_stored_array(self.files()[video], self.key, self.key_field)
+
     def read(self, video):
-        return read_array(self.files()[video], self.key, "feature_key")
+        return read_array(self.files()[video], self.key, self.key_field)
 
     def nonfinite(self, videos):
         return _nonfinite(self, videos)
+
+    def close(self):
+        """Nothing to close: each read opens and closes its file."""
 
 
 class ConcatenatedFeatures:
@@ -213,13 +239,13 @@ def _nonfinite(source, videos):
     return {v for v in checked if not np.isfinite(source.read(v)).all()}
 
 
-def open_source(path, key=None):
+def open_source(path, key=None, key_field="feature_key"):
     """One stream: a folder of per-video files, or an HDF5 file."""
     if os.path.isdir(path):
-        return FolderFeatures(path, key)
+        return FolderFeatures(path, key, key_field)
     if not os.path.exists(path):
         raise TanError(f"feature file or folder {path!r} not found")
-    return HDF5Features(path, key)
+    return HDF5Features(path, key, key_field)
 
 
 def open_features(paths, keys=None, tolerance=0.1):

@@ -7,7 +7,7 @@ import os
 
 from ..config.choices import metric_names
 from ..utils.io import atomic_write_text
-from .interrupt import signals_held
+from ..utils.signals import signals_held
 
 JSON_NAME = "comparison.json"
 CSV_NAME = "comparison.csv"

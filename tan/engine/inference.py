@@ -9,9 +9,9 @@ from ..utils import comm
 from ..utils.io import atomic_write_text
 from ..utils.logger import get_logger
 from ..utils.progress import progress
+from ..utils.signals import signals_held
 from ..structures.moments import best_window_iou
 from .evaluation import evaluate_moments, format_table, top_moments
-from .interrupt import signals_held
 from .precision import autocast
 from .step import forward_batch, move_batch
 from .wrappers import unwrap

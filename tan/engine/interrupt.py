@@ -1,7 +1,6 @@
 """Preemption: SIGTERM or SIGINT asks the training loop to stop at the next
 point where every process can agree, save a resumable checkpoint and exit."""
 import signal
-from contextlib import contextmanager
 
 from ..utils import comm
 
@@ -39,14 +38,3 @@ class InterruptFlag:
         if not comm.is_dist():
             return self.signum or 0
         return comm.reduce_max_int(self.signum or 0)
-
-
-@contextmanager
-def signals_held():
-    """Files that belong together (a test's metrics.json and predictions.jsonl)
-    are written as a whole: SIGTERM / SIGINT wait until the block is done, then
-    reach the handler that was in place, as if they had just come."""
-    with InterruptFlag() as flag:
-        yield
-    if flag.signum:
-        signal.raise_signal(flag.signum)

@@ -1,11 +1,16 @@
 """Atomic file writes: a crash mid-write leaves the previous file intact.
 
 Data goes to a temporary file in the destination folder, is flushed and
-synced, then renamed over the destination (rename is atomic on POSIX).
+synced, then renamed over the destination (rename is atomic on POSIX). A
+folder is written as a temporary folder beside its destination and swapped
+in when complete.
 """
 import os
+import shutil
 import tempfile
 from contextlib import contextmanager
+
+from .signals import signals_held
 
 
 def _umask():
@@ -92,8 +97,11 @@ def temporary_writer(name):
 @contextmanager
 def replaced_when_done(path):
     """For files written by a library that wants a path (h5py): yields a temporary
-    path beside ``path``, renamed over it when the block ends normally and
-    removed when it raises (Ctrl-C included), so no half-written file remains."""
+    path beside ``path`` (its folder made if need be), renamed over it when the
+    block ends normally and removed when it raises (Ctrl-C included), so no
+    half-written file remains."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
         yield tmp
@@ -104,6 +112,48 @@ def replaced_when_done(path):
         except FileNotFoundError:
             pass
         raise
+    sync_folder(folder)  # make the rename itself durable
+
+
+@contextmanager
+def folder_replaced_when_done(path):
+    """The same for a folder: yields a temporary folder beside ``path``
+    (".NAME.PID.XXXXXX.tmp", as temporary_writer reads it), put at ``path``
+    when the block ends normally and deleted when it raises (Ctrl-C
+    included). A folder already at ``path`` is replaced."""
+    parent, name = os.path.split(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{name}.{os.getpid()}.", suffix=".tmp", dir=parent)
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; give the usual permissions
+        yield tmp
+        sync_folder(tmp)
+        with signals_held():  # the two renames of a swap are never cut apart
+            _swap_in(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    sync_folder(parent)
+
+
+def _swap_in(new, path):
+    """Put folder ``new`` at ``path``. A folder already there is moved aside first
+    (a folder cannot be renamed over another that has files) and deleted once
+    the new one is in place; moved back if the new one cannot be."""
+    if not os.path.lexists(path):
+        os.rename(new, path)
+        return
+    old = f"{new}.old"
+    os.rename(path, old)
+    try:
+        os.rename(new, path)
+    except BaseException:
+        os.rename(old, path)
+        raise
+    if os.path.islink(old):  # PATH was a link to a folder: the link goes, not what it pointed to
+        os.unlink(old)
+    else:
+        shutil.rmtree(old)
 
 
 def atomic_write_text(path, text):
