@@ -24,7 +24,30 @@ NPZ_KEY = "features"  # the array of a video's .npz (Moment-DETR / lighthouse)
 FOLDER_SUFFIXES = (".npy", ".npz")
 
 
-class HDF5Features:
+class _FileSource:
+    """What the HDF5 and folder sources share: a path, the array's key (``key_field``
+    names what sets it, in errors: a catalog field or a command-line option), and
+    float32 reads of the stored arrays."""
+
+    kind = ""
+    default_key = ""
+
+    def __init__(self, path, key=None, key_field="feature_key"):
+        self.path = path
+        self.key = key or self.default_key
+        self.key_field = key_field
+
+    def __repr__(self):
+        return f"{self.kind} {self.path!r}"
+
+    def read(self, video):
+        return np.asarray(self.read_stored(video), dtype=np.float32)
+
+    def nonfinite(self, videos):
+        return _nonfinite(self, videos)
+
+
+class HDF5Features(_FileSource):
     """Read-only access to one HDF5 feature file, opened lazily per process.
 
     Two layouts are read: a dataset per video id, or a group per video id
@@ -34,18 +57,14 @@ class HDF5Features:
     """
 
     kind = "HDF5 file"
+    default_key = HDF5_GROUP_KEY
 
     def __init__(self, path, key=None, key_field="feature_key"):
         if not os.path.isfile(path):
             raise TanError(f"feature file {path!r} not found")
-        self.path = path
-        self.key = key or HDF5_GROUP_KEY
-        self.key_field = key_field
+        super().__init__(path, key, key_field)
         self._file = None
         self._pid = None
-
-    def __repr__(self):
-        return f"{self.kind} {self.path!r}"
 
     def _handle(self):
         # A handle opened before a fork must not be shared with loader workers.
@@ -84,12 +103,6 @@ class HDF5Features:
         """The array of ``video`` in the dtype it is stored in."""
         return self._node(video)[()]
 
-    def read(self, video):
-        return np.asarray(self.read_stored(video), dtype=np.float32)
-
-    def nonfinite(self, videos):
-        return _nonfinite(self, videos)
-
     def close(self):
         """Closes the file (the next read opens it again)."""
         if self._file is not None and self._pid == os.getpid():
@@ -103,24 +116,20 @@ class HDF5Features:
         return state
 
 
-class FolderFeatures:
+class FolderFeatures(_FileSource):
     """A folder of one file per video: ``{video}.npy`` holding the [T, D]
     array, or ``{video}.npz`` holding it under ``key`` (``features`` by
     default, as Moment-DETR and lighthouse write them). Any float dtype is
     read as float32. ``key_field``: as for HDF5Features."""
 
     kind = "folder"
+    default_key = NPZ_KEY
 
     def __init__(self, path, key=None, key_field="feature_key"):
         if not os.path.isdir(path):
             raise TanError(f"feature folder {path!r} not found")
-        self.path = path
-        self.key = key or NPZ_KEY
-        self.key_field = key_field
+        super().__init__(path, key, key_field)
         self._files = None
-
-    def __repr__(self):
-        return f"{self.kind} {self.path!r}"
 
     def files(self):
         """{video: file path}, from one listing of the folder."""
@@ -156,12 +165,6 @@ class FolderFeatures:
     def read_stored(self, video):
         """The array of ``video`` in the dtype it is stored in."""
         return read_stored_array(self.files()[video], self.key, self.key_field)
-
-    def read(self, video):
-        return read_array(self.files()[video], self.key, self.key_field)
-
-    def nonfinite(self, videos):
-        return _nonfinite(self, videos)
 
     def close(self):
         """Nothing to close: each read opens and closes its file."""
