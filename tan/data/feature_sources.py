@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import TanError
 from ..utils.progress import progress
-from .array_files import array_shape, key_setting, read_array, read_stored_array
+from .array_files import array_shape, key_setting, read_stored_array
 from .features import l2_normalize_rows, resample
 
 HDF5_GROUP_KEY = "c3d_features"  # ActivityNet's dataset name inside a video's group
