@@ -199,6 +199,14 @@ def test_predict_from_a_npy_file_equals_predict_from_the_video_id(run, tmp_path)
     by_hdf5 = predict_json(cfg, out, "--features", str(tmp_path / "mine.hdf5"), "--video", video,
                            "--duration", str(duration), *query)
     assert by_hdf5["queries"] == by_id["queries"]
+    # one video's .npz (array "features"), and a folder of per-video files named by --video
+    (tmp_path / "folder").mkdir()
+    np.savez(tmp_path / "folder" / f"{video}.npz", features=np.load(tmp_path / "clip.npy"))
+    by_npz = predict_json(cfg, out, "--features", str(tmp_path / "folder" / f"{video}.npz"),
+                          "--duration", str(duration), *query)
+    by_folder = predict_json(cfg, out, "--features", str(tmp_path / "folder"), "--video", video,
+                             "--duration", str(duration), *query)
+    assert by_npz["queries"] == by_folder["queries"] == by_id["queries"]
     assert by_id["checkpoint"].endswith("model_final.pth")  # the default: the latest
 
 
