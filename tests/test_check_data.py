@@ -91,7 +91,7 @@ def test_the_checker_counts_each_fault_and_lets_training_start(faulty, tmp_path)
     assert slowfast["missing"] == ["v5", "v9"] and clip["missing"] == ["v9"]
     assert "4 of 5 queries (80.0%) have a file" in faulty_report["text"]
     # the text report names each reason, and whether the query was kept
-    assert "window clipped to the video (kept)" in proc.stdout
+    assert "window clipped to the video (a window or moment, not a query)" in proc.stdout
     assert "query without sentence features (dropped)" in proc.stdout
     assert "7 in the annotations; 2 without features: v5, v9" in proc.stdout
 
@@ -124,3 +124,17 @@ def test_missing_files_are_reported_not_raised(faulty, tmp_path):
     proc, report = check(faulty, tmp_path, "faulty")
     assert proc.returncode == 1
     assert "NOT FOUND" in proc.stdout and "faulty.jsonl" in report["problems"][0]
+
+
+def test_a_missing_word_vector_file_does_not_hide_the_datasets_problems(faulty, tmp_path):
+    catalog = yaml.safe_load((faulty / "catalog.yaml").read_text())
+    catalog["faulty"]["features"] = ["clip"]  # 6 wide, the config says 10
+    (faulty / "catalog.yaml").write_text(yaml.safe_dump(catalog))
+    report = tmp_path / "report.json"
+    proc = run_tool("check_data", "--config-file", SYNTHETIC_CONFIG, "--json", str(report),
+                    "DATASETS.ROOT", str(faulty), "DATASETS.CATALOG", "catalog.yaml", "INPUT.WORD_VECTORS", "no.txt",
+                    "MODEL.TAN.FEATPOOL.INPUT_SIZE", "10", "DATASETS.TRAIN", "('faulty',)", "DATASETS.VAL", "()",
+                    "DATASETS.TEST", "()")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    problems = json.loads(report.read_text())["problems"]
+    assert len(problems) == 2 and "no.txt' not found" in problems[0] and "feature width 6 (clip)" in problems[1]

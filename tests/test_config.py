@@ -75,7 +75,11 @@ def test_reference_style_yaml_loads_unchanged(tmp_path):
     assert cfg.MODEL.TAN.FEAT2D.POOLING_COUNTS == [15, 8, 8, 8]
 
 
-@pytest.mark.parametrize("name", sorted(os.listdir(os.path.join(REPO, "configs"))))
+SHIPPED = sorted(os.path.relpath(os.path.join(folder, f), os.path.join(REPO, "configs"))
+                 for folder, _, files in os.walk(os.path.join(REPO, "configs")) for f in files if f.endswith(".yaml"))
+
+
+@pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_configs_load(name):
     load_config(os.path.join(REPO, "configs", name))
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from tan.data import feature_sources
+from tan.data import array_files, feature_sources
 from tan.data.dataset import MomentDataset
 from tan.data.feature_sources import ConcatenatedFeatures, FolderFeatures, HDF5Features, open_features, open_source
 from tan.data.features import l2_normalize_rows, resample
@@ -155,7 +155,7 @@ def test_shapes_come_from_headers_without_reading_values(tmp_path, arrays, kind,
         raise AssertionError("shapes read the values")
 
     monkeypatch.setattr(h5py.Dataset, "__getitem__", no_values)
-    monkeypatch.setattr(feature_sources, "read_array", no_values)
+    monkeypatch.setattr(array_files, "_read", no_values)  # every .npy/.npz value read goes through it
     assert source.shapes(sorted(arrays)) == {video: array.shape for video, array in arrays.items()}
 
 
@@ -281,3 +281,34 @@ def test_loss_targets_of_two_windows_are_the_best_of_each_alone(monkeypatch):
     second = loss_targets(monkeypatch, [(3.0, 9.0)])
     assert (first > 0).any() and (second > 0).any() and not torch.equal(first, second)
     assert torch.equal(both, torch.maximum(first, second))
+
+
+def test_a_bad_window_is_left_out_and_its_query_kept(tmp_path):
+    records = [{"qid": 0, "query": "cut", "vid": "v", "duration": 10.0, "relevant_windows": [[2, 5], [7], [9, 8]]},
+               {"qid": 1, "query": "cut", "vid": "v", "duration": 10.0, "relevant_windows": [["a", 1]]}]
+    (tmp_path / "ann.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    folder = write_folder(tmp_path / "f", {"v": features((20, 3), 1)})
+    ds = MomentDataset("w", str(tmp_path / "ann.jsonl"), folder, "jsonl", VOCABULARY, 8, 3)
+    assert len(ds) == 1 and ds.window_counts.tolist() == [1] and ds.moments.tolist() == [[2.0, 5.0]]
+    assert ds.dropped == {"window not two finite numbers": 2, "window with start >= end": 1, "no usable window": 1}
+
+
+def test_a_stream_without_rows_drops_its_video_like_one_source(tmp_path):
+    a = write_folder(tmp_path / "a", {"v": features((8, 2), 1), "empty": features((8, 2), 2)})
+    b = write_folder(tmp_path / "b", {"v": features((8, 1), 3), "empty": features((0, 1), 4)})
+    ds = MomentDataset("d", annotation_file(tmp_path, ["v", "empty"]), [a, b], "seconds", VOCABULARY, 4, 3)
+    assert ds.videos == ["v"] and ds.dropped == {"video with no feature rows": 1}
+
+
+@pytest.mark.parametrize("entry,message", [
+    ({"annotations": ["a.jsonl"], "features": "f"}, "field 'annotations' must be a non-empty string, got"),
+    ({"annotations": "a.json", "features": 5}, "field 'features' must be a non-empty string, or a non-empty list"),
+    ({"annotations": "a.json", "features": ["f", ""]}, "field 'features' must be"),
+    ({"annotations": "a.jsonl", "format": "jsonl", "features": "f", "text_features": ["t"]},
+     "field 'text_features' must be a non-empty string"),
+    ({"annotations": "a.json", "features": "f", "text_features": "t"}, "only the jsonl format has"),
+])
+def test_catalog_fields_of_the_wrong_type_are_named(entry, message):
+    from tan.data import DatasetCatalog
+    with pytest.raises(TanError, match=message):
+        DatasetCatalog("root").register("mine", entry)

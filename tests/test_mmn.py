@@ -406,3 +406,23 @@ def test_strips_with_a_dense_first_layer_and_too_many_positives():
             torch.testing.assert_close(a, b)
     with pytest.raises(TanError, match="NUM_POSTIVE_VIDEO_PROPOSAL"):
         load_config(MMN_SYNTHETIC, ["MODEL.MMN.LOSS.NUM_POSTIVE_VIDEO_PROPOSAL", "1000"])
+
+
+def test_several_windows_take_the_best_window_in_every_term():
+    """IoU targets and positives use each sentence's best window; two sentences of a video overlap
+    (and are not each other's negatives) when any window of one overlaps any window of the other."""
+    cfg, loss = tiny_loss(NUM_POSTIVE_VIDEO_PROPOSAL=1, SENT_REMOVAL_IOU=0.5)
+    durations = torch.tensor([8.0, 8.0])
+    a, b, far = [0.0, 2.0], [4.0, 8.0], [6.0, 8.0]
+    both = torch.tensor([[a, b], [far, far]])  # sentence 0 has two windows; sentence 1 one (padded)
+    per_window = [loss.cell_ious(torch.tensor([[w], [far]]), durations, 4) for w in (a, b)]
+    torch.testing.assert_close(loss.cell_ious(both, durations, 4), torch.maximum(*per_window))
+    sim = torch.randn(2, 1, per_window[0].shape[1], dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    ious = loss.cell_ious(both, durations, 4).double()
+    video_index = torch.tensor([0, 0])
+    # sentence 0's second window overlaps sentence 1's: as if sentence 0 had only that window
+    overlapping = loss.contrastive(sim, ious, both.double(), video_index)
+    as_if_b = loss.contrastive(sim, ious, torch.tensor([[b], [far]], dtype=torch.float64), video_index)
+    as_if_a = loss.contrastive(sim, ious, torch.tensor([[a], [far]], dtype=torch.float64), video_index)
+    torch.testing.assert_close(overlapping, as_if_b)
+    assert not torch.allclose(overlapping[0], as_if_a[0])

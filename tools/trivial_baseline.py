@@ -45,7 +45,7 @@ def main(argv=None):
         durations = torch.from_numpy(d.durations)[:, None]
         predicted = torch.stack([starts * durations, ends * durations], dim=-1)  # [Q, 5, 2]
         results = evaluate_moments(predicted, torch.ones(predicted.shape[:2], dtype=torch.bool),
-                                   torch.from_numpy(d.moments))
+                                   torch.from_numpy(d.windows))  # every window, as the models are scored
         print(format_table(results, f"most-common-moment baseline on {d.name}:"))
 
 

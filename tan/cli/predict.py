@@ -62,7 +62,8 @@ def build_parser():
                        help='JSON lines of unlabelled queries: {"vid": ..., "query": ..., "qid": ..., "duration": ...}')
     parser.add_argument("--video", default="", metavar="ID", help="video id in the configured (or --features) file")
     parser.add_argument("--features", default="", metavar="FILE",
-                        help="feature file: HDF5 holding the videos, or .npy holding one video's [T, D_in]")
+                        help="features given directly: an HDF5 file or a folder of per-video .npy/.npz holding "
+                             "the videos (with --video), or a .npy/.npz holding one video's [T, D_in]")
     parser.add_argument("--feature-key", default=None, metavar="KEY",
                         help="the array's name: in a group-per-video HDF5 (default c3d_features) or in .npz "
                              "files (default features)")

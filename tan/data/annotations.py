@@ -41,7 +41,8 @@ class Query:
 FORMATS = ("tacos", "seconds", "charades_txt", "jsonl")
 # Counted, but no query is dropped for them: the query is kept with its moment clipped,
 # or with its other windows.
-NOT_DROPPED = ("moment clipped to the video", "window clipped to the video", "window with start >= end")
+NOT_DROPPED = ("moment clipped to the video", "window clipped to the video", "window with start >= end",
+               "window not two finite numbers")
 JSONL_FIELDS = ("qid", "query", "vid", "duration", "relevant_windows")
 
 # The fields that a video entry must have; charades_txt entries are built in the "seconds" layout.
@@ -233,7 +234,11 @@ def _video_queries(video, info, fmt, counts):
 
 def _clipped_window(stamp, duration, counts):
     """(start, end) of one window clipped to the video, or None (counted) when it cannot be used."""
-    start, end = _moment(stamp, 1.0)
+    try:
+        start, end = _moment(stamp, 1.0)
+    except _Dropped:
+        counts["window not two finite numbers"] += 1
+        return None
     if start < 0 or end > duration:
         counts["window clipped to the video"] += 1
         start, end = max(start, 0.0), min(end, duration)

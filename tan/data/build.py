@@ -53,6 +53,11 @@ def _paths(value):
     return [] if not value else [value] if isinstance(value, str) else list(value)
 
 
+def _describe(paths):
+    """A catalog entry's features for a message: one path, or the streams joined by " + "."""
+    return " + ".join(_paths(paths))
+
+
 def _exists(paths):
     """Whether every path (one, or a list of feature streams) is on disk, as a file or a folder."""
     return all(os.path.exists(p) for p in _paths(paths))
@@ -312,8 +317,8 @@ class RunData:
                                    self.cfg.INPUT.FEATURE_LENGTH_TOLERANCE)
             if source.shapes([video]):
                 return source.read(video)
-        files = sorted({str(e["features"]) for e in present})
-        absent = sorted({str(e["features"]) for e in entries} - set(files))
+        files = sorted({_describe(e["features"]) for e in present})
+        absent = sorted({_describe(e["features"]) for e in entries} - set(files))
         raise TanError(f"video {video!r} is in none of the configured feature files ({', '.join(files) or 'none'}"
                        f"{'; not on disk: ' + ', '.join(absent) if absent else ''}); pass --features FILE")
 

@@ -103,11 +103,9 @@ class DatasetCatalog:
         if unknown or missing:
             raise TanError(f"dataset {name!r}: unknown fields {sorted(unknown)} / missing fields {sorted(missing)}; "
                            f"fields are {sorted(_FIELDS)}")
-        for key in ("features", "feature_key"):
-            value = entry.get(key)
-            if isinstance(value, list) and (not value or not all(isinstance(v, str) and v for v in value)):
-                raise TanError(f"dataset {name!r}: field {key!r} must be a path or a non-empty list of them, got "
-                               f"{value!r}")
+        for key in _FIELDS - {"generator"}:
+            if key in entry:
+                _check_field(name, key, entry[key])
         if entry.get("text_features") and entry.get("format", "seconds") != "jsonl":
             raise TanError(f"dataset {name!r}: text_features are read per query id, which only the jsonl format "
                            f"has (format is {entry.get('format', 'seconds')!r})")
@@ -130,6 +128,21 @@ class DatasetCatalog:
                 entry[key] = os.path.join(self.root, entry[key])
         entry["name"] = name
         return entry
+
+
+# Fields that may list several values: one per feature stream.
+_LIST_FIELDS = ("features", "feature_key")
+
+
+def _check_field(name, key, value):
+    """A field is a non-empty string; a list of them only where streams are meant."""
+    if isinstance(value, str) and value:
+        return
+    if key in _LIST_FIELDS and isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
+        return
+    expected = "a non-empty string, or a non-empty list of them (one per stream)" if key in _LIST_FIELDS else \
+        "a non-empty string"
+    raise TanError(f"dataset {name!r}: field {key!r} must be {expected}, got {value!r}")
 
 
 def _read_catalog_file(path):

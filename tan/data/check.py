@@ -17,7 +17,7 @@ import numpy as np
 from ..config.architecture import model_key, model_settings
 from ..errors import TanError
 from .annotations import NOT_DROPPED
-from .feature_sources import ConcatenatedFeatures, open_source
+from .feature_sources import open_source, stream_lengths_agree
 from .sentence_features import SentenceFeatures
 from .text import tokenize
 
@@ -56,7 +56,7 @@ def _stream_report(path, key, videos):
     return StreamReport(path=path, kind=source.kind, videos=len(shapes),
                         widths=dict(Counter(shape[1] for shape in shapes.values() if len(shape) == 2)),
                         not_2d=sorted(v for v, shape in shapes.items() if len(shape) != 2),
-                        lengths=(lengths[0], int(np.median(lengths)), lengths[-1]) if lengths else (),
+                        lengths=(lengths[0], float(np.median(lengths)), lengths[-1]) if lengths else (),
                         missing=sorted(set(videos) - set(shapes))), shapes
 
 
@@ -67,6 +67,9 @@ def _check_streams(report, entry, videos, run_data):
     paths = [entry["features"]] if isinstance(entry["features"], str) else entry["features"]
     keys = entry.get("feature_key")
     keys = keys if isinstance(keys, list) else [keys] * len(paths)
+    if len(keys) != len(paths):
+        report.problems.append(f"feature_key has {len(keys)} entries for {len(paths)} feature streams")
+        return
     stream_shapes = []
     for path, key in zip(paths, keys):
         stream, shapes = _stream_report(path, key, videos)
@@ -86,9 +89,11 @@ def _check_streams(report, entry, videos, run_data):
         report.problems.append(f"feature width {parts}{' = ' + str(sum(widths)) if len(widths) > 1 else ''}; the "
                                f"config expects {expected} ({model_key(cfg, 'FEATPOOL.INPUT_SIZE')})")
     if len(stream_shapes) > 1:
-        joined = ConcatenatedFeatures([], cfg.INPUT.FEATURE_LENGTH_TOLERANCE)
+        tolerance = cfg.INPUT.FEATURE_LENGTH_TOLERANCE
         common = set.intersection(*(set(s) for s in stream_shapes))
-        off = sorted(v for v in common if not joined.lengths_agree([s[v][0] for s in stream_shapes]))
+        lengths = {v: [s[v][0] for s in stream_shapes] for v in common}
+        # a stream without rows drops the video (counted), it does not stop the run
+        off = sorted(v for v, ls in lengths.items() if min(ls) > 0 and not stream_lengths_agree(ls, tolerance))
         if off:
             examples = ", ".join(f"{v} ({'/'.join(str(s[v][0]) for s in stream_shapes)} rows)" for v in off[:EXAMPLES])
             report.problems.append(f"{len(off)} videos whose streams' lengths differ by more than "
@@ -113,8 +118,9 @@ def _text_summary(run_data, dataset):
             f"{' (most frequent: ' + common + ')' if unknown else ''}")
 
 
-def check_dataset(run_data, name):
-    """The :class:`DatasetReport` of dataset ``name`` of ``run_data`` (a :class:`~tan.data.RunData`)."""
+def check_dataset(run_data, name, build=True):
+    """The :class:`DatasetReport` of dataset ``name`` of ``run_data`` (a :class:`~tan.data.RunData`);
+    ``build`` False stops before the dataset is built (its sentences cannot be encoded)."""
     report = DatasetReport(name)
     try:
         entry = run_data.entry(name)
@@ -132,7 +138,7 @@ def check_dataset(run_data, name):
         videos = {q.video for q in queries}
         report.videos = len(videos)
         _check_streams(report, entry, videos, run_data)
-        if report.problems:
+        if report.problems or not build:
             return report
         dataset = run_data.dataset(name)  # as training builds it: its counts are training's
         report.kept, report.dropped = len(dataset), dict(dataset.dropped)
@@ -152,12 +158,16 @@ def check_run(run_data):
                             f"relative to DATASETS.ROOT); or set INPUT.SENTENCE_FEATURES True with text_features")
     if not run_data.names:
         problems.append("no dataset configured (DATASETS.TRAIN / VAL / TEST)")
-    reports = [] if problems else [check_dataset(run_data, name) for name in run_data.names]
+    # without the word vectors the datasets cannot be built, but their files and streams are still checked
+    reports = [check_dataset(run_data, name, build=not problems) for name in run_data.names]
     return reports, problems
 
 
 def _lengths(stream):
-    return "no video" if not stream.lengths else "length {} / {} / {} rows (min / median / max)".format(*stream.lengths)
+    if not stream.lengths:
+        return "no video"
+    shortest, median, longest = stream.lengths
+    return f"length {shortest} / {median:g} / {longest} rows (min / median / max)"
 
 
 def format_report(reports, problems):
@@ -180,7 +190,7 @@ def format_report(reports, problems):
             dropped = sum(n for k, n in r.dropped.items() if k not in NOT_DROPPED)
             lines.append(f"  {'queries':<14}{r.kept} kept, {dropped} dropped")
             for reason, count in sorted(r.dropped.items(), key=lambda kv: (-kv[1], kv[0])):
-                note = "kept" if reason in NOT_DROPPED else "dropped"
+                note = "a window or moment, not a query" if reason in NOT_DROPPED else "dropped"
                 lines.append(f"  {'':<14}  {count:>7}  {reason} ({note})")
         elif r.records:
             lines.append(f"  {'queries':<14}{r.records} read from the annotations (not built: see the problems)")

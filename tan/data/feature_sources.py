@@ -180,7 +180,6 @@ class ConcatenatedFeatures:
     truncated file, not a different rounding of the same clips."""
 
     kind = "streams"
-    SLACK_ROWS = 2
 
     def __init__(self, streams, tolerance):
         self.streams = list(streams)
@@ -200,23 +199,23 @@ class ConcatenatedFeatures:
         """[{video: (T, D)}] per stream."""
         return [s.shapes(videos) for s in self.streams]
 
-    def lengths_agree(self, lengths):
-        longest, shortest = max(lengths), min(lengths)
-        return longest - shortest <= max(self.SLACK_ROWS, self.tolerance * longest)
 
     def shapes(self, videos):
         """{video: (T_max, sum of D)} for the videos every stream holds; an error
         for a video whose streams' lengths disagree (INPUT.FEATURE_LENGTH_TOLERANCE)."""
         per_stream = self.stream_shapes(list(videos))
         shapes = {}
-        for video in set.intersection(*(set(s) for s in per_stream)):
+        for video in sorted(set.intersection(*(set(s) for s in per_stream))):  # the first bad video, always the same
             stream = [s[video] for s in per_stream]
             malformed = next((shape for shape in stream if len(shape) != 2), None)
             if malformed is not None:  # the caller's shape check names it
                 shapes[video] = malformed
                 continue
             lengths = [shape[0] for shape in stream]
-            if not self.lengths_agree(lengths):
+            if min(lengths) == 0:  # dropped as "video with no feature rows", as for one source
+                shapes[video] = (0, sum(shape[1] for shape in stream))
+                continue
+            if not stream_lengths_agree(lengths, self.tolerance):
                 raise TanError(f"video {video!r}: its feature streams have {', '.join(map(str, lengths))} rows "
                                f"({self!r}); they differ by more than INPUT.FEATURE_LENGTH_TOLERANCE = "
                                f"{self.tolerance} of the longest, so they cannot be the same clips of one video")
@@ -233,6 +232,13 @@ class ConcatenatedFeatures:
     def nonfinite(self, videos):
         videos = list(videos)
         return set().union(*(s.nonfinite(videos) for s in self.streams))
+
+
+def stream_lengths_agree(lengths, tolerance, slack_rows=2):
+    """Whether streams of these lengths can be the same clips of one video: within ``slack_rows``
+    of each other (extractors round the clip count differently), or within ``tolerance`` of the longest."""
+    longest, shortest = max(lengths), min(lengths)
+    return longest - shortest <= max(slack_rows, tolerance * longest)
 
 
 def _nonfinite(source, videos):

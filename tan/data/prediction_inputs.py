@@ -35,7 +35,7 @@ class VideoSource:
                 return _one_video_array(features_file, feature_key)
             if not video:
                 raise TanError(f"--features {features_file!r} holds many videos: name the video with --video")
-            source = open_source(features_file, feature_key)
+            source = open_source(features_file, feature_key, key_field="--feature-key")
             if not source.shapes([video]):
                 raise TanError(f"video {video!r} is not in {source!r}")
             return source.read(video)
@@ -56,7 +56,8 @@ def _one_video_array(path, key):
         with np.load(path) as data:
             key = key or NPZ_KEY
             if key not in data:
-                raise TanError(f"--features {path!r} has no array {key!r} (--feature-key); it holds {list(data)}")
+                raise TanError(f"--features {path!r} has no array {key!r} (option --feature-key); it holds "
+                               f"{list(data)}")
             return np.asarray(data[key], dtype=np.float32)
     except (OSError, ValueError) as e:
         raise TanError(f"--features {path!r} cannot be read: {e}") from None

@@ -39,9 +39,17 @@ class SentenceFeatures:
     def files(self):
         """{file name without suffix: path}, from one listing of the folder."""
         if self._files is None:
+            files = {}
             with os.scandir(self.folder) as entries:
-                self._files = {os.path.splitext(e.name)[0]: e.path for e in entries
-                               if e.name.endswith((".npz", ".npy")) and e.is_file()}
+                for entry in entries:
+                    name, suffix = os.path.splitext(entry.name)
+                    if suffix not in (".npz", ".npy") or not entry.is_file():
+                        continue
+                    if name in files:
+                        raise TanError(f"sentence feature folder {self.folder!r} holds both {name}.npy and "
+                                       f"{name}.npz; keep one")
+                    files[name] = entry.path
+            self._files = files
         return self._files
 
     def path_of(self, qid):

@@ -1,0 +1,65 @@
+"""Precomputed sentence features (INPUT.SENTENCE_FEATURES, docs/data.md §9.3):
+file names, widths, what the config refuses, and prediction refusing text it
+cannot encode."""
+import json
+
+import numpy as np
+import pytest
+
+from tan.config import load_config
+from tan.data import sentence_encoder
+from tan.data.dataset import MomentDataset
+from tan.data.sentence_features import SentenceFeatures
+from tan.errors import TanError
+
+from conftest import REPO
+
+MMN_SYNTHETIC = f"{REPO}/configs/mmn_synthetic.yaml"
+TAN_SYNTHETIC = f"{REPO}/configs/2dtan_synthetic.yaml"
+
+
+def dataset(tmp_path, text_rows, query_size=4):
+    records = [{"qid": q, "query": "cut the onion", "vid": "v", "duration": 10.0, "relevant_windows": [[1, 3]]}
+               for q in range(3)]
+    (tmp_path / "ann.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (tmp_path / "f").mkdir()
+    np.save(tmp_path / "f" / "v.npy", np.ones((10, 2), np.float32))
+    (tmp_path / "t").mkdir(exist_ok=True)
+    for name, rows in text_rows.items():
+        np.savez(tmp_path / "t" / f"{name}.npz", last_hidden_state=rows)
+    text = SentenceFeatures(str(tmp_path / "t"))
+    return MomentDataset("s", str(tmp_path / "ann.jsonl"), str(tmp_path / "f"), "jsonl", text, 4, 2,
+                         query_size=query_size)
+
+
+def test_files_are_found_by_either_name_and_rows_are_normalised(tmp_path):
+    rows = np.arange(1, 9, dtype=np.float16).reshape(2, 4)
+    ds = dataset(tmp_path, {"qid0": rows, "1": 2 * rows})  # lighthouse's name, and TACoS's
+    assert len(ds) == 2 and ds.dropped == {"query without sentence features": 1}
+    expected = rows.astype(np.float32) / np.linalg.norm(rows.astype(np.float32), axis=1, keepdims=True)
+    np.testing.assert_allclose(ds[0]["query"].numpy(), expected, rtol=1e-6)
+    np.testing.assert_allclose(ds[1]["query"].numpy(), expected, rtol=1e-6)
+
+
+def test_sentence_features_of_the_wrong_width_name_the_file_and_the_key(tmp_path):
+    with pytest.raises(TanError, match=r"qid1.npz' holds sentence features of shape \(3, 5\); expected \[L, 4\] "
+                                       r"\(INPUT.PRE_QUERY_SIZE\)"):
+        dataset(tmp_path, {"qid0": np.ones((2, 4)), "qid1": np.ones((3, 5))})
+
+
+def test_an_empty_sentence_feature_file_is_an_error(tmp_path):
+    with pytest.raises(TanError, match=r"shape \(0, 4\)"):
+        dataset(tmp_path, {"qid0": np.ones((0, 4))})
+
+
+def test_the_config_refuses_sentence_features_with_distilbert_and_a_bad_tolerance():
+    with pytest.raises(TanError, match="INPUT.SENTENCE_FEATURES.*MODEL.MMN.TEXT_ENCODER.NAME LSTM"):
+        load_config(MMN_SYNTHETIC, ["INPUT.SENTENCE_FEATURES", "True", "MODEL.MMN.TEXT_ENCODER.NAME", "BERT"])
+    with pytest.raises(TanError, match="INPUT.FEATURE_LENGTH_TOLERANCE"):
+        load_config(TAN_SYNTHETIC, ["INPUT.FEATURE_LENGTH_TOLERANCE", "1.5"])
+
+
+def test_prediction_refuses_new_sentences_for_a_model_on_sentence_features():
+    cfg = load_config(TAN_SYNTHETIC, ["INPUT.SENTENCE_FEATURES", "True"])
+    with pytest.raises(TanError, match="cannot encode new sentences"):
+        sentence_encoder(cfg)
