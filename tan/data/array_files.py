@@ -2,6 +2,7 @@
 the header alone, and its values as stored or as float32. Errors name the
 file, the key and what sets the key: a catalog field ("feature_key") or a
 command-line option ("--key")."""
+import os
 import zipfile
 
 import numpy as np
@@ -14,6 +15,22 @@ _HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.f
 def key_setting(field):
     """What sets a key, for an error: "option --key" or "catalog field 'feature_key'"."""
     return f"option {field}" if field.startswith("-") else f"catalog field {field!r}"
+
+
+def list_array_files(folder, what):
+    """{name without suffix: path} of the .npy and .npz files of ``folder``, from one listing;
+    a name present as both is an error (which one is meant is not ours to guess). ``what``
+    names the folder in that error ("feature folder", ...)."""
+    files = {}
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            name, suffix = os.path.splitext(entry.name)
+            if suffix not in (".npy", ".npz") or not entry.is_file():
+                continue
+            if name in files:
+                raise TanError(f"{what} {folder!r} holds both {name}.npy and {name}.npz; keep one")
+            files[name] = entry.path
+    return files
 
 
 def _missing_key(path, key, field, names):

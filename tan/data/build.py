@@ -111,9 +111,19 @@ class RunData:
         return dict(self._entries[name])
 
     def named_files(self, entry):
-        """(field, path) of every file or folder that this run reads for catalog ``entry``."""
-        keys = ["annotations", "features", "durations"] + (["text_features"] if self.uses_sentence_features else [])
-        return [(key, path) for key in keys for path in _paths(entry.get(key))]
+        """(field, path) of every file or folder that this run reads for catalog ``entry``; an
+        error when the run needs sentence features and the entry names no folder of them."""
+        files = [(key, path) for key in ("annotations", "features", "durations") for path in _paths(entry.get(key))]
+        if self.uses_sentence_features:
+            files.append(("text_features", self.text_features_folder(entry)))
+        return files
+
+    @property
+    def needs_word_vectors(self):
+        """Whether this run reads the word-vector file: GloVe sentences, and a dataset that is not generated
+        (a generated dataset ships its own vectors)."""
+        return (not self.uses_word_pieces and not self.uses_sentence_features
+                and any(not self._entries[name].get("generator") for name in self.names))
 
     def check_files(self):
         """Fail before any work if a configured dataset's files or the word-vector file are missing."""
@@ -121,15 +131,12 @@ class RunData:
         for entry in entries:
             if entry.get("generator"):
                 continue  # written on first use
-            if self.uses_sentence_features:
-                self.text_features_folder(entry)
             for key, path in self.named_files(entry):
                 if not os.path.exists(path):
                     what = "file" if key in ("annotations", "durations") else "file or folder"
                     raise TanError(f"dataset {entry['name']!r}: {key} {what} {path!r} not found (DATASETS.ROOT is "
                                    f"{self.cfg.DATASETS.ROOT!r}; see the README's 'Data' section)")
-        if (entries and not all(e.get("generator") for e in entries) and not self.uses_word_pieces
-                and not self.uses_sentence_features):
+        if self.needs_word_vectors:
             if not os.path.isfile(self.word_vectors_path):
                 raise TanError(f"word-vector file {self.word_vectors_path!r} not found (INPUT.WORD_VECTORS, "
                                f"relative to DATASETS.ROOT). Put a GloVe text file there, e.g. "

@@ -17,8 +17,8 @@ import numpy as np
 from ..config.architecture import model_key, model_settings
 from ..errors import TanError
 from .annotations import NOT_DROPPED
-from .feature_sources import open_source, stream_lengths_agree
-from .sentence_features import SentenceFeatures
+from .feature_sources import open_source, stream_lengths_agree, streams_of
+from .sentence_features import MISSING, SentenceFeatures
 from .text import tokenize
 
 EXAMPLES = 5  # videos named per finding
@@ -64,14 +64,8 @@ def _check_streams(report, entry, videos, run_data):
     """Per stream: widths and lengths; then the widths against the config and the streams' lengths
     against each other."""
     cfg = run_data.cfg
-    paths = [entry["features"]] if isinstance(entry["features"], str) else entry["features"]
-    keys = entry.get("feature_key")
-    keys = keys if isinstance(keys, list) else [keys] * len(paths)
-    if len(keys) != len(paths):
-        report.problems.append(f"feature_key has {len(keys)} entries for {len(paths)} feature streams")
-        return
     stream_shapes = []
-    for path, key in zip(paths, keys):
+    for path, key in streams_of(entry["features"], entry.get("feature_key")):
         stream, shapes = _stream_report(path, key, videos)
         report.streams.append(stream)
         stream_shapes.append(shapes)
@@ -103,7 +97,7 @@ def _check_streams(report, entry, videos, run_data):
 def _text_summary(run_data, dataset):
     text = dataset.vocabulary
     if isinstance(text, SentenceFeatures):
-        missing = dataset.dropped.get("query without sentence features", 0)
+        missing = dataset.dropped.get(MISSING, 0)
         total = len(dataset) + missing
         return (f"sentence features in {text.folder!r}: {len(dataset)} of {total} queries "
                 f"({100.0 * len(dataset) / max(total, 1):.1f}%) have a file")
@@ -126,8 +120,6 @@ def check_dataset(run_data, name, build=True):
         entry = run_data.entry(name)
         if entry.get("generator"):
             run_data.prepare()
-        if run_data.uses_sentence_features:
-            run_data.text_features_folder(entry)
         report.files = [(key, path, os.path.exists(path)) for key, path in run_data.named_files(entry)]
         missing = [f"{what} {path!r} not found" for what, path, found in report.files if not found]
         if missing:
@@ -151,11 +143,9 @@ def check_dataset(run_data, name, build=True):
 def check_run(run_data):
     """([DatasetReport] of every configured dataset, [problems of the run as a whole])."""
     problems = []
-    if not (run_data.uses_word_pieces or run_data.uses_sentence_features) and \
-            not all(run_data.entry(n).get("generator") for n in run_data.names):
-        if not os.path.isfile(run_data.word_vectors_path):
-            problems.append(f"word-vector file {run_data.word_vectors_path!r} not found (INPUT.WORD_VECTORS, "
-                            f"relative to DATASETS.ROOT); or set INPUT.SENTENCE_FEATURES True with text_features")
+    if run_data.needs_word_vectors and not os.path.isfile(run_data.word_vectors_path):
+        problems.append(f"word-vector file {run_data.word_vectors_path!r} not found (INPUT.WORD_VECTORS, "
+                        f"relative to DATASETS.ROOT); or set INPUT.SENTENCE_FEATURES True with text_features")
     if not run_data.names:
         problems.append("no dataset configured (DATASETS.TRAIN / VAL / TEST)")
     # without the word vectors the datasets cannot be built, but their files and streams are still checked

@@ -16,12 +16,11 @@ import numpy as np
 
 from ..errors import TanError
 from ..utils.progress import progress
-from .array_files import array_shape, key_setting, read_stored_array
+from .array_files import array_shape, key_setting, list_array_files, read_stored_array
 from .features import l2_normalize_rows, resample
 
 HDF5_GROUP_KEY = "c3d_features"  # ActivityNet's dataset name inside a video's group
 NPZ_KEY = "features"  # the array of a video's .npz (Moment-DETR / lighthouse)
-FOLDER_SUFFIXES = (".npy", ".npz")
 
 
 class _FileSource:
@@ -134,17 +133,7 @@ class FolderFeatures(_FileSource):
     def files(self):
         """{video: file path}, from one listing of the folder."""
         if self._files is None:
-            files = {}
-            with os.scandir(self.path) as entries:
-                for entry in entries:
-                    video, suffix = os.path.splitext(entry.name)
-                    if suffix not in FOLDER_SUFFIXES or not entry.is_file():
-                        continue
-                    if video in files:
-                        raise TanError(f"feature folder {self.path!r} holds both {video}.npy and {video}.npz; "
-                                       f"keep one")
-                    files[video] = entry.path
-            self._files = files
+            self._files = list_array_files(self.path, "feature folder")
         return self._files
 
     def videos(self):
@@ -257,10 +246,10 @@ def open_source(path, key=None, key_field="feature_key"):
     return HDF5Features(path, key, key_field)
 
 
-def open_features(paths, keys=None, tolerance=0.1):
-    """The feature source of a catalog entry: ``paths`` one path or a list of
-    them (streams, concatenated in that order); ``keys`` the array key of
-    each (one for all, a list of one per path, or None for the defaults)."""
+def streams_of(paths, keys=None):
+    """[(path, key)] of a catalog entry's features: ``paths`` one path or a list of
+    them (streams, concatenated in that order); ``keys`` the array key of each
+    (one for all, a list of one per path, or None for the defaults)."""
     paths = [paths] if isinstance(paths, str) else list(paths)
     if not paths:
         raise TanError("no feature file or folder given")
@@ -269,5 +258,10 @@ def open_features(paths, keys=None, tolerance=0.1):
     if len(keys) != len(paths):
         raise TanError(f"feature_key has {len(keys)} entries for {len(paths)} feature streams; give one key, "
                        f"or one per stream")
-    sources = [open_source(p, k) for p, k in zip(paths, keys)]
+    return list(zip(paths, keys))
+
+
+def open_features(paths, keys=None, tolerance=0.1):
+    """The feature source of a catalog entry (:func:`streams_of`): one source, or its streams joined."""
+    sources = [open_source(p, k) for p, k in streams_of(paths, keys)]
     return sources[0] if len(sources) == 1 else ConcatenatedFeatures(sources, tolerance)

@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from ..errors import TanError
-from .array_files import array_shape, read_array
+from .array_files import array_shape, list_array_files, read_array
 from .features import l2_normalize_rows
 
 TEXT_KEY = "last_hidden_state"
@@ -24,12 +24,11 @@ class SentenceFeatures:
     """Sentence features of one dataset's queries: ``qid{qid}.npz`` (lighthouse's
     name) or ``{qid}.npz`` / ``{qid}.npy`` in ``folder``, array ``key`` in .npz files."""
 
-    def __init__(self, folder, key=None, dim=None):
+    def __init__(self, folder, key=None):
         if not folder or not os.path.isdir(folder):
             raise TanError(f"sentence feature folder {folder!r} not found (catalog field 'text_features')")
         self.folder = folder
         self.key = key or TEXT_KEY
-        self.dim = dim
         self.paths = []  # row -> file, for the queries encoded so far
         self._files = None
 
@@ -39,17 +38,7 @@ class SentenceFeatures:
     def files(self):
         """{file name without suffix: path}, from one listing of the folder."""
         if self._files is None:
-            files = {}
-            with os.scandir(self.folder) as entries:
-                for entry in entries:
-                    name, suffix = os.path.splitext(entry.name)
-                    if suffix not in (".npz", ".npy") or not entry.is_file():
-                        continue
-                    if name in files:
-                        raise TanError(f"sentence feature folder {self.folder!r} holds both {name}.npy and "
-                                       f"{name}.npz; keep one")
-                    files[name] = entry.path
-            self._files = files
+            self._files = list_array_files(self.folder, "sentence feature folder")
         return self._files
 
     def path_of(self, qid):
