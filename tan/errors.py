@@ -18,6 +18,10 @@ class TanError(Exception):
     """A problem with the user's input: config, files or values."""
 
 
+class UnknownVideoError(TanError):
+    """A video asked for (by prediction) is in none of the feature files looked in."""
+
+
 class NonFiniteLossError(FloatingPointError):
     """The loss became NaN or infinite; the run stops without saving."""
 

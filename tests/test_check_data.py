@@ -37,13 +37,17 @@ def faulty(tmp_path):
         write_npz(root / "clip" / f"v{v}.npz", "features", rng.normal(size=(20, CLIP)))
         if v != 5:  # v5 lacks its second stream (a folder of .npy files, one row shorter)
             np.save(root / "slowfast" / f"v{v}.npy", rng.normal(size=(19, SLOWFAST)).astype(np.float32))
+    nan = rng.normal(size=(20, CLIP))
+    nan[3, 2] = np.nan
+    write_npz(root / "clip" / "v6.npz", "features", nan)  # v6: a NaN in its first stream
+    np.save(root / "slowfast" / "v6.npy", rng.normal(size=(19, SLOWFAST)).astype(np.float32))
     records = [query(0, "v0", [[1, 4]]), query(1, "v1", [[2, 5], [12, 16]]),  # two windows
                query(2, "v2", [[15, 25]]),  # clipped to the video
                query(3, "v5", [[1, 2]]),  # v5 has one stream only
                query(4, "v9", [[1, 2]]),  # no features at all
                "{not json", query(5, "v3", [[1, 2]]),  # no sentence features written for qid 5
                {"qid": 6, "query": "x", "vid": "v4", "duration": 20.0},  # no windows
-               query(7, "v4", [[3, 6]])]
+               query(7, "v4", [[3, 6]]), query(8, "v6", [[2, 4]])]
     jsonl(root / "faulty.jsonl", records)
     for r in records:
         if isinstance(r, dict) and r["qid"] != 5:
@@ -83,17 +87,20 @@ def test_the_checker_counts_each_fault_and_lets_training_start(faulty, tmp_path)
     assert faulty_report["dropped"] == {"line not valid JSON": 1, "record without relevant_windows": 1,
                                         "window clipped to the video": 1,
                                         "video missing from the feature file": 2,
+                                        "video with NaN or infinite features": 1,
                                         "query without sentence features": 1}
     assert faulty_report["without_features"] == ["v5", "v9"]
     clip, slowfast = faulty_report["streams"]
-    assert (clip["widths"], slowfast["widths"]) == ({str(CLIP): 6}, {str(SLOWFAST): 5})  # videos per width
+    assert faulty_report["unusable_features"] == {"video with NaN or infinite features": ["v6"]}
+    assert (clip["widths"], slowfast["widths"]) == ({str(CLIP): 7}, {str(SLOWFAST): 6})  # videos per width
     assert clip["lengths"] == [20, 20, 20] and slowfast["lengths"] == [19, 19, 19]
     assert slowfast["missing"] == ["v5", "v9"] and clip["missing"] == ["v9"]
     assert "4 of 5 queries (80.0%) have a file" in faulty_report["text"]
     # the text report names each reason, and whether the query was kept
     assert "window clipped to the video (a window or moment, not a query)" in proc.stdout
     assert "query without sentence features (dropped)" in proc.stdout
-    assert "7 in the annotations; 2 without features: v5, v9" in proc.stdout
+    assert "8 in the annotations; 2 without features: v5, v9" in proc.stdout
+    assert "1 left out, video with NaN or infinite features: v6" in proc.stdout
 
 
 def test_the_checker_lists_every_fault_that_would_stop_training(faulty, tmp_path):

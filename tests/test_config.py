@@ -128,6 +128,56 @@ def test_malformed_yaml_names_the_file(tmp_path):
         load_config(path)
 
 
+@pytest.mark.parametrize("text,line,first,key", [
+    ("SOLVER:\n  LR: 0.1\nTEST:\n  NMS_THRESH: 0.4\nSOLVER:\n  MAX_EPOCH: 3\n", 5, 1, "SOLVER"),
+    ("SOLVER:\n  LR: 0.001\n  LR: 0.9\n", 3, 2, "LR"),
+    ("MODEL:\n  TAN:\n    FEAT2D:\n      NAME: pool\n      NAME: conv\n", 5, 4, "NAME"),
+])
+def test_a_key_given_twice_is_refused_with_both_lines(tmp_path, text, line, first, key):
+    path = write(tmp_path, text)
+    with pytest.raises(TanError) as error:
+        load_config(path)
+    assert str(error.value).startswith(f"config file {path!r}, line {line}: key {key!r} is given a second time "
+                                       f"(first at line {first})")
+
+
+def test_yaml_merge_keys_may_override_what_they_merge_in():
+    from tan.utils.yaml_files import parse_yaml
+
+    data = parse_yaml("base: &b {LR: 0.1, MAX_EPOCH: 3}\nrun:\n  <<: *b\n  LR: 0.2\n", "test")
+    assert data["run"] == {"LR": 0.2, "MAX_EPOCH": 3}
+
+
+def test_a_config_stored_in_a_checkpoint_is_read_the_same_way():
+    from tan.config.setup import load_config_text
+
+    with pytest.raises(TanError, match="the stored config, line 3: key 'LR' is given a second time"):
+        load_config_text("SOLVER:\n  LR: 0.1\n  LR: 0.2\n", "the stored config")
+
+
+def test_config_files_are_utf8_with_or_without_a_byte_order_mark(tmp_path):
+    path = tmp_path / "bom.yaml"
+    path.write_bytes("\ufeff# café\nSOLVER:\n  LR: 0.02\n".encode("utf-8"))
+    assert load_config(str(path)).SOLVER.LR == 0.02
+    path.write_bytes(b"SOLVER:\n  LR: 0.02\n# caf\xe9\n")
+    with pytest.raises(TanError, match=r"is not UTF-8 text \(byte 0xe9 on line 3\); save it as UTF-8"):
+        load_config(str(path))
+
+
+@pytest.mark.parametrize("where", ["yaml", "command line"])
+def test_whole_numbers_for_float_keys_are_read_as_floats_and_range_checked(tmp_path, where):
+    def config(lr):
+        if where == "yaml":
+            return load_config(write(tmp_path, f"SOLVER:\n  LR: {lr}\n"))
+        return load_config(None, ["SOLVER.LR", str(lr)])
+    lr = config(1).SOLVER.LR
+    assert lr == 1.0 and isinstance(lr, float)
+    with pytest.raises(TanError, match=r"^config key SOLVER.LR: expected a positive learning rate, got -1.0$"):
+        config(-1)
+    with pytest.raises(TanError, match="SOLVER.MAX_EPOCH"):  # integers stay integers: 2.5 epochs is refused
+        load_config(None, ["SOLVER.MAX_EPOCH", "2.5"])
+
+
 def test_unknown_device_value_is_refused():
     with pytest.raises(TanError, match="MODEL.DEVICE"):
         load_config(None, ["MODEL.DEVICE", "tpu"])

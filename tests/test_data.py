@@ -112,6 +112,84 @@ def test_videos_with_nan_or_inf_and_sentences_without_known_words_are_dropped(tm
     assert torch.isfinite(ds[1]["feats"]).all() and ds[1]["feats"].shape == (4, 2)
 
 
+def test_the_videos_left_out_are_named_not_only_counted(tmp_path, caplog):
+    ann = {v: {"duration": 4, "timestamps": [[0, 1]], "sentences": ["cut"]}
+           for v in ("good", "nan", "inf", "empty", "absent")}
+    (tmp_path / "a.json").write_text(json.dumps(ann))
+    with h5py.File(tmp_path / "f.hdf5", "w") as f:
+        f.create_dataset("good", data=np.ones((5, 2), np.float32))
+        f.create_dataset("nan", data=np.array([[1, np.nan]] * 3, np.float32))
+        f.create_dataset("inf", data=np.array([[1, np.inf]] * 3, np.float32))
+        f.create_dataset("empty", data=np.ones((0, 2), np.float32))
+    vocab = Vocabulary({"cut": np.ones(3, np.float32)}, 3)
+    with caplog.at_level(logging.WARNING, logger="tan"):
+        ds = MomentDataset("d", str(tmp_path / "a.json"), str(tmp_path / "f.hdf5"), "seconds", vocab, 4, 2)
+    assert ds.videos_left_out == {"video missing from the feature file": ["absent"],
+                                  "video with NaN or infinite features": ["inf", "nan"],
+                                  "video with no feature rows": ["empty"]}
+    assert "dataset d: 2 videos with NaN or infinite features left out: inf, nan" in caplog.text
+    assert "dataset d: 1 video with no feature rows left out: empty" in caplog.text
+    assert "dataset d: 1 video missing from the feature file left out: absent" in caplog.text
+
+
+def test_an_annotation_file_naming_a_video_twice_is_refused(tmp_path):
+    path = tmp_path / "a.json"
+    path.write_text('{"v1": {"duration": 4, "timestamps": [[0, 1]], "sentences": ["cut"]},\n'
+                    ' "v1": {"duration": 4, "timestamps": [[1, 2]], "sentences": ["cut it"]}}')
+    with pytest.raises(TanError, match=r"annotation file .*a.json.*: key 'v1' is given twice in one object"):
+        annotations_module.load_annotations(str(path), "seconds")
+
+
+@pytest.mark.parametrize("damage", ["truncated", "text", "empty", "other arrays", "wrong width", "a folder"])
+def test_a_damaged_word_vector_cache_is_rebuilt_with_a_warning_whatever_the_damage(tmp_path, caplog, damage):
+    from tan.data.text import cached_word_vectors
+
+    glove = tmp_path / "glove.txt"
+    glove.write_text("cut 1 2 3\nknife 4 5 6\n")
+    cache_dir = tmp_path / "cache"
+    first = cached_word_vectors(str(glove), {"cut", "knife"}, 3, str(cache_dir))
+    [cache] = list(cache_dir.iterdir())
+    if damage == "truncated":
+        cache.write_bytes(cache.read_bytes()[:100])
+    elif damage == "text":
+        cache.write_text("not a cache\n")
+    elif damage == "empty":
+        cache.write_bytes(b"")
+    elif damage == "other arrays":
+        np.savez(cache, something=np.zeros(3))
+    elif damage == "wrong width":
+        np.savez(cache, words=np.asarray(["cut"]), vectors=np.zeros((1, 5), np.float32))
+    else:
+        cache.unlink()
+        cache.mkdir()
+    with caplog.at_level(logging.WARNING, logger="tan"):
+        again = cached_word_vectors(str(glove), {"cut", "knife"}, 3, str(cache_dir))
+    assert {w: v.tolist() for w, v in again.items()} == {w: v.tolist() for w, v in first.items()}
+    assert f"word-vector cache {cache} is damaged" in caplog.text
+    assert "pickle" not in caplog.text and "Traceback" not in caplog.text
+    if damage != "a folder":  # the cache is written anew and read at the next start
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="tan"):
+            cached_word_vectors(str(glove), {"cut", "knife"}, 3, str(cache_dir))
+        assert "read from the cache" in caplog.text and "is damaged" not in caplog.text
+
+
+@pytest.mark.parametrize("name,content,reason", [
+    ("v.npy", b"0.1 0.2 0.3\n", "not a .npy file (it does not start with NumPy's header); write it with numpy.save"),
+    ("v.npz", b"0.1 0.2 0.3\n", "not a .npz file (it does not start as a zip archive does); write it with "
+                                "numpy.savez"),
+    ("v.npy", b"", "the file is empty"),
+])
+def test_an_array_file_that_is_not_one_says_so_in_plain_words(tmp_path, name, content, reason):
+    from tan.data.array_files import read_array
+
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(TanError) as error:
+        read_array(str(path), "features", "feature_key")
+    assert str(error.value) == f"{str(path)!r} cannot be read: {reason}"
+
+
 def test_feature_dimension_mismatch_is_a_clear_error(tacos_like):
     root, vocab = tacos_like
     with pytest.raises(TanError, match=r"video 's1.avi' has features of shape \(40, 8\) in HDF5 file '.*feats.hdf5'; expected \[T, 500\]"):

@@ -36,7 +36,7 @@ from ..api import Grounder
 from ..data import ALL_SPLITS, RunData, VideoSource
 from ..engine.precision import amp_is_emulated, slow_amp_warning
 from ..engine.prediction import load_trained_model
-from ..errors import TanError
+from ..errors import TanError, UnknownVideoError
 from ..utils.io import atomic_write_text
 from ..utils.logger import get_logger, setup_logger
 from .arguments import ConfigArgumentParser, add_overrides
@@ -196,7 +196,11 @@ def main(argv=None):
         by_video.setdefault((query["vid"], query["duration"]), []).append(query)
     answers = {}
     for (video, duration), queries in by_video.items():  # each video encoded once, its sentences in batches
-        encoded = model.encode_video(videos.features(video), videos.duration(video, duration, queries[0]["line"]))
+        try:
+            features = videos.features(video)
+        except UnknownVideoError as e:  # name the line that asked for it
+            raise TanError(f"{queries[0]['line']}: {e}" if queries[0]["line"] else str(e)) from None
+        encoded = model.encode_video(features, videos.duration(video, duration, queries[0]["line"]))
         for query, moments in zip(queries, model.ground(encoded, [q["query"] for q in queries], args.topk)):
             answers[id(query)] = (encoded.duration, [(m.start, m.end, m.score) for m in moments])
     get_logger("predict").info("%d queries over %d videos, checkpoint %s", len(asked),

@@ -4,14 +4,14 @@ yacs alone reports unknown keys and bad types with terse messages (and an
 odd-length override list as a bare assertion); here every mistake becomes a
 :class:`TanError` naming the key, and for unknown keys the closest valid ones.
 """
+import ast
 import difflib
-import os
 
-import yaml
 from yacs.config import CfgNode
 
 from ..errors import TanError
 from ..utils.io import atomic_write_text
+from ..utils.yaml_files import parse_yaml, read_text_file
 from .architecture import ARCHITECTURES, FEAT2D_NAMES, TEXT_ENCODERS, model_key, model_settings
 from .choices import AMP_MODES, NMS_UNITS, metric_names
 from .defaults import _C
@@ -63,23 +63,45 @@ def _merge(cfg, other, source):
 
 
 def _merge_file(cfg, path):
-    if not os.path.isfile(path):
-        raise TanError(f"config file {path!r} not found")
-    with open(path) as f:
-        _merge_yaml(cfg, f.read(), f"config file {path!r}")
+    source = f"config file {path!r}"
+    _merge_yaml(cfg, read_text_file(path, source), source)
 
 
 def _merge_yaml(cfg, text, source):
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise TanError(f"{source} is not valid YAML: {e}") from None
+    data = parse_yaml(text, source)
     if data is None:
         return
     if not isinstance(data, dict):
         raise TanError(f"{source}: expected a mapping of keys at the top level, got {type(data).__name__}")
     _check_keys(data, _C, source)
-    _merge(cfg, CfgNode(data), source)
+    _merge(cfg, CfgNode(_floats_where_expected(data, _C)), source)
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _floats_where_expected(data, defaults):
+    """``data`` with whole numbers given for float keys made floats (``LR: 1``,
+    ``SOLVER.LR -1``): yacs would refuse them as a type mismatch, and the
+    range checks below say what is wrong with the value itself."""
+    out = {}
+    for name, value in data.items():
+        default = defaults[name]
+        if isinstance(value, dict):
+            value = _floats_where_expected(value, default)
+        elif isinstance(default, float) and _is_int(value):
+            value = float(value)
+        out[name] = value
+    return out
+
+
+def _literal(text):
+    """A command-line value as yacs reads it: a Python literal, else the string itself."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return text
 
 
 def _merge_overrides(cfg, opts):
@@ -90,7 +112,8 @@ def _merge_overrides(cfg, opts):
             f"{' '.join(opts)}; the last key without a value is {opts[-1]!r}"
         )
     valid = set(_all_keys(_C))
-    for key in opts[0::2]:
+    for k in range(0, len(opts), 2):
+        key, value = opts[k], opts[k + 1]
         if key not in valid:
             raise _unknown_key_error(key, "command line")
         node = _C
@@ -98,14 +121,12 @@ def _merge_overrides(cfg, opts):
             node = node[part]
         if isinstance(node, CfgNode):
             raise TanError(f"command line: {key} is a section, not a key")
+        if isinstance(node, float) and isinstance(value, str) and _is_int(_literal(value)):
+            opts[k + 1] = repr(float(_literal(value)))  # as for YAML (_floats_where_expected)
     try:
         cfg.merge_from_list(opts)
     except (ValueError, KeyError, AssertionError) as e:
         raise TanError(f"command line: {e}") from None
-
-
-def _is_int(v):
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _need(cond, key, msg):

@@ -84,9 +84,26 @@ def _read_text(path, what):
         raise TanError(f"{what} {path!r} cannot be read: {e}") from None
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs):
+    """A JSON object's dict; a key given twice (a video id, whose first queries would be lost) is refused."""
+    data = dict(pairs)
+    if len(data) < len(pairs):
+        seen = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise _DuplicateKey(f"key {twice!r} is given twice in one object; plain JSON readers keep the last one "
+                            f"and drop the first without a word: merge them into one")
+    return data
+
+
 def _read_json(path):
     try:
-        data = json.loads(_read_text(path, "annotation file"))
+        data = json.loads(_read_text(path, "annotation file"), object_pairs_hook=_unique_keys)
+    except _DuplicateKey as e:
+        raise TanError(f"annotation file {path!r}: {e}") from None
     except (ValueError, RecursionError) as e:  # ValueError: bad JSON, or an integer of more digits than Python reads
         raise TanError(f"annotation file {path!r} is not valid JSON: {e}") from None
     if not isinstance(data, dict):

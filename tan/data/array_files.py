@@ -10,6 +10,33 @@ import numpy as np
 from ..errors import TanError
 
 _HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+# How the two kinds of file begin: NumPy's own header, and a zip archive's (an empty one included).
+_NPY_MAGIC = b"\x93NUMPY"
+_ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
+
+
+def unreadable_reason(path, error, advice=True):
+    """Why ``path`` (a .npy or .npz file) could not be read, in words that say what to do
+    (``advice``: how to write one; not for a file tan writes itself).
+
+    NumPy's own messages mislead here: a text file named .npy is reported as
+    "pickled data" that should be loaded "unsafely", and a truncated .npz
+    surfaces as zipfile's "File is not a zip file"."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError as e:
+        return e.strerror or str(e)
+    if not head:
+        return "the file is empty"
+    npz = path.endswith(".npz")
+    if npz and not head.startswith(_ZIP_MAGICS):
+        return "not a .npz file (it does not start as a zip archive does)" + ("; write it with numpy.savez" * advice)
+    if not npz and not head.startswith(_NPY_MAGIC):
+        return "not a .npy file (it does not start with NumPy's header)" + ("; write it with numpy.save" * advice)
+    if isinstance(error, zipfile.BadZipFile) or "pickle" in str(error):
+        return f"the file is truncated or damaged ({error})"
+    return f"the file is truncated or damaged ({type(error).__name__}: {error})"
 
 
 def key_setting(field):
@@ -51,8 +78,8 @@ def array_shape(path, key, field):
                 if reader is not None:
                     return tuple(reader(f)[0])
         return read_array(path, key, field).shape  # a newer header version: read the values
-    except (OSError, ValueError, zipfile.BadZipFile) as e:
-        raise TanError(f"{path!r} cannot be read as .npy/.npz: {e}") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise TanError(f"{path!r} cannot be read: {unreadable_reason(path, e)}") from None
 
 
 def read_array(path, key, field):
@@ -75,5 +102,5 @@ def _read(path, key, field, dtype):
                     raise _missing_key(path, key, field, data.files)
                 array = data[key]
         return array if dtype is None else np.asarray(array, dtype=dtype)
-    except (OSError, ValueError, zipfile.BadZipFile) as e:
-        raise TanError(f"{path!r} cannot be read as .npy/.npz: {e}") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise TanError(f"{path!r} cannot be read: {unreadable_reason(path, e)}") from None

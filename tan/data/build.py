@@ -13,7 +13,7 @@ import torch
 from torch.utils.data import ConcatDataset, DataLoader
 
 from ..config.architecture import model_key, model_settings, text_encoder_name
-from ..errors import TanError
+from ..errors import TanError, UnknownVideoError
 from ..utils import comm
 from ..utils.logger import get_logger
 from . import annotations
@@ -326,7 +326,7 @@ class RunData:
                 return source.read(video)
         files = sorted({_describe(e["features"]) for e in present})
         absent = sorted({_describe(e["features"]) for e in entries} - set(files))
-        raise TanError(f"video {video!r} is in none of the configured feature files ({', '.join(files) or 'none'}"
+        raise UnknownVideoError(f"video {video!r} is in none of the configured feature files ({', '.join(files) or 'none'}"
                        f"{'; not on disk: ' + ', '.join(absent) if absent else ''}); pass --features FILE")
 
     def video_duration(self, video):

@@ -22,9 +22,8 @@ Field meanings: docs/data.md §3 (features) and §9 (the JSON-lines layout).
 import copy
 import os
 
-import yaml
-
 from ..errors import TanError
+from ..utils.yaml_files import read_yaml_file
 from .annotations import FORMATS
 
 _FIELDS = {"annotations", "features", "format", "feature_key", "durations", "generator", "text_features",
@@ -147,13 +146,7 @@ def _check_field(name, key, value):
 
 def _read_catalog_file(path):
     """{name: entry} of a YAML/JSON catalog file, not yet validated entry by entry."""
-    if not os.path.isfile(path):
-        raise TanError(f"dataset catalog file {path!r} (DATASETS.CATALOG) not found")
-    try:
-        with open(path) as f:
-            data = yaml.safe_load(f)  # JSON is YAML too
-    except yaml.YAMLError as e:
-        raise TanError(f"dataset catalog file {path!r} is not valid YAML/JSON: {e}") from None
+    data = read_yaml_file(path, f"dataset catalog file {path!r} (DATASETS.CATALOG)")  # JSON is YAML too
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise TanError(f"dataset catalog file {path!r}: expected a mapping of dataset names to entries")
     return data

@@ -17,6 +17,7 @@ import numpy as np
 from ..config.architecture import model_key, model_settings
 from ..errors import TanError
 from .annotations import NOT_DROPPED
+from .dataset import MISSING_VIDEO, named
 from .feature_sources import open_source, stream_lengths_agree, streams_of
 from .sentence_features import MISSING, SentenceFeatures
 from .text import tokenize
@@ -45,6 +46,7 @@ class DatasetReport:
     videos: int = 0
     streams: list = field(default_factory=list)
     without_features: list = field(default_factory=list)
+    unusable_features: dict = field(default_factory=dict)  # reason (NaN, no rows): videos left out for it
     text: str = ""
     problems: list = field(default_factory=list)  # what would stop training
 
@@ -134,6 +136,8 @@ def check_dataset(run_data, name, build=True):
             return report
         dataset = run_data.dataset(name)  # as training builds it: its counts are training's
         report.kept, report.dropped = len(dataset), dict(dataset.dropped)
+        report.unusable_features = {reason: videos for reason, videos in dataset.videos_left_out.items()
+                                    if reason != MISSING_VIDEO}  # those are listed as without features
         report.text = _text_summary(run_data, dataset)
     except TanError as e:
         report.problems.append(str(e))
@@ -171,6 +175,8 @@ def format_report(reports, problems):
             lines.append(f"  {'videos':<14}{r.videos} in the annotations; {len(r.without_features)} without "
                          f"features{': ' + ', '.join(r.without_features[:EXAMPLES]) if r.without_features else ''}"
                          f"{' ...' if len(r.without_features) > EXAMPLES else ''}")
+        for reason, videos in r.unusable_features.items():
+            lines.append(f"  {'':<14}{len(videos)} left out, {reason}: {named(videos, EXAMPLES)}")
         for s in r.streams:
             widths = ", ".join(str(w) for w in sorted(s.widths, key=str)) or "-"
             lines.append(f"  {'stream':<14}{os.path.basename(s.path.rstrip(os.sep))} ({s.kind}): {s.videos} videos, "

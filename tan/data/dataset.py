@@ -14,6 +14,18 @@ from .features import l2_normalize_rows, resample
 from .sentence_features import SentenceFeatures
 from .text import tokenize
 
+# Why a video of the annotations is left out (each of its queries is counted under it).
+MISSING_VIDEO = "video missing from the feature file"
+NONFINITE_VIDEO = "video with NaN or infinite features"
+EMPTY_VIDEO = "video with no feature rows"
+NAMED_AT_MOST = 5  # videos named in a log line
+
+
+def named(videos, most=NAMED_AT_MOST):
+    """"a, b, c" of the first ``most`` of ``videos``, then how many more."""
+    more = f" and {len(videos) - most} more" if len(videos) > most else ""
+    return ", ".join(videos[:most]) + more
+
 
 class MomentDataset(Dataset):
     """Queries of one annotation file over one feature source (an HDF5 file, a
@@ -52,6 +64,11 @@ class MomentDataset(Dataset):
 
         nonfinite = self.features.nonfinite(v for v, s in shapes.items() if s[0] > 0)
         self.videos = sorted(v for v, s in shapes.items() if s[0] > 0 and v not in nonfinite)
+        # The annotations' videos left out, by reason (their queries are counted in ``dropped``).
+        self.videos_left_out = {reason: videos for reason, videos in (
+            (MISSING_VIDEO, sorted({q.video for q in queries} - set(shapes))),
+            (NONFINITE_VIDEO, sorted(nonfinite)),
+            (EMPTY_VIDEO, sorted(v for v, s in shapes.items() if s[0] == 0))) if videos}
         kept, token_ids = self._keep_usable(queries, shapes, nonfinite, dropped)
         if not kept:
             raise TanError(f"dataset {name!r} ({annotations}) has no usable query after filtering: {dict(dropped)}")
@@ -81,13 +98,13 @@ class MomentDataset(Dataset):
         kept, token_ids = [], []
         for q in queries:
             if q.video not in shapes:
-                dropped["video missing from the feature file"] += 1
+                dropped[MISSING_VIDEO] += 1
                 continue
             if q.video in nonfinite:
-                dropped["video with NaN or infinite features"] += 1
+                dropped[NONFINITE_VIDEO] += 1
                 continue
             if q.video not in usable_videos:
-                dropped["video with no feature rows"] += 1
+                dropped[EMPTY_VIDEO] += 1
                 continue
             if not tokenize(q.sentence):
                 dropped["sentence without words"] += 1
@@ -118,10 +135,14 @@ class MomentDataset(Dataset):
                                f"features of shape {shape}; expected [L, {query_size}] (INPUT.PRE_QUERY_SIZE)")
 
     def _log_summary(self, kept, total_words):
+        logger = get_logger("data")
+        for reason, videos in self.videos_left_out.items():
+            logger.warning("dataset %s: %d %s left out: %s", self.name, len(videos),
+                           reason.replace("video ", "videos ", 1) if len(videos) > 1 else reason, named(videos))
         dropped, unknown = self.dropped, self.unknown_words
         words = ("sentences from precomputed features" if isinstance(self.vocabulary, SentenceFeatures) else
                  f"{unknown} of {total_words} words ({100.0 * unknown / max(total_words, 1):.1f}%) have no word vector")
-        get_logger("data").info(
+        logger.info(
             "dataset %s: %d queries over %d videos kept; %s; %s", self.name, kept, len(set(self.video_ids.tolist())),
             ("dropped or clipped: " + ", ".join(f"{k} {v}" for k, v in sorted(dropped.items()))) if dropped
             else "nothing dropped or clipped", words)

@@ -7,8 +7,9 @@ import os
 import numpy as np
 
 from ..config.architecture import text_encoder_name
-from ..errors import TanError
+from ..errors import TanError, UnknownVideoError
 from ..utils.logger import get_logger
+from .array_files import read_array
 from .build import RunData, word_vector_cache_dir
 from .catalog import resolve_path
 from .feature_sources import NPZ_KEY, open_source
@@ -37,7 +38,7 @@ class VideoSource:
                 raise TanError(f"--features {features_file!r} holds many videos: name the video with --video")
             source = open_source(features_file, feature_key, key_field="--feature-key")
             if not source.shapes([video]):
-                raise TanError(f"video {video!r} is not in {source!r}")
+                raise UnknownVideoError(f"video {video!r} is not in {source!r}")
             return source.read(video)
         if not video:
             raise TanError("give --video ID (a video of the configured datasets) or --features FILE")
@@ -49,18 +50,11 @@ class VideoSource:
 
 
 def _one_video_array(path, key):
-    """The [T, D] array of a one-video .npy or .npz file (``key``, default "features")."""
+    """The [T, D] float32 array of a one-video .npy or .npz file (``key``, default "features")."""
     try:
-        if path.endswith(".npy"):
-            return np.asarray(np.load(path), dtype=np.float32)
-        with np.load(path) as data:
-            key = key or NPZ_KEY
-            if key not in data:
-                raise TanError(f"--features {path!r} has no array {key!r} (option --feature-key); it holds "
-                               f"{list(data)}")
-            return np.asarray(data[key], dtype=np.float32)
-    except (OSError, ValueError) as e:
-        raise TanError(f"--features {path!r} cannot be read: {e}") from None
+        return read_array(path, key or NPZ_KEY, "--feature-key")
+    except TanError as e:
+        raise TanError(f"--features: {e}") from None
 
 
 class SentenceEncoder:

@@ -10,6 +10,7 @@ from ..errors import TanError
 from ..utils.progress import progress
 from ..utils.io import atomic_write_bytes
 from ..utils.logger import get_logger
+from .array_files import unreadable_reason
 
 # Words (lower-cased), clitics such as 's, and single punctuation marks.
 _TOKEN = re.compile(r"[a-z0-9]+|'[a-z]+|[^\sa-z0-9]")
@@ -94,6 +95,23 @@ def _from_index(path, vocab, dim, cache_dir):
     return index.lookup(sorted(vocab))
 
 
+class _DamagedCache(Exception):
+    def __init__(self, reason):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _read_cache(cache, dim):
+    """{word: float32[dim]} of a cache file that :func:`cached_word_vectors` wrote; any
+    exception when it is not such a file (_DamagedCache when it reads but holds the wrong thing)."""
+    with np.load(cache, allow_pickle=False) as data:
+        words, vectors = data["words"], data["vectors"]
+    if words.ndim != 1 or vectors.shape != (len(words), dim) or vectors.dtype != np.float32:
+        raise _DamagedCache(f"it holds {len(words)} words and vectors of shape {vectors.shape} "
+                            f"{vectors.dtype}, expected [{len(words)}, {dim}] float32")
+    return dict(zip(words.tolist(), vectors))
+
+
 def cached_word_vectors(path, vocab, dim, cache_dir):
     """:func:`read_word_vectors`, with the result kept in ``cache_dir`` so that
     the next start reads a small file instead of a multi-gigabyte text file.
@@ -103,14 +121,15 @@ def cached_word_vectors(path, vocab, dim, cache_dir):
         return read_word_vectors(path, vocab, dim)  # raises the explanatory error
     cache = _cache_path(path, vocab, dim, cache_dir)
     logger = get_logger("data")
-    if os.path.isfile(cache):
+    if os.path.lexists(cache):
         try:
-            with np.load(cache) as data:
-                vectors = dict(zip(data["words"].tolist(), data["vectors"]))
+            vectors = _read_cache(cache, dim)
             logger.info("word vectors: %d read from the cache %s", len(vectors), cache)
             return vectors
-        except (OSError, ValueError, KeyError) as e:
-            logger.warning("word-vector cache %s is unreadable (%s); reading %s again", cache, e, path)
+        except Exception as e:  # noqa: BLE001 - a cache is only a copy: whatever the damage, rebuild it
+            problem = e.reason if isinstance(e, _DamagedCache) else unreadable_reason(cache, e, advice=False)
+            logger.warning("word-vector cache %s is damaged (%s); reading %s again and rewriting the cache",
+                           cache, problem, path)
     vectors = _from_index(path, vocab, dim, cache_dir)
     if vectors is None:
         vectors = read_word_vectors(path, vocab, dim)

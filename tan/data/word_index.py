@@ -40,7 +40,7 @@ import time
 import numpy as np
 
 from ..utils import comm
-from ..utils.io import sync_folder, temporary_writer
+from ..utils.io import remove_abandoned_temporaries, sync_folder
 from ..utils.logger import get_logger
 from .text import check_word_vector_file, glove_entries, parse_vector
 
@@ -216,7 +216,7 @@ class WordVectorIndex:
         name = os.path.basename(folder)
         try:
             os.makedirs(cache_dir, exist_ok=True)
-            _remove_abandoned_builds(cache_dir, name)
+            remove_abandoned_temporaries(folder)  # of builds killed before they finished
             tmp = tempfile.mkdtemp(prefix=f".{name}.{os.getpid()}.", suffix=".tmp", dir=cache_dir)
             os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; give the usual permissions
         except OSError as e:
@@ -386,27 +386,7 @@ def _remove_earlier_versions(cache_dir, name, source, dim):
                                     source["path"])
 
 
-def _remove_abandoned_builds(cache_dir, name):
-    """Remove the temporary folders of builds of ``name`` whose process is gone (killed mid-build)."""
-    for entry in os.listdir(cache_dir):
-        if not entry.startswith(f".{name}."):
-            continue
-        pid = temporary_writer(entry)
-        if pid and pid != os.getpid() and not _alive(pid):
-            shutil.rmtree(os.path.join(cache_dir, entry), ignore_errors=True)
-
-
 def _umask():
     mask = os.umask(0)
     os.umask(mask)
     return mask
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
-        return True
-    return True

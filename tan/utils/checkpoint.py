@@ -10,7 +10,7 @@ import os
 import torch
 
 from ..errors import TanError
-from .io import atomic_torch_save, atomic_write_text
+from .io import atomic_torch_save, atomic_write_text, read_named_file
 from .logger import get_logger
 
 LAST_CHECKPOINT = "last_checkpoint"
@@ -66,13 +66,20 @@ def check_model_weights(model, state, path):
                        f"is it from another config?")
 
 
+# How torch.save's files begin: a zip archive (torch >= 1.6), or a pickle (the legacy format).
+_TORCH_MAGICS = (b"PK\x03\x04", b"\x80")
+
+
 def read_checkpoint(path):
-    if not os.path.isfile(path):
-        raise TanError(f"checkpoint {path!r} not found")
+    head = read_named_file(path, f"checkpoint {path!r}", 4)
+    if not head.startswith(_TORCH_MAGICS):
+        what = "the file is empty" if not head else "it is not a file that torch.save wrote"
+        raise TanError(f"checkpoint {path!r} cannot be read: {what}")
     try:
         return torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as e:  # truncated or not a torch file
-        raise TanError(f"checkpoint {path!r} cannot be read ({type(e).__name__}: {e})") from None
+    except Exception as e:  # noqa: BLE001 - truncated or damaged: torch raises many kinds
+        raise TanError(f"checkpoint {path!r} cannot be read: it is truncated or damaged "
+                       f"({type(e).__name__}: {e})") from None
 
 
 def stored_config(checkpoint):
@@ -120,6 +127,7 @@ class Checkpointer:
         self.scheduler = scheduler
         self.save_dir = save_dir
         self.save_to_disk = save_to_disk
+        self.loaded = None  # the file load() resumed from or loaded weights from, once it has
         self.logger = get_logger("checkpoint")
 
     def save(self, name, **arguments):
@@ -193,6 +201,7 @@ class Checkpointer:
         latest = self.last_checkpoint() if use_latest else None
         if latest:
             latest, checkpoint = self._newest_readable(latest)
+            self.loaded = latest
             self.logger.info("resuming from %s", latest)
             load_model_weights(self.model, model_state_from(checkpoint, latest), latest)
             if self.optimizer is not None and "optimizer" in checkpoint:
@@ -208,6 +217,7 @@ class Checkpointer:
             self.logger.info("loading model weights from %s (MODEL.WEIGHT)", weight)
             checkpoint = read_checkpoint(weight)
             load_model_weights(self.model, model_state_from(checkpoint, weight), weight)
+            self.loaded = weight
             return {}
         self.logger.info("no checkpoint in %s and no MODEL.WEIGHT: starting from scratch", self.save_dir)
         return {}

@@ -10,6 +10,7 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 
+from ..errors import TanError
 from .signals import signals_held
 
 
@@ -94,16 +95,67 @@ def temporary_writer(name):
     return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else 0
 
 
+def writer_alive(pid):
+    """Whether process ``pid`` (on this host) still runs."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def _temporary_of(name, entry):
+    """The pid that wrote ``entry`` as a temporary of the file or folder ``name``, else None:
+    ".NAME.PID.XXXXXX.tmp" (and the ".old" a folder swap moves aside), or "NAME.PID.tmp",
+    as :func:`replaced_when_done` named its files before."""
+    if entry.startswith(f".{name}.") and entry.endswith((".tmp", ".tmp.old")):
+        pid = temporary_writer(entry[:-len(".old")] if entry.endswith(".old") else entry)
+        return pid or None
+    rest = entry[len(name) + 1:] if entry.startswith(f"{name}.") else ""
+    return int(rest[:-len(".tmp")]) if rest.endswith(".tmp") and rest[:-len(".tmp")].isdigit() else None
+
+
+def remove_abandoned_temporaries(path):
+    """Remove what writers of ``path`` that are gone (killed by SIGKILL, a crash, a
+    power cut) left beside it: the temporary files and folders of this module's
+    atomic writes. A live writer's temporaries are kept. Returns the paths removed."""
+    folder, name = os.path.split(os.path.abspath(path))
+    try:
+        entries = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    removed = []
+    for entry in entries:
+        pid = _temporary_of(name, entry)
+        if pid is None or pid == os.getpid() or writer_alive(pid):
+            continue
+        full = os.path.join(folder, entry)
+        try:
+            if os.path.isdir(full) and not os.path.islink(full):
+                shutil.rmtree(full)
+            else:
+                os.unlink(full)
+            removed.append(full)
+        except OSError:
+            pass
+    return removed
+
+
 @contextmanager
 def replaced_when_done(path):
     """For files written by a library that wants a path (h5py): yields a temporary
-    path beside ``path`` (its folder made if need be), renamed over it when the
-    block ends normally and removed when it raises (Ctrl-C included), so no
+    path beside ``path`` (its folder made if need be; ".NAME.PID.XXXXXX.tmp", as
+    temporary_writer reads it), renamed over it when the block ends normally and
+    removed when it raises (Ctrl-C, or SIGTERM in a tool, included), so no
     half-written file remains."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.{os.getpid()}.", suffix=".tmp", dir=folder)
+    os.close(fd)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
         yield tmp
         os.replace(tmp, path)
     except BaseException:
@@ -154,6 +206,20 @@ def _swap_in(new, path):
         os.unlink(old)
     else:
         shutil.rmtree(old)
+
+
+def read_named_file(path, source, size=-1):
+    """The first ``size`` bytes (all: -1) of the file a user named; TanError naming
+    ``source`` ("config file 'a.yaml'") when it is a folder, missing or unreadable."""
+    if os.path.isdir(path):
+        raise TanError(f"{source} is a folder; expected a file")
+    if not os.path.exists(path):
+        raise TanError(f"{source} not found")
+    try:
+        with open(path, "rb") as f:
+            return f.read(size)
+    except OSError as e:
+        raise TanError(f"{source} cannot be read: {e.strerror or e}") from None
 
 
 def atomic_write_text(path, text):

@@ -19,19 +19,9 @@ import socket
 import sys
 
 from ..errors import TanError
-from .io import temporary_writer
+from .io import temporary_writer, writer_alive
 
 LOCK_FILE = "run.lock"
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    return True
 
 
 def remove_stale_temporaries(folder):
@@ -42,7 +32,7 @@ def remove_stale_temporaries(folder):
     removed = []
     for name in sorted(os.listdir(folder)):
         pid = temporary_writer(name)
-        if pid is None or (pid and pid != os.getpid() and _alive(pid)):
+        if pid is None or (pid and pid != os.getpid() and writer_alive(pid)):
             continue
         try:
             os.unlink(os.path.join(folder, name))
@@ -96,7 +86,7 @@ class RunLock:
         if holder.get("host") != socket.gethostname():
             return False
         pid = holder.get("pid")
-        return pid == os.getpid() or not (isinstance(pid, int) and _alive(pid))
+        return pid == os.getpid() or not (isinstance(pid, int) and writer_alive(pid))
 
     def _open_locked(self):
         """The lock file's descriptor, locked by us, and still the file at ``self.path``."""
