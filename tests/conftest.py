@@ -13,6 +13,24 @@ sys.path.insert(0, os.path.join(REPO, "tools"))
 SYNTHETIC_CONFIG = os.path.join(REPO, "configs", "2dtan_synthetic.yaml")
 
 
+@pytest.fixture(autouse=True)
+def sigint_as_in_a_terminal():
+    """Each test sees SIGINT as pytest run from a terminal does: raising KeyboardInterrupt.
+
+    Run as a background job (``python -m pytest &`` in a script), pytest starts
+    with SIGINT ignored, and an ignored signal stays ignored across fork and
+    exec: the tests' own ``os.kill(os.getpid(), SIGINT)`` would do nothing, and
+    every tool they launch would ignore the Ctrl-C they send it (as a tool
+    should, when started that way). A handled signal is reset to its default
+    action in a child at exec, so with this handler in place the tools start
+    as they would from a terminal."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.fixture(scope="session")
 def synthetic_root(tmp_path_factory):
     """DATASETS.ROOT with the built-in synthetic dataset, generated once per test session."""

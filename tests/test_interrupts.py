@@ -129,6 +129,67 @@ def test_a_real_sigint_in_main_ends_it_and_leaves_the_handler_as_it_was(capsys):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_sigterm_in_main_ends_it_like_ctrl_c_with_exit_143_and_is_given_back(capsys, tmp_path):
+    """SIGTERM (kill, a scheduler, a container's stop) runs the same clean-ups as a Ctrl-C."""
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    cleaned = []
+
+    def main():
+        interrupts.now_doing("converting features", "nothing was written to dst and the partial copy is removed")
+        try:
+            signal.raise_signal(signal.SIGTERM)
+            time.sleep(5)
+            raise AssertionError("SIGTERM did not stop main()")
+        finally:
+            cleaned.append(True)
+    assert ended(main, capsys) == (143, ["warning: terminated (SIGTERM) while converting features; nothing was "
+                                         "written to dst and the partial copy is removed"])
+    assert cleaned == [True]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_a_forked_process_ends_on_sigterm_as_by_default(capsys):
+    """A DataLoader stops a worker that does not answer with SIGTERM: the worker must not ignore it."""
+    def main():
+        pid = os.fork()
+        if pid == 0:  # the worker
+            time.sleep(30)
+            os._exit(0)
+        os.kill(pid, signal.SIGTERM)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+    run_cli(main)  # ends normally: no SystemExit
+
+
+def test_a_sigterm_that_was_ignored_at_start_stays_ignored(capsys):
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        def main():
+            assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+            signal.raise_signal(signal.SIGTERM)
+        run_cli(main)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_the_interrupt_tests_pass_when_pytest_runs_as_a_background_job(tmp_path):
+    """A script's ``python -m pytest &`` starts pytest with SIGINT ignored (and every child it
+    launches, unless a test sets the disposition it needs): in-process and end-to-end Ctrl-C
+    tests must pass there too."""
+    def as_a_background_job():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    chosen = ["test_a_real_sigint_in_main_ends_it_and_leaves_the_handler_as_it_was",
+              "test_signals_held_over_writes_that_belong_together_arrive_after_them",
+              "test_ctrl_c_while_the_tool_starts"]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+                           "--basetemp", str(tmp_path / "base"), os.path.abspath(__file__), "-k", " or ".join(chosen)],
+                          cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600,
+                          preexec_fn=as_a_background_job)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert re.search(r"\b5 passed\b", proc.stdout), proc.stdout[-3000:]
+
+
 class InterruptedOnCollection:
     """Raises KeyboardInterrupt where Python can only print "Exception ignored"
     (as the logging module's fork callback does when DataLoader workers start)."""
@@ -323,7 +384,7 @@ def test_ctrl_c_while_the_data_is_prepared(tmp_path):
     assert line.endswith("WARNING: interrupted (Ctrl-C) while preparing to train; checkpoints saved so far are "
                          "kept; run the same command again to resume")
     assert line.split("WARNING: ")[1] in (out / "log.txt").read_text()
-    assert sorted(os.listdir(out)) == ["config.yml", "config_history.jsonl", "log.txt"]
+    assert sorted(os.listdir(out)) == ["log.txt"]  # training never started: no config.yml claims a run
     assert not (root / "synthetic" / "READY").exists()  # the next run generates the data again
     assert not [n for n in os.listdir(features) if n.endswith(".tmp")]  # no half-written feature file
 

@@ -155,6 +155,34 @@ def test_only_temporaries_of_writers_that_are_gone_are_removed(tmp_path):
         live.wait()
 
 
+def test_the_abandoned_copies_of_a_destination_are_removed_and_nothing_else(tmp_path):
+    """What a writer killed outright leaves beside DST: temporary files and folders (the
+    current names, the older "DST.PID.tmp", a folder swap's ".old"); a live writer's are kept."""
+    from tan.utils.io import remove_abandoned_temporaries
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], stdout=subprocess.PIPE,
+                          text=True).stdout.strip()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        gone = [f".dst.hdf5.{dead}.k3j2.tmp", f"dst.hdf5.{dead}.tmp", f".dst.{dead}.ab12.tmp",
+                f".dst.{dead}.cd34.tmp.old"]
+        kept = [f".dst.hdf5.{live.pid}.x9y8.tmp", ".dst.hdf5.nopid.tmp", "dst.hdf5", "dst", "other.hdf5",
+                f".other.hdf5.{dead}.q1w2.tmp"]
+        for name in gone + kept:
+            if name.startswith(".dst.") and ".hdf5" not in name or name == "dst":
+                (tmp_path / name).mkdir()
+                (tmp_path / name / "v.npy").write_text("x")
+            else:
+                (tmp_path / name).write_text("x")
+        removed = remove_abandoned_temporaries(str(tmp_path / "dst.hdf5")) + \
+            remove_abandoned_temporaries(str(tmp_path / "dst"))
+        assert sorted(removed) == sorted(str(tmp_path / n) for n in gone)
+        assert sorted(os.listdir(tmp_path)) == sorted(kept)
+    finally:
+        live.kill()
+        live.wait()
+
+
 # --- the folder's config is the truth ------------------------------------------------------------------------
 
 

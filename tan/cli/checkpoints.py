@@ -102,25 +102,55 @@ def _results_dir(paths, config_file, opts):
     return results_dir
 
 
-def plan_evaluations(specs, config_file, opts):
-    """(results_dir, [Evaluation]) for tan-test.
+KEEP_GOING_FLAG = "--keep-going"
+
+
+@dataclass
+class Plan:
+    """What tan-test evaluates: where the results go, the evaluations, and, with
+    ``--keep-going``, the checkpoints left out ([(path, why)])."""
+    results_dir: str
+    evaluations: list
+    left_out: list
+
+    def leave_out(self, path, error, keep_going, count):
+        """Record checkpoint ``path``, which cannot be used (``error``), as left out with
+        ``keep_going``; else stop, saying how to evaluate the others (of ``count``)."""
+        if not keep_going:
+            hint = f"; nothing was evaluated (pass {KEEP_GOING_FLAG} to evaluate the others)" if count > 1 else ""
+            raise TanError(f"{error}{hint}") from None
+        self.left_out.append((path, str(error)))
+
+
+def plan_evaluations(specs, config_file, opts, keep_going=False):
+    """The :class:`Plan` of tan-test.
 
     With --ckpt: each checkpoint with --config-file, else its own config;
     results under OUTPUT_DIR/inference/{name}/, where OUTPUT_DIR is the
     command line's, else --config-file's, else the checkpoints' common folder.
     Without --ckpt: the config's default checkpoint (:func:`default_checkpoint`),
-    or an untrained model when there is none."""
+    or an untrained model when there is none.
+
+    A checkpoint that cannot be read stops the plan before anything is
+    evaluated (a comparison that silently lacks a row misleads, and one that
+    fails after hours of evaluation wastes them); with ``keep_going`` it is
+    left out and the others are evaluated."""
     if not specs:
         cfg = load_config(config_file or DEFAULT_CONFIG, opts)
         checkpoint = default_checkpoint(cfg.OUTPUT_DIR, cfg.MODEL.WEIGHT)
         name = checkpoint_name(checkpoint) if checkpoint else "untrained"
-        return cfg.OUTPUT_DIR, [Evaluation(name, checkpoint, cfg)]
+        return Plan(cfg.OUTPUT_DIR, [Evaluation(name, checkpoint, cfg)], [])
     paths = expand_checkpoints(specs)
     names = result_names(paths)
     results_dir = _results_dir(paths, config_file, opts)
     opts = list(opts) + ["OUTPUT_DIR", results_dir]
-    return results_dir, [Evaluation(name, path, checkpoint_config(path, config_file, opts))
-                         for name, path in zip(names, paths)]
+    plan = Plan(results_dir, [], [])
+    for name, path in zip(names, paths):
+        try:
+            plan.evaluations.append(Evaluation(name, path, checkpoint_config(path, config_file, opts)))
+        except TanError as e:
+            plan.leave_out(path, e, keep_going, len(paths))
+    return plan
 
 
 def one_checkpoint(ckpt, config_file, opts):

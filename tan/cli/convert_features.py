@@ -12,7 +12,9 @@ files, keys c3d_features (HDF5 groups) and features (.npz). Values are
 copied bit for bit unless --dtype says otherwise. DST appears complete or not
 at all: it is written under a temporary name beside it and renamed when
 done; an existing DST is replaced only with --overwrite, and is left as it
-was if the conversion fails or is interrupted.
+was if the conversion fails or is stopped (Ctrl-C, SIGTERM). The copy that a
+conversion killed outright (SIGKILL) leaves is removed by the next conversion
+to the same DST, which says so.
 
 Examples:
   tan-convert-features features.hdf5 features/
@@ -22,6 +24,7 @@ Examples:
   tan-convert-features features.hdf5 val_features/ --videos val_videos.txt
 """
 import argparse
+import os
 
 from ..data.convert import DTYPES, FILE_FORMATS, LAYOUTS, TARGETS, convert_features, read_video_list
 from . import interrupts
@@ -61,7 +64,8 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    interrupts.now_doing("converting features", f"{args.dst} is untouched and the partial copy is removed")
+    kept = (f"{args.dst} is untouched" if os.path.lexists(args.dst) else f"nothing was written to {args.dst}")
+    interrupts.now_doing("converting features", f"{kept} and the partial copy is removed")
     videos = read_video_list(args.videos) if args.videos else None
     summary = convert_features(args.src, args.dst, to=args.to, layout=args.layout, key=args.key,
                                out_key=args.out_key, file_format=args.file_format, dtype=args.dtype, videos=videos,

@@ -4,7 +4,7 @@
 full, read-only, no permission, a file where a folder should be: one line
 naming the path); 3 the loss diverged; 4 a peer process failed or hung;
 128 + N stopped by signal N (in training, after saving a checkpoint); 130
-for Ctrl-C at any moment (tan/cli/interrupts.py).
+for Ctrl-C and 143 for SIGTERM at any moment (tan/cli/interrupts.py).
 """
 import errno
 import sys
@@ -67,8 +67,8 @@ def _ending(error):
         return "critical", error, EXIT_DIVERGED
     if isinstance(error, TrainingInterrupted):
         return "warning", error, 128 + error.signum  # the shell's convention for "ended by this signal"
-    if isinstance(error, KeyboardInterrupt):
-        return "warning", interrupts.message(), interrupts.EXIT_INTERRUPTED
+    if isinstance(error, KeyboardInterrupt):  # Ctrl-C, or SIGTERM (interrupts.Terminated)
+        return "warning", interrupts.message(error), interrupts.exit_code(error)
     if isinstance(error, RuntimeError) and comm.is_communication_failure(error):
         return "error", _peer_failure(error), EXIT_PEER_FAILED
     access = file_access_error(error)

@@ -1,5 +1,8 @@
 """Ctrl-C in a tool: one line naming what was interrupted and what is kept,
-exit status 130, and no traceback, whenever it comes.
+exit status 130, and no traceback, whenever it comes. SIGTERM (``kill``, a
+job scheduler, a container's stop) while a tool runs is handled the same way
+(:class:`Terminated`, exit status 143), so that its temporaries are removed
+as they are for a Ctrl-C instead of being left behind by the default action.
 
 A tool goes through three phases, and SIGINT does what suits each:
 
@@ -14,8 +17,12 @@ A tool goes through three phases, and SIGINT does what suits each:
 Processes forked by a tool (DataLoader workers) inherit the handler and ignore
 SIGINT: a real Ctrl-C signals the whole foreground process group, and the
 tool, not each worker, decides how to stop (the workers' own KeyboardInterrupt
-would print tracebacks). Only tools install the handler at import; a program
-that imports ``tan`` as a library keeps Python's usual KeyboardInterrupt.
+would print tracebacks). A forked process that gets SIGTERM ends at once, as
+by default (that is how a DataLoader stops a worker that does not answer).
+Only tools install the handlers; a program that imports ``tan`` as a library
+keeps Python's usual KeyboardInterrupt and SIGTERM. A signal that the tool
+was started with ignored (``nohup``, a shell's ``&`` ignoring SIGINT) stays
+ignored.
 
 This module is imported by tan/cli/__init__.py before anything heavy, so it
 uses the standard library only.
@@ -28,6 +35,7 @@ import threading
 from contextlib import contextmanager
 
 EXIT_INTERRUPTED = 128 + signal.SIGINT  # the shell's convention for "ended by SIGINT"
+EXIT_TERMINATED = 128 + signal.SIGTERM
 REDELIVERY_DELAY = 0.05  # seconds
 TOOL_NAMES = ("tan-train", "tan-test", "tan-predict", "tan-visualize", "tan-check-data", "tan-convert-features")
 TOOLS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools")
@@ -42,11 +50,17 @@ UNINTERRUPTIBLE = (("multiprocessing.process", "start"), ("torch.utils.data.data
                    ("multiprocessing.resource_sharer", "detach"))
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM while a tool runs: raised like the KeyboardInterrupt of a Ctrl-C, so that
+    every clean-up that runs for one (``finally`` blocks, atomic writes) runs for it too."""
+
+
 class _State:
     phase = "starting"
     owner = None  # the pid that installed the handler; forked children ignore SIGINT
     activity = DEFAULT_ACTIVITY
     reported = False  # the interruption's line has been printed
+    sigterm_owner = None  # the pid that took SIGTERM over; forked children end on it
 
 
 def started_as_a_tool():
@@ -67,9 +81,15 @@ def now_doing(activity, kept):
     _State.activity = (activity, kept)
 
 
-def message():
+def message(error=None):
+    """The line for a KeyboardInterrupt (``error`` a :class:`Terminated`: for SIGTERM)."""
     activity, kept = _State.activity
-    return f"interrupted (Ctrl-C) while {activity}; {kept}"
+    how = "terminated (SIGTERM)" if isinstance(error, Terminated) else "interrupted (Ctrl-C)"
+    return f"{how} while {activity}; {kept}"
+
+
+def exit_code(error=None):
+    return EXIT_TERMINATED if isinstance(error, Terminated) else EXIT_INTERRUPTED
 
 
 def install_at_start():
@@ -98,7 +118,7 @@ def _on_sigint(signum, frame):
         return  # a forked worker: its parent stops it
     if _State.phase == "running":
         if _in_uninterruptible_code(frame):
-            _redeliver_soon()
+            _redeliver_soon(signal.SIGINT)
             return
         raise KeyboardInterrupt
     if not _State.reported:
@@ -106,6 +126,32 @@ def _on_sigint(signum, frame):
                 else "interrupted (Ctrl-C) while finishing; files already written are complete")
         _write_line(line)
     _exit_now()
+
+
+def _on_sigterm(signum, frame):
+    if os.getpid() != _State.sigterm_owner:  # a forked worker: end as SIGTERM's default action would
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    if _State.phase != "running":  # guarded() is over: nothing is being written
+        _exit_now(EXIT_TERMINATED)
+    if _in_uninterruptible_code(frame):
+        _redeliver_soon(signal.SIGTERM)
+        return
+    raise Terminated
+
+
+def _take_sigterm():
+    """Our SIGTERM handler while main() runs, unless SIGTERM was ignored or another handler
+    is in place (the embedding program's); returns the handler replaced, or None."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    current = signal.getsignal(signal.SIGTERM)
+    if current is not signal.SIG_DFL:
+        return None
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    _State.sigterm_owner = os.getpid()
+    return current
 
 
 def _in_uninterruptible_code(frame):
@@ -121,9 +167,9 @@ def _in_uninterruptible_code(frame):
     return False
 
 
-def _redeliver_soon():
-    """The interrupt again in a moment, from a thread (the main thread is busy)."""
-    timer = threading.Timer(REDELIVERY_DELAY, _interrupt_if_still_running)
+def _redeliver_soon(signum):
+    """The signal again in a moment, from a thread (the main thread is busy)."""
+    timer = threading.Timer(REDELIVERY_DELAY, _interrupt_if_still_running, args=(signum,))
     timer.daemon = True
     timer.start()
 
@@ -135,7 +181,7 @@ def _write_line(line):
         pass
 
 
-def _exit_now():
+def _exit_now(code=EXIT_INTERRUPTED):
     """Flush what the tool printed and end without running more Python (a
     signal can come in the middle of an import or of the interpreter's exit)."""
     for stream in (sys.stdout, sys.stderr):
@@ -143,7 +189,7 @@ def _exit_now():
             stream.flush()
         except (AttributeError, OSError, RuntimeError, ValueError):
             pass
-    os._exit(EXIT_INTERRUPTED)
+    os._exit(code)
 
 
 def _unraisable(previous):
@@ -157,17 +203,17 @@ def _unraisable(previous):
     that is noise after the one line, and is dropped."""
     def hook(unraisable):
         if issubclass(unraisable.exc_type, KeyboardInterrupt) and _State.phase == "running":
-            _redeliver_soon()
+            _redeliver_soon(signal.SIGTERM if issubclass(unraisable.exc_type, Terminated) else signal.SIGINT)
         elif not (_State.phase == "ending" and _State.reported):
             previous(unraisable)
     return hook
 
 
-def _interrupt_if_still_running():
+def _interrupt_if_still_running(signum):
     if _State.phase != "running":  # another interrupt got through meanwhile
         return
     if hasattr(signal, "pthread_kill"):  # a real signal: it also ends a blocking call (a sleep, a queue's poll)
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        signal.pthread_kill(threading.main_thread().ident, signum)
     else:
         import _thread
         _thread.interrupt_main()
@@ -177,6 +223,7 @@ def _interrupt_if_still_running():
 def guarded():
     """Run a tool's main() in the "running" phase (see the module's docstring)."""
     replaced = _install()
+    replaced_sigterm = _take_sigterm()
     previous_hook = sys.unraisablehook
     sys.unraisablehook = _unraisable(previous_hook)
     _State.phase, _State.reported, _State.activity = "running", False, DEFAULT_ACTIVITY
@@ -184,6 +231,8 @@ def guarded():
         yield
     finally:
         _State.phase = "ending"
+        if replaced_sigterm is not None:
+            signal.signal(signal.SIGTERM, replaced_sigterm)
         if replaced is not _on_sigint:  # run_cli called by a program that is not a tool: leave it as it was
             sys.unraisablehook = previous_hook
             if replaced is not None:

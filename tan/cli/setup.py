@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 import torch
 
 from ..config import load_config
-from ..config.history import commit_config, start_record
 from ..data import ALL_SPLITS, RunData, check_batch_sizes
 from ..engine.precision import amp_is_emulated, check_amp_support, configure_backends, slow_amp_warning
 from ..errors import TanError
@@ -16,6 +15,7 @@ from ..modeling.text_encoder import check_text_encoder
 from ..utils.events import check_tensorboard
 from ..utils.logger import log_file_failure, setup_logger
 from ..utils.rng import seed_everything
+from ..utils.yaml_files import read_text_file
 from .run_folder import create_output_dir, open_run_folder
 
 
@@ -32,6 +32,7 @@ class Session:
     distributed: bool
     data: RunData
     config_changes: list = field(default_factory=list)  # vs OUTPUT_DIR/config.yml, accepted (training only)
+    new_folder: bool = False  # OUTPUT_DIR has no config.yml yet (training only; written once training starts)
 
 
 def resolve_device(name, local_rank=0):
@@ -92,8 +93,8 @@ def _log_run(logger, args, cfg, device):
     logger.info("using %d process(es), device %s", comm.get_world_size(), device)
     logger.info("arguments: %s", args)
     if getattr(args, "config_file", None):
-        with open(args.config_file) as f:
-            logger.info("config file %s:\n%s", args.config_file, f.read().rstrip())
+        text = read_text_file(args.config_file, f"config file {args.config_file!r}")
+        logger.info("config file %s:\n%s", args.config_file, text.rstrip())
     logger.info("running with config:\n%s", cfg.dump().rstrip())
 
 
@@ -132,11 +133,9 @@ def default_setup(args, training=True, cfg=None):
             _check_log(log_existed)
         if folder is not None:
             folder.describe(logger)
-            if folder.fresh:  # a new run folder: config.yml and the first line of its history
-                logger.info("saved the merged config to %s", commit_config(cfg, start_record(cfg)))
     except BaseException:  # a TanError, or Ctrl-C: the run never started
         if folder is not None:
             folder.abandon()
         raise
     seed_everything(cfg.SEED)
-    return Session(cfg, device, distributed, data, folder.changes if folder else [])
+    return Session(cfg, device, distributed, data, folder.changes if folder else [], bool(folder and folder.fresh))

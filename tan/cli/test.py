@@ -12,6 +12,12 @@ table is printed and written to OUTPUT_DIR/inference/comparison.json and .csv.
 OUTPUT_DIR is the command line's, else the config file's, else the
 checkpoints' folder.
 
+Every checkpoint is read and checked against its config before any is
+evaluated: one that cannot be read (or does not fit) stops the command with
+nothing evaluated. With --keep-going it is left out instead, the others are
+evaluated and compared, and the command names what it left out and ends with
+exit status 2.
+
 Examples:
   tan-test --config-file configs/2dtan_synthetic.yaml
   tan-test --ckpt outputs/synthetic/model_best.pth
@@ -31,7 +37,8 @@ from ..utils import comm
 from ..utils.checkpoint import check_model_weights, load_model_weights, model_state_from, read_checkpoint
 from ..utils.logger import get_logger
 from .arguments import default_argument_parser
-from .checkpoints import plan_evaluations
+from ..errors import TanError
+from .checkpoints import KEEP_GOING_FLAG, plan_evaluations
 from . import interrupts
 from .exits import run_cli
 from .setup import EVALUATION_SPLITS, default_setup
@@ -44,6 +51,9 @@ def build_parser():
     parser.add_argument("--ckpt", nargs="+", default=[], metavar="PATH",
                         help="checkpoints, folders or glob patterns to evaluate (default: the latest in OUTPUT_DIR, "
                              "else MODEL.WEIGHT)")
+    parser.add_argument(KEEP_GOING_FLAG, action="store_true",
+                        help="leave out the checkpoints that cannot be read or do not fit their config, evaluate "
+                             "the others, then exit with status 2 naming them")
     return parser
 
 
@@ -55,15 +65,16 @@ def _data_key(cfg):
 def main(argv=None):
     args = build_parser().parse_args(argv)
     interrupts.now_doing("preparing the run", "checkpoints and results are kept as they were")
-    results_dir, evaluations = plan_evaluations(args.ckpt, args.config_file, args.opts)
-    run = default_setup(args, training=False, cfg=evaluations[0].cfg)
+    plan = plan_evaluations(args.ckpt, args.config_file, args.opts, args.keep_going)
+    if not plan.evaluations:
+        raise TanError(_left_out_text(plan, "no checkpoint could be evaluated"))
+    run = default_setup(args, training=False, cfg=plan.evaluations[0].cfg)
     interrupts.now_doing("testing", "checkpoints and earlier results are kept")
     logger = get_logger()
-    if len(evaluations) > 1:  # every checkpoint fits its config before any is evaluated
-        for evaluation in evaluations:
-            if evaluation.checkpoint:
-                state = model_state_from(read_checkpoint(evaluation.checkpoint), evaluation.checkpoint)
-                check_model_weights(build_model(evaluation.cfg), state, evaluation.checkpoint)
+    several = len(plan.evaluations) + len(plan.left_out) > 1
+    results_dir, evaluations = plan.results_dir, _fitting(plan, several, args.keep_going)
+    for _, why in plan.left_out:
+        logger.warning("left out (%s): %s", KEEP_GOING_FLAG, why)
     data = {_data_key(run.cfg): run.data}
     results = {}
     for evaluation in evaluations:
@@ -86,7 +97,34 @@ def main(argv=None):
         rows = comparison_rows(results, {e.name: e.checkpoint for e in evaluations})
         paths = write_comparison(os.path.join(results_dir, "inference"), rows)
         logger.info("comparison (* the best per dataset), also in %s and %s:\n%s", *paths, format_comparison(rows))
+    if plan.left_out:
+        raise TanError(_left_out_text(plan, f"evaluated {len(evaluations)} of "
+                                            f"{len(evaluations) + len(plan.left_out)} checkpoints"))
     return results
+
+
+def _fitting(plan, several, keep_going):
+    """The evaluations whose checkpoints fit their configs, all checked before any is
+    evaluated when there are several (the others are left out with ``keep_going``)."""
+    if not several:
+        return plan.evaluations
+    fitting = []
+    for evaluation in plan.evaluations:
+        if evaluation.checkpoint:
+            try:
+                state = model_state_from(read_checkpoint(evaluation.checkpoint), evaluation.checkpoint)
+                check_model_weights(build_model(evaluation.cfg), state, evaluation.checkpoint)
+            except TanError as e:
+                plan.leave_out(evaluation.checkpoint, e, keep_going, 2)
+                continue
+        fitting.append(evaluation)
+    if not fitting:
+        raise TanError(_left_out_text(plan, "no checkpoint could be evaluated"))
+    return fitting
+
+
+def _left_out_text(plan, what):
+    return f"{what}; left out ({KEEP_GOING_FLAG}): " + "; ".join(why for _, why in plan.left_out)
 
 
 def cli():

@@ -32,7 +32,7 @@ def main(argv=None):
     # Ctrl-C saves a checkpoint instead (TrainingInterrupted).
     interrupts.now_doing("preparing to train", "checkpoints saved so far are kept; run the same command again to "
                                                "resume")
-    model, checkpoint = train(run.cfg, run.device, run.distributed, run.data, run.config_changes)
+    model, checkpoint = train(run.cfg, run.device, run.distributed, run.data, run.config_changes, run.new_folder)
     if not args.skip_test:
         interrupts.now_doing("testing", f"checkpoints and earlier results are kept; test {checkpoint} later "
                                         f"with tan-test")

@@ -25,7 +25,7 @@ import h5py
 import numpy as np
 
 from ..errors import TanError
-from ..utils.io import folder_replaced_when_done, replaced_when_done
+from ..utils.io import folder_replaced_when_done, remove_abandoned_temporaries, replaced_when_done
 from ..utils.progress import progress
 from .feature_sources import HDF5_GROUP_KEY, NPZ_KEY, FolderFeatures, HDF5Features
 
@@ -284,10 +284,14 @@ class ConversionSummary:
     dtypes: tuple  # as written, sorted
     bytes_written: int
     seconds: float
+    removed: tuple = ()  # half-written copies of DST that killed conversions had left, removed first
 
     def text(self):
         shortest, median, longest = self.lengths
-        return "\n".join([
+        copies = "a half-written copy that a killed conversion" if len(self.removed) == 1 else \
+            f"{len(self.removed)} half-written copies that killed conversions"
+        removed = [f"removed {copies} had left: {', '.join(self.removed)}"] if self.removed else []
+        return "\n".join(removed + [
             f"converted {self.videos} videos",
             f"  from {self.source}",
             f"  to   {self.destination}",
@@ -312,6 +316,8 @@ def convert_features(src, dst, to=None, layout=None, key=None, out_key=None, fil
     target = target_of(dst, to)
     dtype_of(dtype)  # a bad dtype is reported before the source is read
     check_destination(src, dst, target, overwrite)
+    # A conversion killed outright (SIGKILL, a crash) could not remove its temporary copy: this one does.
+    removed = tuple(remove_abandoned_temporaries(dst))
     source = open_stored(src, key)
     try:
         output = plan_output(source, dst, target, layout, file_format, out_key, dtype)
@@ -338,4 +344,4 @@ def convert_features(src, dst, to=None, layout=None, key=None, out_key=None, fil
         source=source.describe(), destination=output.describe(), videos=len(selected),
         dims=tuple(sorted({shape[1] for shape in shapes.values()})),
         lengths=(min(lengths), float(np.median(lengths)), max(lengths)), dtypes=tuple(sorted(dtypes)),
-        bytes_written=_bytes_in(dst), seconds=time.monotonic() - started)
+        bytes_written=_bytes_in(dst), seconds=time.monotonic() - started, removed=removed)

@@ -1,7 +1,7 @@
 """The two things the tools do: train from a config, and test a model."""
 import os
 
-from ..config.history import HISTORY_FILE, change_record, commit_config
+from ..config.history import HISTORY_FILE, change_record, commit_config, start_record
 from ..errors import TanError
 from ..modeling import build_model
 from ..solver import SCHEDULE_KEYS, apply_schedule, build_lr_scheduler, build_optimizer
@@ -17,31 +17,43 @@ from .trainer import do_train
 from .wrappers import maybe_compile, prepare_model, unwrap, wrap_distributed
 
 
-def train(cfg, device, distributed, data, config_changes=()):
+def train(cfg, device, distributed, data, config_changes=(), new_folder=False):
     """Build, resume or initialise, and train; returns (model, path of the final checkpoint).
 
     ``data`` is the run's :class:`tan.data.RunData`: its loaders are built once
     and shared with the test that follows. ``config_changes``: the accepted
     differences from OUTPUT_DIR/config.yml (rank 0; tan/cli/run_folder.py),
     applied and recorded once the checkpoint is restored, so that a change
-    the checkpoint cannot take (another model shape) leaves config.yml as it was."""
+    the checkpoint cannot take (another model shape) leaves config.yml as it was.
+    ``new_folder``: OUTPUT_DIR has no config.yml yet; it is written only once
+    everything training could fail on at its start (the datasets, the word
+    vectors, resuming) is behind, so a run that never started leaves none."""
     logger = get_logger("train")
     model = prepare_model(cfg, build_model(cfg).to(device))
     final = os.path.join(cfg.OUTPUT_DIR, FINAL)
     if os.path.isfile(final) and not last_checkpoint(cfg.OUTPUT_DIR):  # a final model from elsewhere
         logger.info("%s exists: nothing to train", final)
         load_model_weights(model, model_state_from(read_checkpoint(final), final), final)
+        _record_config(cfg, new_folder, config_changes, TrainingState())
         return model, final
     optimizer = build_optimizer(cfg, model)
     scheduler = build_lr_scheduler(cfg, optimizer)
     grad_scaler = make_grad_scaler(cfg.SOLVER.AMP, device)
     checkpointer = Checkpointer(model, optimizer, scheduler, cfg.OUTPUT_DIR, comm.is_main_process(),
                                 extra={"grad_scaler": grad_scaler}, info=run_info(cfg))
-    state = TrainingState.from_checkpoint(checkpointer.load(cfg.MODEL.WEIGHT))
+    resumed = checkpointer.load(cfg.MODEL.WEIGHT)
+    state = TrainingState.from_checkpoint(resumed)
     _check_epochs(cfg, state)
     _apply_schedule_changes(cfg, config_changes, state, optimizer, scheduler)
     if os.path.isfile(final) and state.epoch > cfg.SOLVER.MAX_EPOCH:
-        _record_config_changes(cfg, config_changes, state)
+        _record_config(cfg, new_folder, config_changes, state)
+        if os.path.abspath(checkpointer.loaded) != os.path.abspath(final):
+            # model_final.pth could not be read and the run resumed from its last epoch's
+            # checkpoint, which holds the same state: write the final model again from it.
+            checkpointer.save(os.path.splitext(FINAL)[0], **resumed)
+            logger.warning("%s could not be read; written again from %s, which holds all %d epochs", final,
+                           checkpointer.loaded, cfg.SOLVER.MAX_EPOCH)
+            return model, final
         logger.info("%s exists and holds all %d epochs: nothing to train", final, cfg.SOLVER.MAX_EPOCH)
         return model, final
     model = maybe_compile(cfg, wrap_distributed(model, device, distributed))
@@ -50,7 +62,7 @@ def train(cfg, device, distributed, data, config_changes=()):
     val_loaders = data.val_loaders(distributed, by_video) if cfg.SOLVER.TEST_PERIOD > 0 else None
     LoopPlan.from_config(cfg, train_loader).check_resume(state)
     # Only now, with everything the new config could fail on behind us, does the folder say it holds.
-    _record_config_changes(cfg, config_changes, state)
+    _record_config(cfg, new_folder, config_changes, state)
     do_train(cfg, model, train_loader, val_loaders, optimizer, scheduler, checkpointer, device, state, grad_scaler)
     return model, final
 
@@ -75,9 +87,15 @@ def _apply_schedule_changes(cfg, changes, state, optimizer, scheduler):
                                  list(cfg.SOLVER.MILESTONES))
 
 
-def _record_config_changes(cfg, changes, state):
-    """config.yml becomes the config the next step trains with; the history says from where."""
-    if not (changes and comm.is_main_process()):
+def _record_config(cfg, new_folder, changes, state):
+    """config.yml becomes the config the next step trains with; the history says from where
+    (its first line for a new folder)."""
+    if not comm.is_main_process():
+        return
+    if new_folder:
+        get_logger("train").info("saved the merged config to %s", commit_config(cfg, start_record(cfg, state.epoch)))
+        return
+    if not changes:
         return
     reason = "runtime settings" if all(not c.affects_results for c in changes) else "accepted"
     commit_config(cfg, change_record(changes, state.epoch, state.iter_in_epoch, reason))
