@@ -141,6 +141,26 @@ def test_a_key_given_twice_is_refused_with_both_lines(tmp_path, text, line, firs
                                        f"(first at line {first})")
 
 
+def test_a_dataset_catalog_naming_a_dataset_twice_is_refused(tmp_path):
+    from tan.data import DatasetCatalog
+
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text("mine:\n  annotations: a.json\n  features: f.hdf5\nmine:\n  annotations: b.json\n"
+                       "  features: g.hdf5\n")
+    with pytest.raises(TanError, match=r"catalog file .*catalog.yaml.* \(DATASETS.CATALOG\), line 4: key 'mine' "
+                                       r"is given a second time \(first at line 1\)"):
+        DatasetCatalog(str(tmp_path), str(catalog)).get("mine")
+
+
+def test_malformed_yaml_is_one_line_saying_where():
+    from tan.utils.yaml_files import parse_yaml
+
+    with pytest.raises(TanError) as error:
+        parse_yaml("SOLVER: x\n  LR: 1\n", "config file 'c.yaml'")
+    assert str(error.value) == "config file 'c.yaml' is not valid YAML: line 2, column 5: mapping values are not " \
+                               "allowed here"
+
+
 def test_yaml_merge_keys_may_override_what_they_merge_in():
     from tan.utils.yaml_files import parse_yaml
 

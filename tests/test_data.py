@@ -140,7 +140,8 @@ def test_an_annotation_file_naming_a_video_twice_is_refused(tmp_path):
         annotations_module.load_annotations(str(path), "seconds")
 
 
-@pytest.mark.parametrize("damage", ["truncated", "text", "empty", "other arrays", "wrong width", "a folder"])
+@pytest.mark.parametrize("damage", ["truncated", "text", "empty", "other arrays", "wrong width", "other words",
+                                    "a folder"])
 def test_a_damaged_word_vector_cache_is_rebuilt_with_a_warning_whatever_the_damage(tmp_path, caplog, damage):
     from tan.data.text import cached_word_vectors
 
@@ -159,6 +160,8 @@ def test_a_damaged_word_vector_cache_is_rebuilt_with_a_warning_whatever_the_dama
         np.savez(cache, something=np.zeros(3))
     elif damage == "wrong width":
         np.savez(cache, words=np.asarray(["cut"]), vectors=np.zeros((1, 5), np.float32))
+    elif damage == "other words":  # every word of the datasets would be unknown
+        np.savez(cache, words=np.asarray(["saw", "x"]), vectors=np.zeros((2, 3), np.float32))
     else:
         cache.unlink()
         cache.mkdir()

@@ -155,32 +155,64 @@ def test_only_temporaries_of_writers_that_are_gone_are_removed(tmp_path):
         live.wait()
 
 
-def test_the_abandoned_copies_of_a_destination_are_removed_and_nothing_else(tmp_path):
-    """What a writer killed outright leaves beside DST: temporary files and folders (the
-    current names, the older "DST.PID.tmp", a folder swap's ".old"); a live writer's are kept."""
-    from tan.utils.io import remove_abandoned_temporaries
-
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], stdout=subprocess.PIPE,
+def gone_pid():
+    return subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], stdout=subprocess.PIPE,
                           text=True).stdout.strip()
+
+
+def test_the_abandoned_copies_of_a_destination_are_cleared_and_nothing_else(tmp_path):
+    """What a writer killed outright leaves beside DST: temporary files and folders (the
+    current names, older ones, a folder swap's ".old"); a live writer's are kept, and so are
+    another host's, whose pid says nothing here."""
+    from tan.utils import io as tan_io
+
+    dead, host = gone_pid(), tan_io._HOST_TAG
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     try:
-        gone = [f".dst.hdf5.{dead}.k3j2.tmp", f"dst.hdf5.{dead}.tmp", f".dst.{dead}.ab12.tmp",
-                f".dst.{dead}.cd34.tmp.old"]
-        kept = [f".dst.hdf5.{live.pid}.x9y8.tmp", ".dst.hdf5.nopid.tmp", "dst.hdf5", "dst", "other.hdf5",
-                f".other.hdf5.{dead}.q1w2.tmp"]
+        gone = [f".dst.hdf5.{dead}-{host}.k3j2.tmp", f".dst.hdf5.{dead}.old1.tmp", f"dst.hdf5.{dead}.tmp",
+                f".dst.{dead}-{host}.ab12.tmp"]
+        kept = [f".dst.hdf5.{live.pid}-{host}.x9y8.tmp", f".dst.hdf5.{dead}-0badcafe.r5t6.tmp",
+                ".dst.hdf5.nopid.tmp", "dst.hdf5", "dst", "other.hdf5", f".other.hdf5.{dead}-{host}.q1w2.tmp"]
         for name in gone + kept:
             if name.startswith(".dst.") and ".hdf5" not in name or name == "dst":
                 (tmp_path / name).mkdir()
                 (tmp_path / name / "v.npy").write_text("x")
             else:
                 (tmp_path / name).write_text("x")
-        removed = remove_abandoned_temporaries(str(tmp_path / "dst.hdf5")) + \
-            remove_abandoned_temporaries(str(tmp_path / "dst"))
-        assert sorted(removed) == sorted(str(tmp_path / n) for n in gone)
+        done = tan_io.remove_abandoned_temporaries(str(tmp_path / "dst.hdf5")) + \
+            tan_io.remove_abandoned_temporaries(str(tmp_path / "dst"))
+        assert sorted(done) == sorted(f"removed {tmp_path / n}" for n in gone)
         assert sorted(os.listdir(tmp_path)) == sorted(kept)
     finally:
         live.kill()
         live.wait()
+
+
+def test_a_folder_moved_aside_by_a_killed_swap_is_put_back(tmp_path):
+    """Killed between the swap's two renames: DST is gone, the old one is ".DST....tmp.old" and the
+    new one ".DST....tmp". The old one comes back, as for any conversion that did not finish."""
+    from tan.utils import io as tan_io
+
+    dead, host = gone_pid(), tan_io._HOST_TAG
+    new, old = tmp_path / f".dst.{dead}-{host}.ab12.tmp", tmp_path / f".dst.{dead}-{host}.ab12.tmp.old"
+    for folder, content in ((new, "new"), (old, "old")):
+        folder.mkdir()
+        (folder / "v.npy").write_text(content)
+    done = tan_io.remove_abandoned_temporaries(str(tmp_path / "dst"))
+    assert sorted(done) == sorted([f"removed {new}", f"put {old} back as {tmp_path / 'dst'}"])
+    assert os.listdir(tmp_path) == ["dst"] and (tmp_path / "dst" / "v.npy").read_text() == "old"
+
+
+def test_the_first_write_into_a_folder_clears_what_gone_writers_left_there(tmp_path):
+    from tan.utils import io as tan_io
+
+    dead, host = gone_pid(), tan_io._HOST_TAG
+    left = [f".metrics.json.{dead}-{host}.a1.tmp", f".predictions.jsonl.{dead}.b2.tmp"]
+    kept = [f".metrics.json.{dead}-0badcafe.c3.tmp", f".metrics.json.{os.getpid()}-{host}.d4.tmp"]
+    for name in left + kept:
+        (tmp_path / name).write_text("x")
+    tan_io.atomic_write_text(str(tmp_path / "metrics.json"), "{}\n")
+    assert sorted(os.listdir(tmp_path)) == sorted(kept + ["metrics.json"])
 
 
 # --- the folder's config is the truth ------------------------------------------------------------------------

@@ -17,12 +17,13 @@ A tool goes through three phases, and SIGINT does what suits each:
 Processes forked by a tool (DataLoader workers) inherit the handler and ignore
 SIGINT: a real Ctrl-C signals the whole foreground process group, and the
 tool, not each worker, decides how to stop (the workers' own KeyboardInterrupt
-would print tracebacks). A forked process that gets SIGTERM ends at once, as
-by default (that is how a DataLoader stops a worker that does not answer).
-Only tools install the handlers; a program that imports ``tan`` as a library
-keeps Python's usual KeyboardInterrupt and SIGTERM. A signal that the tool
-was started with ignored (``nohup``, a shell's ``&`` ignoring SIGINT) stays
-ignored.
+would print tracebacks). A forked process gets SIGTERM's default action back
+and ends on it at once (that is how a DataLoader stops a worker that does
+not answer). Only tools install the handlers; a program that imports ``tan``
+as a library keeps Python's usual KeyboardInterrupt and SIGTERM. A signal
+that the tool was started with ignored (a script's ``&`` ignores SIGINT)
+stays ignored here; training takes both signals over while it trains
+(tan/engine/interrupt.py), to stop with a checkpoint.
 
 This module is imported by tan/cli/__init__.py before anything heavy, so it
 uses the standard library only.
@@ -61,6 +62,7 @@ class _State:
     activity = DEFAULT_ACTIVITY
     reported = False  # the interruption's line has been printed
     sigterm_owner = None  # the pid that took SIGTERM over; forked children end on it
+    fork_hooks = False  # os.register_at_fork has our hooks
 
 
 def started_as_a_tool():
@@ -129,7 +131,7 @@ def _on_sigint(signum, frame):
 
 
 def _on_sigterm(signum, frame):
-    if os.getpid() != _State.sigterm_owner:  # a forked worker: end as SIGTERM's default action would
+    if os.getpid() != _State.sigterm_owner:  # a process forked outside os.fork's hooks: end as by default
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
         return
@@ -151,7 +153,35 @@ def _take_sigterm():
         return None
     signal.signal(signal.SIGTERM, _on_sigterm)
     _State.sigterm_owner = os.getpid()
+    if not _State.fork_hooks:
+        _State.fork_hooks = True
+        os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                            after_in_child=_after_fork_in_child)
     return current
+
+
+# A forked process (a DataLoader worker) must end on SIGTERM at once, as by default. Python
+# drops the signals a child receives before its fork hooks have run, so SIGTERM is blocked
+# across the fork and the child unblocks it only once SIG_DFL is in place: one that came
+# in between is then delivered, and ends it.
+def _ours():
+    return signal.getsignal(signal.SIGTERM) is _on_sigterm and threading.current_thread() is threading.main_thread()
+
+
+def _before_fork():
+    if _ours():
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+
+def _after_fork_in_parent():
+    if _ours():
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
+def _after_fork_in_child():
+    if _ours():
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 
 
 def _in_uninterruptible_code(frame):

@@ -15,7 +15,7 @@ from ..modeling.text_encoder import check_text_encoder
 from ..utils.events import check_tensorboard
 from ..utils.logger import log_file_failure, setup_logger
 from ..utils.rng import seed_everything
-from ..utils.yaml_files import read_text_file
+from ..utils.io import read_named_text
 from .run_folder import create_output_dir, open_run_folder
 
 
@@ -93,7 +93,7 @@ def _log_run(logger, args, cfg, device):
     logger.info("using %d process(es), device %s", comm.get_world_size(), device)
     logger.info("arguments: %s", args)
     if getattr(args, "config_file", None):
-        text = read_text_file(args.config_file, f"config file {args.config_file!r}")
+        text = read_named_text(args.config_file, f"config file {args.config_file!r}")
         logger.info("config file %s:\n%s", args.config_file, text.rstrip())
     logger.info("running with config:\n%s", cfg.dump().rstrip())
 

@@ -15,8 +15,8 @@ checkpoints' folder.
 Every checkpoint is read and checked against its config before any is
 evaluated: one that cannot be read (or does not fit) stops the command with
 nothing evaluated. With --keep-going it is left out instead, the others are
-evaluated and compared, and the command names what it left out and ends with
-exit status 2.
+evaluated and compared, the command names what it left out (also in
+OUTPUT_DIR/inference/left_out.json) and ends with exit status 2.
 
 Examples:
   tan-test --config-file configs/2dtan_synthetic.yaml
@@ -29,7 +29,7 @@ Examples:
 import os
 
 from ..data import RunData
-from ..engine.comparison import comparison_rows, format_comparison, write_comparison
+from ..engine.comparison import LEFT_OUT_NAME, comparison_rows, format_comparison, write_comparison
 from ..engine.recipes import run_test
 from ..engine.wrappers import prepare_model, wrap_distributed
 from ..modeling import build_model
@@ -93,10 +93,12 @@ def main(argv=None):
         folder = os.path.join(results_dir, "inference", evaluation.name)
         results[evaluation.name] = run_test(cfg, wrap_distributed(model, run.device, run.distributed), run.device,
                                             run.distributed, data[key], checkpoint, folder=folder)
-    if len(evaluations) > 1 and comm.is_main_process():
+    if several and comm.is_main_process():
         rows = comparison_rows(results, {e.name: e.checkpoint for e in evaluations})
-        paths = write_comparison(os.path.join(results_dir, "inference"), rows)
-        logger.info("comparison (* the best per dataset), also in %s and %s:\n%s", *paths, format_comparison(rows))
+        paths = write_comparison(os.path.join(results_dir, "inference"), rows, plan.left_out)
+        logger.info("comparison (* the best per dataset), also in %s and %s:\n%s%s", *paths, format_comparison(rows),
+                    f"\nleft out (also in {LEFT_OUT_NAME}): " + ", ".join(p for p, _ in plan.left_out)
+                    if plan.left_out else "")
     if plan.left_out:
         raise TanError(_left_out_text(plan, f"evaluated {len(evaluations)} of "
                                             f"{len(evaluations) + len(plan.left_out)} checkpoints"))

@@ -69,7 +69,7 @@ def worst_queries(results, dataset, count, checkpoint):
     if not os.path.isfile(path):
         raise TanError(f"--worst needs {path}, the predictions of {checkpoint}; run tan-test --ckpt {checkpoint} "
                        f"first (with the same --config-file and OUTPUT_DIR, if any)")
-    with open(path) as f:
+    with open(path, encoding="utf-8") as f:
         records = [json.loads(line) for line in f if line.strip()]
     records.sort(key=lambda r: (r["ious"][0] if r["ious"] else 0.0, r["index"]))
     return [r["index"] for r in records[:count]]

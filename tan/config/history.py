@@ -29,7 +29,7 @@ def _append(folder, record):
     path = os.path.join(folder, HISTORY_FILE)
     previous = ""
     if os.path.isfile(path):
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             previous = f.read()
     if previous and not previous.endswith("\n"):
         previous += "\n"
@@ -70,5 +70,5 @@ def read_history(folder):
     path = os.path.join(folder, HISTORY_FILE)
     if not os.path.isfile(path):
         return []
-    with open(path) as f:
+    with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]

@@ -10,8 +10,8 @@ import difflib
 from yacs.config import CfgNode
 
 from ..errors import TanError
-from ..utils.io import atomic_write_text
-from ..utils.yaml_files import parse_yaml, read_text_file
+from ..utils.io import atomic_write_text, read_named_text
+from ..utils.yaml_files import parse_yaml
 from .architecture import ARCHITECTURES, FEAT2D_NAMES, TEXT_ENCODERS, model_key, model_settings
 from .choices import AMP_MODES, NMS_UNITS, metric_names
 from .defaults import _C
@@ -64,7 +64,7 @@ def _merge(cfg, other, source):
 
 def _merge_file(cfg, path):
     source = f"config file {path!r}"
-    _merge_yaml(cfg, read_text_file(path, source), source)
+    _merge_yaml(cfg, read_named_text(path, source), source)
 
 
 def _merge_yaml(cfg, text, source):

@@ -25,7 +25,7 @@ import h5py
 import numpy as np
 
 from ..errors import TanError
-from ..utils.io import folder_replaced_when_done, remove_abandoned_temporaries, replaced_when_done
+from ..utils.io import folder_replaced_when_done, read_named_text, remove_abandoned_temporaries, replaced_when_done
 from ..utils.progress import progress
 from .feature_sources import HDF5_GROUP_KEY, NPZ_KEY, FolderFeatures, HDF5Features
 
@@ -185,11 +185,9 @@ def chosen_videos(source, videos=None):
 
 
 def read_video_list(path):
-    """Video ids of a text file, one a line (blank lines skipped)."""
-    if not os.path.isfile(path):
-        raise TanError(f"video list {path!r} (--videos) not found")
-    with open(path) as f:
-        return [line.strip() for line in f if line.strip()]
+    """Video ids of a UTF-8 text file, one a line (blank lines skipped)."""
+    text = read_named_text(path, f"video list {path!r} (--videos)")
+    return [line.strip() for line in text.splitlines() if line.strip()]
 
 
 def checked_shapes(source, videos):
@@ -284,13 +282,11 @@ class ConversionSummary:
     dtypes: tuple  # as written, sorted
     bytes_written: int
     seconds: float
-    removed: tuple = ()  # half-written copies of DST that killed conversions had left, removed first
+    removed: tuple = ()  # what killed conversions had left beside DST, cleared first (one line each)
 
     def text(self):
         shortest, median, longest = self.lengths
-        copies = "a half-written copy that a killed conversion" if len(self.removed) == 1 else \
-            f"{len(self.removed)} half-written copies that killed conversions"
-        removed = [f"removed {copies} had left: {', '.join(self.removed)}"] if self.removed else []
+        removed = [f"cleared what a killed conversion had left: {'; '.join(self.removed)}"] if self.removed else []
         return "\n".join(removed + [
             f"converted {self.videos} videos",
             f"  from {self.source}",
@@ -315,9 +311,10 @@ def convert_features(src, dst, to=None, layout=None, key=None, out_key=None, fil
     started = time.monotonic()
     target = target_of(dst, to)
     dtype_of(dtype)  # a bad dtype is reported before the source is read
-    check_destination(src, dst, target, overwrite)
-    # A conversion killed outright (SIGKILL, a crash) could not remove its temporary copy: this one does.
+    # A conversion killed outright (SIGKILL, a crash) could not clear its temporary copy, nor put back a
+    # DST it had moved aside for the new one: this one does, before DST is looked at.
     removed = tuple(remove_abandoned_temporaries(dst))
+    check_destination(src, dst, target, overwrite)
     source = open_stored(src, key)
     try:
         output = plan_output(source, dst, target, layout, file_format, out_key, dtype)

@@ -101,14 +101,20 @@ class _DamagedCache(Exception):
         self.reason = reason
 
 
-def _read_cache(cache, dim):
-    """{word: float32[dim]} of a cache file that :func:`cached_word_vectors` wrote; any
-    exception when it is not such a file (_DamagedCache when it reads but holds the wrong thing)."""
+def _read_cache(cache, vocab, dim):
+    """{word: float32[dim]} of a cache file that :func:`cached_word_vectors` wrote for
+    ``vocab``; any exception when it is not such a file (_DamagedCache when it reads but
+    holds the wrong thing)."""
     with np.load(cache, allow_pickle=False) as data:
         words, vectors = data["words"], data["vectors"]
-    if words.ndim != 1 or vectors.shape != (len(words), dim) or vectors.dtype != np.float32:
-        raise _DamagedCache(f"it holds {len(words)} words and vectors of shape {vectors.shape} "
-                            f"{vectors.dtype}, expected [{len(words)}, {dim}] float32")
+    if words.ndim != 1 or words.dtype.kind != "U" or vectors.shape != (len(words), dim) \
+            or vectors.dtype != np.float32:
+        raise _DamagedCache(f"it holds words of type {words.dtype} and shape {words.shape} and vectors of "
+                            f"shape {vectors.shape} {vectors.dtype}, expected [{len(words)}, {dim}] float32")
+    strangers = set(words.tolist()) - set(vocab)
+    if strangers:  # the name is made from the vocabulary, so its words can only be the vocabulary's
+        raise _DamagedCache(f"it holds {len(strangers)} words that are not the datasets', e.g. "
+                            f"{sorted(strangers)[0]!r}")
     return dict(zip(words.tolist(), vectors))
 
 
@@ -123,7 +129,7 @@ def cached_word_vectors(path, vocab, dim, cache_dir):
     logger = get_logger("data")
     if os.path.lexists(cache):
         try:
-            vectors = _read_cache(cache, dim)
+            vectors = _read_cache(cache, vocab, dim)
             logger.info("word vectors: %d read from the cache %s", len(vectors), cache)
             return vectors
         except Exception as e:  # noqa: BLE001 - a cache is only a copy: whatever the damage, rebuild it

@@ -11,6 +11,7 @@ from ..utils.signals import signals_held
 
 JSON_NAME = "comparison.json"
 CSV_NAME = "comparison.csv"
+LEFT_OUT_NAME = "left_out.json"  # the checkpoints asked for that the comparison lacks, and why
 
 
 def comparison_rows(results, checkpoints):
@@ -42,9 +43,11 @@ def format_comparison(rows):
     return "\n".join(lines)
 
 
-def write_comparison(folder, rows):
-    """``folder``/comparison.json and comparison.csv, written together (both new or both as they were).
-    Returns their paths."""
+def write_comparison(folder, rows, left_out=()):
+    """``folder``/comparison.json and comparison.csv, written together (both new or both as they were),
+    and left_out.json when checkpoints asked for were left out (``left_out``: [(path, why)]; an older
+    left_out.json is removed otherwise, so that it never describes another comparison). Returns the
+    paths of the comparison's two files."""
     metrics = metric_names()
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=["name", "checkpoint", "dataset", *metrics], lineterminator="\n")
@@ -53,7 +56,13 @@ def write_comparison(folder, rows):
         writer.writerow({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()})
     paths = os.path.join(folder, JSON_NAME), os.path.join(folder, CSV_NAME)
     os.makedirs(folder, exist_ok=True)
+    left_out_path = os.path.join(folder, LEFT_OUT_NAME)
     with signals_held():
         atomic_write_text(paths[0], json.dumps(rows, indent=2) + "\n")
         atomic_write_text(paths[1], text.getvalue())
+        if left_out:
+            atomic_write_text(left_out_path, json.dumps([{"checkpoint": path, "why": why} for path, why in left_out],
+                                                        indent=2) + "\n")
+        elif os.path.lexists(left_out_path):
+            os.unlink(left_out_path)
     return paths

@@ -47,7 +47,7 @@ def train(cfg, device, distributed, data, config_changes=(), new_folder=False):
     _apply_schedule_changes(cfg, config_changes, state, optimizer, scheduler)
     if os.path.isfile(final) and state.epoch > cfg.SOLVER.MAX_EPOCH:
         _record_config(cfg, new_folder, config_changes, state)
-        if os.path.abspath(checkpointer.loaded) != os.path.abspath(final):
+        if os.path.abspath(final) in map(os.path.abspath, checkpointer.unreadable):
             # model_final.pth could not be read and the run resumed from its last epoch's
             # checkpoint, which holds the same state: write the final model again from it.
             checkpointer.save(os.path.splitext(FINAL)[0], **resumed)

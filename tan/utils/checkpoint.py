@@ -128,6 +128,7 @@ class Checkpointer:
         self.save_dir = save_dir
         self.save_to_disk = save_to_disk
         self.loaded = None  # the file load() resumed from or loaded weights from, once it has
+        self.unreadable = []  # the checkpoints load() could not read and passed over for an older one
         self.logger = get_logger("checkpoint")
 
     def save(self, name, **arguments):
@@ -182,6 +183,7 @@ class Checkpointer:
             return latest, read_checkpoint(latest)
         except TanError as e:
             problem = e
+        self.unreadable.append(latest)
         for path in self._candidates():
             if os.path.abspath(path) == os.path.abspath(latest):
                 continue

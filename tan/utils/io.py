@@ -3,10 +3,13 @@
 Data goes to a temporary file in the destination folder, is flushed and
 synced, then renamed over the destination (rename is atomic on POSIX). A
 folder is written as a temporary folder beside its destination and swapped
-in when complete.
+in when complete. What a writer killed outright left behind is cleared by
+the next process that writes into the same folder (:func:`_sweep_once`).
 """
+import hashlib
 import os
 import shutil
+import socket
 import tempfile
 from contextlib import contextmanager
 
@@ -23,8 +26,8 @@ def _umask():
 def _atomic_write(path, write, mode):
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    # The writer's pid is in the name, so a clean-up can tell a live writer's file from a leftover.
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.{os.getpid()}.", suffix=".tmp", dir=folder)
+    _sweep_once(folder)
+    fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(os.path.basename(path)), suffix=".tmp", dir=folder)
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
         with os.fdopen(fd, mode) as f:
@@ -85,14 +88,34 @@ def _failed_write(error):
     return None
 
 
+# Temporaries are named ".NAME.PID-HOST.XXXXXX.tmp": the writer's pid, so that a clean-up
+# can tell a live writer's file from a leftover, and a tag of its host, so that a
+# folder shared by several machines never loses another machine's live temporary
+# (whose pid means nothing here).
+_HOST_TAG = hashlib.sha1(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+_OLD = ".old"  # the suffix of a folder moved aside while a new one is swapped in (_swap_in)
+
+
+def _temporary_prefix(name):
+    return f".{name}.{os.getpid()}-{_HOST_TAG}."
+
+
 def temporary_writer(name):
-    """For a file name of this module's temporaries (".NAME.PID.XXXXXX.tmp"), the
-    writer's pid (0 for a name without one, as older versions wrote); None for
-    any other name."""
+    """For a file name of this module's temporaries, the writer's pid when it ran on
+    this host (".NAME.PID-HOST.XXXXXX.tmp"; older versions wrote ".NAME.PID.XXXXXX.tmp",
+    taken as this host's), 0 for such a name without a pid; None for any other name
+    and for another host's temporaries."""
     if not (name.startswith(".") and name.endswith(".tmp")):
         return None
     parts = name[:-len(".tmp")].rsplit(".", 2)
-    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else 0
+    if len(parts) != 3:
+        return 0
+    pid, _, host = parts[1].partition("-")
+    if not pid.isdigit():
+        return 0
+    if host and host != _HOST_TAG:
+        return None
+    return int(pid)
 
 
 def writer_alive(pid):
@@ -106,53 +129,89 @@ def writer_alive(pid):
     return True
 
 
-def _temporary_of(name, entry):
-    """The pid that wrote ``entry`` as a temporary of the file or folder ``name``, else None:
-    ".NAME.PID.XXXXXX.tmp" (and the ".old" a folder swap moves aside), or "NAME.PID.tmp",
-    as :func:`replaced_when_done` named its files before."""
-    if entry.startswith(f".{name}.") and entry.endswith((".tmp", ".tmp.old")):
-        pid = temporary_writer(entry[:-len(".old")] if entry.endswith(".old") else entry)
-        return pid or None
+def _abandoned_writer(entry):
+    """The pid of the gone writer that left ``entry`` (a temporary of this module's, or a
+    folder a swap moved aside), else None (not one, or its writer runs or is unknown)."""
+    pid = temporary_writer(entry[:-len(_OLD)] if entry.endswith(".tmp" + _OLD) else entry)
+    if not pid or pid == os.getpid() or writer_alive(pid):
+        return None
+    return pid
+
+
+def _legacy_writer(name, entry):
+    """The gone writer of ``entry`` when it is "NAME.PID.tmp", as replaced_when_done named its files before."""
     rest = entry[len(name) + 1:] if entry.startswith(f"{name}.") else ""
-    return int(rest[:-len(".tmp")]) if rest.endswith(".tmp") and rest[:-len(".tmp")].isdigit() else None
+    pid = rest[:-len(".tmp")] if rest.endswith(".tmp") else ""
+    return int(pid) if pid.isdigit() and int(pid) != os.getpid() and not writer_alive(int(pid)) else None
+
+
+def _clear(folder, entry):
+    """Remove ``entry`` of ``folder``; a folder moved aside by a swap that was killed before the
+    new folder took its place is put back instead. Returns what was done, or None."""
+    full = os.path.join(folder, entry)
+    try:
+        if entry.endswith(".tmp" + _OLD):
+            original = os.path.join(folder, entry[1:-len(".tmp" + _OLD)].rsplit(".", 2)[0])
+            if not os.path.lexists(original):
+                os.rename(full, original)
+                return f"put {full} back as {original}"
+        if os.path.isdir(full) and not os.path.islink(full):
+            shutil.rmtree(full)
+        else:
+            os.unlink(full)
+        return f"removed {full}"
+    except OSError:
+        return None
 
 
 def remove_abandoned_temporaries(path):
-    """Remove what writers of ``path`` that are gone (killed by SIGKILL, a crash, a
+    """Clear what writers of ``path`` that are gone (killed by SIGKILL, a crash, a
     power cut) left beside it: the temporary files and folders of this module's
-    atomic writes. A live writer's temporaries are kept. Returns the paths removed."""
+    atomic writes (a folder that a killed swap had moved aside is put back where
+    ``path`` is missing). A live writer's temporaries, and another host's, are kept.
+    Returns what was done, one line each."""
     folder, name = os.path.split(os.path.abspath(path))
     try:
         entries = sorted(os.listdir(folder))
     except OSError:
         return []
-    removed = []
+    done = []
     for entry in entries:
-        pid = _temporary_of(name, entry)
-        if pid is None or pid == os.getpid() or writer_alive(pid):
-            continue
-        full = os.path.join(folder, entry)
-        try:
-            if os.path.isdir(full) and not os.path.islink(full):
-                shutil.rmtree(full)
-            else:
-                os.unlink(full)
-            removed.append(full)
-        except OSError:
-            pass
-    return removed
+        ours = entry.startswith(f".{name}.") and _abandoned_writer(entry) is not None
+        if ours or _legacy_writer(name, entry) is not None:
+            done.append(_clear(folder, entry))
+    return [d for d in done if d]
+
+
+_SWEPT = set()  # folders this process has cleared of abandoned temporaries
+
+
+def _sweep_once(folder):
+    """Before this process's first write into ``folder``: clear the temporaries that
+    gone writers left there (of any file), so that no killed run's leftovers stay."""
+    if folder in _SWEPT:
+        return
+    _SWEPT.add(folder)
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return
+    for entry in entries:
+        if _abandoned_writer(entry) is not None:
+            _clear(folder, entry)
 
 
 @contextmanager
 def replaced_when_done(path):
     """For files written by a library that wants a path (h5py): yields a temporary
-    path beside ``path`` (its folder made if need be; ".NAME.PID.XXXXXX.tmp", as
+    path beside ``path`` (its folder made if need be; ".NAME.PID-HOST.XXXXXX.tmp", as
     temporary_writer reads it), renamed over it when the block ends normally and
     removed when it raises (Ctrl-C, or SIGTERM in a tool, included), so no
     half-written file remains."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.{os.getpid()}.", suffix=".tmp", dir=folder)
+    _sweep_once(folder)
+    fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(os.path.basename(path)), suffix=".tmp", dir=folder)
     os.close(fd)
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
@@ -170,12 +229,13 @@ def replaced_when_done(path):
 @contextmanager
 def folder_replaced_when_done(path):
     """The same for a folder: yields a temporary folder beside ``path``
-    (".NAME.PID.XXXXXX.tmp", as temporary_writer reads it), put at ``path``
+    (".NAME.PID-HOST.XXXXXX.tmp", as temporary_writer reads it), put at ``path``
     when the block ends normally and deleted when it raises (Ctrl-C
     included). A folder already at ``path`` is replaced."""
     parent, name = os.path.split(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".{name}.{os.getpid()}.", suffix=".tmp", dir=parent)
+    _sweep_once(parent)
+    tmp = tempfile.mkdtemp(prefix=_temporary_prefix(name), suffix=".tmp", dir=parent)
     try:
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; give the usual permissions
         yield tmp
@@ -195,7 +255,7 @@ def _swap_in(new, path):
     if not os.path.lexists(path):
         os.rename(new, path)
         return
-    old = f"{new}.old"
+    old = new + _OLD
     os.rename(path, old)
     try:
         os.rename(new, path)
@@ -220,6 +280,18 @@ def read_named_file(path, source, size=-1):
             return f.read(size)
     except OSError as e:
         raise TanError(f"{source} cannot be read: {e.strerror or e}") from None
+
+
+def read_named_text(path, source):
+    """The text of the UTF-8 file a user named (a byte-order mark is dropped); TanError
+    naming ``source`` when it is a folder, missing, unreadable, or not UTF-8."""
+    data = read_named_file(path, source)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise TanError(f"{source} is not UTF-8 text (byte 0x{data[e.start]:02x} on line {line}); save it as "
+                       f"UTF-8") from None
 
 
 def atomic_write_text(path, text):

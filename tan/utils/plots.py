@@ -95,15 +95,19 @@ def read_metrics(path):
     if not os.path.isfile(path):
         raise TanError(f"metrics file {path!r} not found (training writes OUTPUT_DIR/metrics.jsonl)")
     train, val = [], []
-    with open(path) as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                raise TanError(f"{path}:{line_no}: not a JSON line") from None
-            (val if "dataset" in record else train).append(record)
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.readlines()
+    except UnicodeDecodeError as e:
+        raise TanError(f"metrics file {path!r} is not UTF-8 text ({e.reason} at byte {e.start}): damaged?") from None
+    for line_no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            raise TanError(f"{path}:{line_no}: not a JSON line") from None
+        (val if "dataset" in record else train).append(record)
     if not train and not val:
         raise TanError(f"{path} holds no training or validation record")
     return train, val

@@ -11,7 +11,7 @@ numbers of both.
 import yaml
 
 from ..errors import TanError
-from .io import read_named_file
+from .io import read_named_text
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -49,21 +49,19 @@ def parse_yaml(text, source):
                        f"{e.first}); plain YAML would keep the last one and drop the first without a word; merge "
                        f"them into one") from None
     except yaml.YAMLError as e:
-        raise TanError(f"{source} is not valid YAML: {e}") from None
+        raise TanError(f"{source} is not valid YAML: {_one_line(e)}") from None
 
 
-def read_text_file(path, source):
-    """The text of UTF-8 file ``path`` (a byte-order mark is dropped); TanError naming
-    ``source`` when it is missing, a folder, unreadable, or not UTF-8."""
-    data = read_named_file(path, source)
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise TanError(f"{source} is not UTF-8 text (byte 0x{data[e.start]:02x} on line {line}); save it as "
-                       f"UTF-8") from None
+def _one_line(error):
+    """PyYAML's error on one line: where, then what (its own text spans several, with a caret drawing)."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None)
+    if mark is None or not problem:
+        return " ".join(str(error).split())
+    context = getattr(error, "context", None)
+    return f"line {mark.line + 1}, column {mark.column + 1}: {(context + ', ') if context else ''}{problem}"
 
 
 def read_yaml_file(path, source):
     """:func:`parse_yaml` of the UTF-8 file ``path``."""
-    return parse_yaml(read_text_file(path, source), source)
+    return parse_yaml(read_named_text(path, source), source)
