@@ -166,7 +166,7 @@ def test_the_abandoned_copies_of_a_destination_are_cleared_and_nothing_else(tmp_
     another host's, whose pid says nothing here."""
     from tan.utils import io as tan_io
 
-    dead, host = gone_pid(), tan_io._HOST_TAG
+    dead, host = gone_pid(), tan_io.HOST_TAG
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     try:
         gone = [f".dst.hdf5.{dead}-{host}.k3j2.tmp", f".dst.hdf5.{dead}.old1.tmp", f"dst.hdf5.{dead}.tmp",
@@ -193,7 +193,7 @@ def test_a_folder_moved_aside_by_a_killed_swap_is_put_back(tmp_path):
     new one ".DST....tmp". The old one comes back, as for any conversion that did not finish."""
     from tan.utils import io as tan_io
 
-    dead, host = gone_pid(), tan_io._HOST_TAG
+    dead, host = gone_pid(), tan_io.HOST_TAG
     new, old = tmp_path / f".dst.{dead}-{host}.ab12.tmp", tmp_path / f".dst.{dead}-{host}.ab12.tmp.old"
     for folder, content in ((new, "new"), (old, "old")):
         folder.mkdir()
@@ -206,7 +206,7 @@ def test_a_folder_moved_aside_by_a_killed_swap_is_put_back(tmp_path):
 def test_the_first_write_into_a_folder_clears_what_gone_writers_left_there(tmp_path):
     from tan.utils import io as tan_io
 
-    dead, host = gone_pid(), tan_io._HOST_TAG
+    dead, host = gone_pid(), tan_io.HOST_TAG
     left = [f".metrics.json.{dead}-{host}.a1.tmp", f".predictions.jsonl.{dead}.b2.tmp"]
     kept = [f".metrics.json.{dead}-0badcafe.c3.tmp", f".metrics.json.{os.getpid()}-{host}.d4.tmp"]
     for name in left + kept:

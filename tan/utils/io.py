@@ -92,12 +92,12 @@ def _failed_write(error):
 # can tell a live writer's file from a leftover, and a tag of its host, so that a
 # folder shared by several machines never loses another machine's live temporary
 # (whose pid means nothing here).
-_HOST_TAG = hashlib.sha1(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+HOST_TAG = hashlib.sha1(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
 _OLD = ".old"  # the suffix of a folder moved aside while a new one is swapped in (_swap_in)
 
 
 def _temporary_prefix(name):
-    return f".{name}.{os.getpid()}-{_HOST_TAG}."
+    return f".{name}.{os.getpid()}-{HOST_TAG}."
 
 
 def temporary_writer(name):
@@ -113,7 +113,7 @@ def temporary_writer(name):
     pid, _, host = parts[1].partition("-")
     if not pid.isdigit():
         return 0
-    if host and host != _HOST_TAG:
+    if host and host != HOST_TAG:
         return None
     return int(pid)
 
