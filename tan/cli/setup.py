@@ -13,9 +13,9 @@ from ..errors import TanError
 from ..utils import comm
 from ..modeling.text_encoder import check_text_encoder
 from ..utils.events import check_tensorboard
+from ..utils.io import read_named_text
 from ..utils.logger import log_file_failure, setup_logger
 from ..utils.rng import seed_everything
-from ..utils.io import read_named_text
 from .run_folder import create_output_dir, open_run_folder
 
 

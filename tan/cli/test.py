@@ -32,12 +32,12 @@ from ..data import RunData
 from ..engine.comparison import LEFT_OUT_NAME, comparison_rows, format_comparison, write_comparison
 from ..engine.recipes import run_test
 from ..engine.wrappers import prepare_model, wrap_distributed
+from ..errors import TanError
 from ..modeling import build_model
 from ..utils import comm
 from ..utils.checkpoint import check_model_weights, load_model_weights, model_state_from, read_checkpoint
 from ..utils.logger import get_logger
 from .arguments import default_argument_parser
-from ..errors import TanError
 from .checkpoints import KEEP_GOING_FLAG, plan_evaluations
 from . import interrupts
 from .exits import run_cli

@@ -121,8 +121,9 @@ def _merge_overrides(cfg, opts):
             node = node[part]
         if isinstance(node, CfgNode):
             raise TanError(f"command line: {key} is a section, not a key")
-        if isinstance(node, float) and isinstance(value, str) and _is_int(_literal(value)):
-            opts[k + 1] = repr(float(_literal(value)))  # as for YAML (_floats_where_expected)
+        literal = _literal(value) if isinstance(node, float) and isinstance(value, str) else None
+        if _is_int(literal):
+            opts[k + 1] = repr(float(literal))  # as for YAML (_floats_where_expected)
     try:
         cfg.merge_from_list(opts)
     except (ValueError, KeyError, AssertionError) as e:

@@ -326,8 +326,9 @@ class RunData:
                 return source.read(video)
         files = sorted({_describe(e["features"]) for e in present})
         absent = sorted({_describe(e["features"]) for e in entries} - set(files))
-        raise UnknownVideoError(f"video {video!r} is in none of the configured feature files ({', '.join(files) or 'none'}"
-                       f"{'; not on disk: ' + ', '.join(absent) if absent else ''}); pass --features FILE")
+        raise UnknownVideoError(f"video {video!r} is in none of the configured feature files "
+                                f"({', '.join(files) or 'none'}{'; not on disk: ' + ', '.join(absent) if absent else ''}"
+                                f"); pass --features FILE")
 
     def video_duration(self, video):
         """Seconds, from the annotations of the configured datasets that are on disk; None when not found."""

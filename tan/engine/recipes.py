@@ -9,7 +9,7 @@ from ..utils import comm
 from ..utils.checkpoint import (BEST, FINAL, Checkpointer, checkpoint_name, last_checkpoint, load_model_weights,
                                 model_state_from, read_checkpoint, run_info)
 from ..utils.logger import get_logger
-from .hooks import LoopPlan
+from .hooks import FINAL_NAME, LoopPlan
 from .inference import inference
 from .precision import make_grad_scaler
 from .state import TrainingState
@@ -50,11 +50,11 @@ def train(cfg, device, distributed, data, config_changes=(), new_folder=False):
         if os.path.abspath(final) in map(os.path.abspath, checkpointer.unreadable):
             # model_final.pth could not be read and the run resumed from its last epoch's
             # checkpoint, which holds the same state: write the final model again from it.
-            checkpointer.save(os.path.splitext(FINAL)[0], **resumed)
+            checkpointer.save(FINAL_NAME, **resumed)
             logger.warning("%s could not be read; written again from %s, which holds all %d epochs", final,
                            checkpointer.loaded, cfg.SOLVER.MAX_EPOCH)
-            return model, final
-        logger.info("%s exists and holds all %d epochs: nothing to train", final, cfg.SOLVER.MAX_EPOCH)
+        else:
+            logger.info("%s exists and holds all %d epochs: nothing to train", final, cfg.SOLVER.MAX_EPOCH)
         return model, final
     model = maybe_compile(cfg, wrap_distributed(model, device, distributed))
     by_video = unwrap(model).BATCHES_BY_VIDEO  # MMN trains and evaluates on videos with their sentences

@@ -129,20 +129,22 @@ def writer_alive(pid):
     return True
 
 
-def _abandoned_writer(entry):
-    """The pid of the gone writer that left ``entry`` (a temporary of this module's, or a
-    folder a swap moved aside), else None (not one, or its writer runs or is unknown)."""
+def _abandoned(entry, unknown_writers):
+    """Whether ``entry`` is a temporary of this module's (or a folder a swap moved aside)
+    whose writer is gone from this host; one that names no writer counts with ``unknown_writers``."""
     pid = temporary_writer(entry[:-len(_OLD)] if entry.endswith(".tmp" + _OLD) else entry)
-    if not pid or pid == os.getpid() or writer_alive(pid):
-        return None
-    return pid
+    if pid is None:
+        return False
+    if pid == 0:
+        return unknown_writers
+    return pid != os.getpid() and not writer_alive(pid)
 
 
-def _legacy_writer(name, entry):
-    """The gone writer of ``entry`` when it is "NAME.PID.tmp", as replaced_when_done named its files before."""
+def _legacy_abandoned(name, entry):
+    """Whether ``entry`` is "NAME.PID.tmp", as replaced_when_done named its files before, of a gone writer."""
     rest = entry[len(name) + 1:] if entry.startswith(f"{name}.") else ""
     pid = rest[:-len(".tmp")] if rest.endswith(".tmp") else ""
-    return int(pid) if pid.isdigit() and int(pid) != os.getpid() and not writer_alive(int(pid)) else None
+    return pid.isdigit() and int(pid) != os.getpid() and not writer_alive(int(pid))
 
 
 def _clear(folder, entry):
@@ -164,23 +166,34 @@ def _clear(folder, entry):
         return None
 
 
-def remove_abandoned_temporaries(path):
-    """Clear what writers of ``path`` that are gone (killed by SIGKILL, a crash, a
-    power cut) left beside it: the temporary files and folders of this module's
-    atomic writes (a folder that a killed swap had moved aside is put back where
-    ``path`` is missing). A live writer's temporaries, and another host's, are kept.
-    Returns what was done, one line each."""
-    folder, name = os.path.split(os.path.abspath(path))
+def clear_abandoned_temporaries(folder, name=None, unknown_writers=False):
+    """Clear what writers that are gone (killed by SIGKILL, a crash, a power cut) left in
+    ``folder``: the temporary files and folders of this module's writes (of file or folder
+    ``name`` only, when given; a folder that a killed swap had moved aside is put back where
+    its destination is missing). A live writer's temporaries, and another host's, are kept;
+    those that name no writer (older versions') are cleared only with ``unknown_writers``,
+    for a caller that holds the folder alone. Returns [(entry, what was done)], by name."""
     try:
         entries = sorted(os.listdir(folder))
     except OSError:
         return []
     done = []
     for entry in entries:
-        ours = entry.startswith(f".{name}.") and _abandoned_writer(entry) is not None
-        if ours or _legacy_writer(name, entry) is not None:
-            done.append(_clear(folder, entry))
-    return [d for d in done if d]
+        if name is None or entry.startswith(f".{name}."):
+            ours = _abandoned(entry, unknown_writers)
+        else:
+            ours = _legacy_abandoned(name, entry)
+        what = _clear(folder, entry) if ours else None
+        if what:
+            done.append((entry, what))
+    return done
+
+
+def remove_abandoned_temporaries(path):
+    """:func:`clear_abandoned_temporaries` of what writers of ``path`` left beside it.
+    Returns what was done, one line each."""
+    folder, name = os.path.split(os.path.abspath(path))
+    return [what for _, what in clear_abandoned_temporaries(folder, name)]
 
 
 _SWEPT = set()  # folders this process has cleared of abandoned temporaries
@@ -189,16 +202,9 @@ _SWEPT = set()  # folders this process has cleared of abandoned temporaries
 def _sweep_once(folder):
     """Before this process's first write into ``folder``: clear the temporaries that
     gone writers left there (of any file), so that no killed run's leftovers stay."""
-    if folder in _SWEPT:
-        return
-    _SWEPT.add(folder)
-    try:
-        entries = os.listdir(folder)
-    except OSError:
-        return
-    for entry in entries:
-        if _abandoned_writer(entry) is not None:
-            _clear(folder, entry)
+    if folder not in _SWEPT:
+        _SWEPT.add(folder)
+        clear_abandoned_temporaries(folder)
 
 
 @contextmanager

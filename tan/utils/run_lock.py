@@ -19,7 +19,7 @@ import socket
 import sys
 
 from ..errors import TanError
-from .io import temporary_writer, writer_alive
+from .io import clear_abandoned_temporaries, writer_alive
 
 LOCK_FILE = "run.lock"
 
@@ -28,18 +28,9 @@ def remove_stale_temporaries(folder):
     """Remove the temporaries of atomic writes (tan/utils/io.py) that writers
     which are gone (killed mid-save) left in ``folder``; a live writer's file
     is kept. Called while holding the folder's lock, so no other run of this
-    folder can be writing there. Returns the names removed."""
-    removed = []
-    for name in sorted(os.listdir(folder)):
-        pid = temporary_writer(name)
-        if pid is None or (pid and pid != os.getpid() and writer_alive(pid)):
-            continue
-        try:
-            os.unlink(os.path.join(folder, name))
-            removed.append(name)
-        except OSError:
-            pass
-    return removed
+    folder can be writing there, and those that name no writer go too.
+    Returns the names removed."""
+    return [entry for entry, _ in clear_abandoned_temporaries(folder, unknown_writers=True)]
 
 
 def describe_holder(holder):
