@@ -1,4 +1,5 @@
-"""tan: config-driven training and evaluation of 2D-TAN and MMN for temporal video grounding.
+"""tan: config-driven training and evaluation of 2D-map models for temporal video grounding
+(2D-TAN and MMN built in; more as plug-ins, docs/models.md).
 
 The Python API (tan/api.py; the README's "Python API" section)::
 
@@ -8,7 +9,7 @@ The Python API (tan/api.py; the README's "Python API" section)::
     moments = model.ground(video, ["the cook holds the pan."], topk=5)
 """
 
-__version__ = "0.1.0"
+from .version import __version__
 
 # The API is imported on first use, so that `import tan` (and every command's
 # start) does not pay for torch until it is needed.

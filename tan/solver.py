@@ -3,15 +3,17 @@ from collections import Counter
 
 import torch
 
-
-# MMN's AdamW settings (its train_net.py); TAN trains with plain Adam.
-ADAMW_BETAS, ADAMW_WEIGHT_DECAY = (0.9, 0.99), 1e-5
+from .config.models import OPTIMIZERS, model_class
 
 
 def build_optimizer(cfg, model):
-    """The model's recipe (its OPTIMIZER and parameter groups): Adam for TAN;
-    AdamW for MMN, with DistilBERT at a smaller rate. Each group's rate is
+    """The optimizer of the model's recipe (``recipe(cfg)``: Adam or AdamW, with
+    their settings) over its ``parameter_groups()``. Each group's rate is
     SOLVER.LR times its ``lr_scale``."""
+    recipe = model_class(cfg).recipe(cfg)
+    if recipe.optimizer not in OPTIMIZERS:
+        raise ValueError(f"model {cfg.MODEL.ARCHITECTURE!r}: its recipe's optimizer {recipe.optimizer!r} is not one "
+                         f"of {', '.join(OPTIMIZERS)}")
     groups = model.parameter_groups()
     for group in groups:
         group["lr"] = cfg.SOLVER.LR * group["lr_scale"]
@@ -21,9 +23,9 @@ def build_optimizer(cfg, model):
     # Both compute the update exactly as the plain loop does, up to rounding.
     on_cuda = all(p.is_cuda for p in params)
     fast = dict(fused=on_cuda or None, foreach=None if on_cuda else True)
-    if model.OPTIMIZER == "adamw":
-        return torch.optim.AdamW(groups, lr=cfg.SOLVER.LR, betas=ADAMW_BETAS, weight_decay=ADAMW_WEIGHT_DECAY, **fast)
-    return torch.optim.Adam(groups, lr=cfg.SOLVER.LR, **fast)
+    options = {k: v for k, v in (("betas", recipe.betas), ("weight_decay", recipe.weight_decay)) if v is not None}
+    optimizer = torch.optim.AdamW if recipe.optimizer == "adamw" else torch.optim.Adam
+    return optimizer(groups, lr=cfg.SOLVER.LR, **options, **fast)
 
 
 def build_lr_scheduler(cfg, optimizer):

@@ -1,34 +1,29 @@
-"""Which settings subtree a run's model reads.
+"""The settings subtree that a run's model reads, for code that needs a model's
+value without knowing the model.
 
-Every meta-architecture keeps its settings under MODEL.{ARCHITECTURE}
-(MODEL.TAN, MODEL.MMN), with the same names for the parts they share
-(NUM_CLIPS, FEATPOOL, FEAT2D, PREDICTOR), so that code that needs only the
-map's geometry or the feature size reads them here without knowing the model.
+Every model keeps its settings under MODEL.{ARCHITECTURE}. The one value the
+core needs from it is the width of the clip features the model reads (data
+checks and prediction compare the files with it); the model says which of its
+keys that is (``INPUT_SIZE_KEY``).
 """
-from ..errors import TanError
-
-# The architectures with a settings subtree (MODEL.ARCHITECTURE).
-ARCHITECTURES = ("TAN", "MMN")
-# MODEL.MMN.TEXT_ENCODER.NAME: DistilBERT over word pieces, or an LSTM over GloVe vectors.
-TEXT_ENCODERS = ("BERT", "LSTM")
-# FEAT2D.NAME: the max-pooled map or the learned convolutional map.
-FEAT2D_NAMES = ("pool", "conv")
+from .models import model_class
 
 
 def model_settings(cfg):
     """The MODEL.{ARCHITECTURE} node of ``cfg``."""
-    arch = cfg.MODEL.ARCHITECTURE
-    if arch not in ARCHITECTURES:
-        raise TanError(f"config key MODEL.ARCHITECTURE: expected one of {', '.join(ARCHITECTURES)}, got {arch!r}")
-    return cfg.MODEL[arch]
+    model_class(cfg)  # an unknown name: the message listing the registered ones
+    return cfg.MODEL[cfg.MODEL.ARCHITECTURE]
 
 
 def model_key(cfg, key):
-    """The full name of ``key`` in the architecture's subtree, for messages: MODEL.MMN.NUM_CLIPS."""
+    """The full name of ``key`` in the model's subtree, for messages: MODEL.{ARCHITECTURE}.{key}."""
     return f"MODEL.{cfg.MODEL.ARCHITECTURE}.{key}"
 
 
-def text_encoder_name(cfg):
-    """How sentences enter the model: "BERT" (word-piece ids) or "LSTM" (GloVe vectors; always for TAN)."""
-    settings = model_settings(cfg)
-    return settings.TEXT_ENCODER.NAME if "TEXT_ENCODER" in settings else "LSTM"
+def feature_size(cfg):
+    """(width of the clip features the model reads, the full config key that sets it)."""
+    relative = model_class(cfg).INPUT_SIZE_KEY
+    node = model_settings(cfg)
+    for part in relative.split("."):
+        node = node[part]
+    return node, model_key(cfg, relative)

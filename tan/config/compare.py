@@ -4,9 +4,12 @@ A training folder's config.yml says what its checkpoints were trained with;
 a run that continues the folder compares its config with that file before
 writing anything (tan/cli/setup.py). Keys listed here decide only how or
 where the work runs, never what is learned or measured: they may change
-between the runs of one folder. Every other key is guarded.
+between the runs of one folder; so may the keys that the run's model lists
+in its RUNTIME_KEYS. Every other key is guarded.
 """
 from typing import Any, NamedTuple
+
+from .models import MODELS
 
 # Where files are found, how fast and on what the work runs, what is logged
 # and how often checkpoints are kept: the trained weights and the test
@@ -16,6 +19,7 @@ from typing import Any, NamedTuple
 # which files are read, so they are guarded; DATASETS.ROOT only says where.
 RUNTIME_KEYS = (
     "OUTPUT_DIR",  # a moved or copied run folder
+    "PLUGINS",  # where the code is found; MODEL.ARCHITECTURE says which model
     "DATASETS.ROOT",  # the same files, elsewhere
     "DATASETS.CACHE_DIR",
     "INPUT.FEATURE_CACHE_SIZE",
@@ -27,9 +31,7 @@ RUNTIME_KEYS = (
     "DISTRIBUTED.TIMEOUT",
     "MODEL.DEVICE",
     "MODEL.CHANNELS_LAST",
-    "MODEL.TAN.PREDICTOR.STRIP_ROWS",  # the same convolutions, computed where needed
-    "MODEL.MMN.PREDICTOR.STRIP_ROWS",
-    "SOLVER.RESUME",  # MMN's keys, accepted and unused: tan always resumes from OUTPUT_DIR
+    "SOLVER.RESUME",  # reference codes' keys, accepted and unused: tan always resumes from OUTPUT_DIR
     "SOLVER.RESUME_EPOCH",
     "DATASETS.NAME",  # a label
     "SOLVER.COMPILE",
@@ -45,13 +47,24 @@ class Change(NamedTuple):
     key: str
     old: Any
     new: Any
+    runtime: bool = False  # a key that never changes a result (RUNTIME_KEYS, the model's RUNTIME_KEYS)
 
     @property
     def affects_results(self):
-        return self.key not in RUNTIME_KEYS
+        return not self.runtime
 
     def __str__(self):
         return f"{self.key}: {self.old!r} -> {self.new!r}"
+
+
+def runtime_keys(*cfgs):
+    """RUNTIME_KEYS and, for the model of each of ``cfgs``, its own (as full keys)."""
+    keys = set(RUNTIME_KEYS)
+    for cfg in cfgs:
+        name = cfg.MODEL.ARCHITECTURE
+        if name in MODELS:
+            keys.update(f"MODEL.{name}.{key}" for key in MODELS.get(name).RUNTIME_KEYS)
+    return keys
 
 
 def flatten(cfg, prefix=""):
@@ -68,4 +81,6 @@ def flatten(cfg, prefix=""):
 def config_changes(old, new):
     """The keys whose values differ between configs ``old`` and ``new``, sorted."""
     a, b = flatten(old), flatten(new)
-    return [Change(key, a.get(key), b.get(key)) for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key)]
+    runtime = runtime_keys(old, new)
+    return [Change(key, a.get(key), b.get(key), key in runtime) for key in sorted(set(a) | set(b))
+            if a.get(key) != b.get(key)]

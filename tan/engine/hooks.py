@@ -19,6 +19,7 @@ from ..errors import NonFiniteLossError, TanError, TrainingInterrupted
 from ..utils import comm
 from ..utils.checkpoint import BEST, FINAL, read_checkpoint
 from ..utils.events import ScalarWriter
+from ..utils.hooks import HookBase
 from ..utils.logger import get_logger
 from ..utils.metric_logger import MetricLogger
 from .inference import inference
@@ -61,24 +62,7 @@ class Step(NamedTuple):
     data_time: float
     iter_time: float
     sync_point: bool
-    terms: Optional[dict] = None  # the loss's named terms when it has several (MMN), on the device
-
-
-class HookBase:
-    def before_train(self, state):
-        pass
-
-    def after_step(self, state, step):
-        pass
-
-    def after_epoch(self, state, epoch):
-        pass
-
-    def after_train(self, state):
-        pass
-
-    def close(self):
-        pass
+    terms: Optional[dict] = None  # the loss's named terms when it has several, on the device
 
 
 def _append_jsonl(path, record):

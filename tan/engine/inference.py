@@ -51,7 +51,7 @@ def inference(model, data_loader, dataset_name, nms_thresh, device, output_folde
               nms_units="seconds"):
     """Evaluate one test loader (``nms_units``: TEST.NMS_UNITS). Returns the metrics dict on rank 0, None elsewhere."""
     logger = get_logger("inference")
-    dataset = data_loader.dataset.by_query  # a loader of videos (MMN) holds the queries' dataset
+    dataset = data_loader.dataset.by_query  # a loader of videos holds the queries' dataset
     logger.info("evaluating on %s (%d queries)", dataset_name, len(dataset))
     start = time.perf_counter()
     predictions = _gather(compute_predictions(model, data_loader, device, nms_thresh, amp=amp, nms_units=nms_units))

@@ -7,9 +7,9 @@ computed once and shared by every sentence asked about it."""
 import numpy as np
 import torch
 
-from ..config.architecture import model_key, model_settings
+from ..config.architecture import feature_size
 from ..data.collate import pad_sentences
-from ..data.features import l2_normalize_rows, resample
+from ..data.features.rows import l2_normalize_rows, resample
 from ..errors import TanError
 from ..modeling import build_model
 from ..utils.checkpoint import load_model_weights, model_state_from, read_checkpoint
@@ -33,10 +33,10 @@ def prepare_features(cfg, feats):
     """Raw clip features [T, D_in] (array or tensor) -> the model's input [NUM_PRE_CLIPS, D_in],
     as the datasets prepare them (L2-normalised rows, resampled)."""
     feats = feats.detach().cpu().numpy() if torch.is_tensor(feats) else np.asarray(feats)
-    expected = model_settings(cfg).FEATPOOL.INPUT_SIZE
+    expected, expected_key = feature_size(cfg)
     if feats.ndim != 2 or feats.shape[1] != expected or feats.shape[0] == 0:
         raise TanError(f"features of shape {tuple(feats.shape)}; expected [T, {expected}] "
-                       f"({model_key(cfg, 'FEATPOOL.INPUT_SIZE')}) with T >= 1")
+                       f"({expected_key}) with T >= 1")
     feats = feats.astype(np.float32, copy=False)
     if not np.isfinite(feats).all():
         raise TanError("the video's features hold NaN or infinite values")

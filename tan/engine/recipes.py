@@ -1,6 +1,7 @@
 """The two things the tools do: train from a config, and test a model."""
 import os
 
+from ..config.models import model_class
 from ..config.history import HISTORY_FILE, change_record, commit_config, start_record
 from ..errors import TanError
 from ..modeling import build_model
@@ -57,7 +58,7 @@ def train(cfg, device, distributed, data, config_changes=(), new_folder=False):
             logger.info("%s exists and holds all %d epochs: nothing to train", final, cfg.SOLVER.MAX_EPOCH)
         return model, final
     model = maybe_compile(cfg, wrap_distributed(model, device, distributed))
-    by_video = unwrap(model).BATCHES_BY_VIDEO  # MMN trains and evaluates on videos with their sentences
+    by_video = model_class(cfg).batches_by_video(cfg)  # videos with their sentences, or queries
     train_loader = data.train_loader(distributed, by_video)
     val_loaders = data.val_loaders(distributed, by_video) if cfg.SOLVER.TEST_PERIOD > 0 else None
     LoopPlan.from_config(cfg, train_loader).check_resume(state)
@@ -114,7 +115,7 @@ def run_test(cfg, model, device, distributed, data, checkpoint="", folder=None):
     (default :func:`results_folder` of OUTPUT_DIR and ``checkpoint``)."""
     folder = folder or results_folder(cfg.OUTPUT_DIR, checkpoint)
     results = {}
-    for loader in data.test_loaders(distributed, unwrap(model).BATCHES_BY_VIDEO):
+    for loader in data.test_loaders(distributed, model_class(cfg).batches_by_video(cfg)):
         name = loader.dataset.name
         output = os.path.join(folder, name) if comm.is_main_process() else None
         results[name] = inference(model, loader, name, cfg.TEST.NMS_THRESH, device, output, checkpoint,

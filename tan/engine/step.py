@@ -17,13 +17,13 @@ def forward_batch(model, batch):
     return model(batch["feats"], batch["queries"], batch["wordlens"], batch.get("video_index"))
 
 
-def run_step(model, batch, optimizer, grad_scaler, amp, device):
+def run_step(model, batch, optimizer, grad_scaler, amp, device, clip_grad_norm=0.0):
     """Forward, loss, backward and update for one batch; returns (loss, its named terms).
 
     The losses are returned as device tensors and not read back, so nothing
     here waits for the device. ``grad_scaler`` is the one of make_grad_scaler:
     it scales the loss for fp16 and passes through otherwise. The gradient norm
-    is clipped where the model's recipe asks for it (MMN: 5).
+    is clipped at ``clip_grad_norm`` when it is positive (the model's recipe).
     """
     batch = move_batch(batch, device)
     core = unwrap(model)
@@ -34,10 +34,10 @@ def run_step(model, batch, optimizer, grad_scaler, amp, device):
     optimizer.zero_grad(set_to_none=True)
     scaling = grad_scaler is not None and grad_scaler.is_enabled()
     (grad_scaler.scale(loss) if scaling else loss).backward()
-    if core.CLIP_GRAD_NORM > 0:
+    if clip_grad_norm > 0:
         if scaling:
             grad_scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(core.parameters(), core.CLIP_GRAD_NORM)
+        torch.nn.utils.clip_grad_norm_(core.parameters(), clip_grad_norm)
     if scaling:
         grad_scaler.step(optimizer)
         grad_scaler.update()

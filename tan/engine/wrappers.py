@@ -20,8 +20,9 @@ def wrap_distributed(model, device, distributed):
     with warnings.catch_warnings():  # newer torch deprecates the name; the behaviour is the one we want
         warnings.filterwarnings("ignore", message=".*broadcast_buffers.*", category=FutureWarning)
         # Masks and weight maps are derived buffers, identical on every rank: no need to broadcast them.
-        # (MMN's batch-norm statistics stay per process, as in MMN's own training.)
-        # A frozen encoder (MMN's DistilBERT for its first epochs) gets no gradient: DDP must look for such parameters.
+        # (Batch-norm statistics stay per process, as in the reference trainings.)
+        # A frozen encoder (a pretrained text encoder in its first epochs) gets no gradient: DDP must look for such
+        # parameters.
         return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids, broadcast_buffers=False,
                                                          output_device=device.index if ids else None,
                                                          find_unused_parameters=model.has_unused_parameters)

@@ -1,10 +1,18 @@
-from . import mmn, tan  # noqa: F401  (register MMN and TAN)
-from .registry import META_ARCH_REGISTRY
+"""Models. This package is the built-in plug-in (tan/config/plugins.py): it
+registers 2D-TAN ("TAN", the default) and MMN, each in its own folder, beside
+the 2D-map pieces they share (map2d/). A model of another package registers
+itself the same way (docs/models.md)."""
+from ..config.models import model_class, set_default_model
+from . import mmn, tan2d  # noqa: F401  (register MMN and TAN)
+from .meta_arch import GroundingModel
+from .registry import META_ARCH_REGISTRY, register_model
+
+set_default_model("TAN")
 
 
 def build_model(cfg):
     """The model named by MODEL.ARCHITECTURE, built from the config."""
-    return META_ARCH_REGISTRY.get(cfg.MODEL.ARCHITECTURE)(cfg)
+    return model_class(cfg)(cfg)
 
 
-__all__ = ["build_model", "META_ARCH_REGISTRY"]
+__all__ = ["build_model", "GroundingModel", "META_ARCH_REGISTRY", "register_model"]

@@ -1,4 +1,6 @@
-from ..utils.registry import Registry
+"""The registry of models: MODEL.ARCHITECTURE names an entry (tan/config/models.py)."""
+from ..config.models import MODELS, register_model
 
-# MODEL.ARCHITECTURE names an entry here; each entry is called with the config.
-META_ARCH_REGISTRY = Registry("meta-architecture (MODEL.ARCHITECTURE)")
+META_ARCH_REGISTRY = MODELS
+
+__all__ = ["META_ARCH_REGISTRY", "MODELS", "register_model"]

@@ -11,6 +11,7 @@ import torch
 
 from ..errors import TanError
 from .io import atomic_torch_save, atomic_write_text, read_named_file
+from ..version import __version__
 from .logger import get_logger
 
 LAST_CHECKPOINT = "last_checkpoint"
@@ -39,14 +40,24 @@ def model_state_from(checkpoint, path):
     return _strip_prefix(state)
 
 
+def adapted(model, state):
+    """``state`` as ``model`` names its weights: a model maps a foreign checkpoint's names
+    onto its own in ``adapt_state_dict`` (the identity for its own checkpoints)."""
+    adapt = getattr(model, "adapt_state_dict", None)
+    return adapt(state) if adapt is not None else state
+
+
 def load_model_weights(model, state, path):
-    """Strict load with an error that lists what does not match."""
-    check_model_weights(model, state, path)
+    """Strict load (after the model's ``adapt_state_dict``) with an error that lists what does not match."""
+    state = adapted(model, state)
+    check_model_weights(model, state, path, adapt=False)
     model.load_state_dict(state)
 
 
-def check_model_weights(model, state, path):
+def check_model_weights(model, state, path, adapt=True):
     """An error that lists the names and shapes that differ when ``state`` does not fit ``model``."""
+    if adapt:
+        state = adapted(model, state)
     own = model.state_dict()
     missing = sorted(set(own) - set(state))
     unexpected = sorted(set(state) - set(own))
@@ -227,5 +238,4 @@ class Checkpointer:
 
 def run_info(cfg):
     """The ``info`` a training run's Checkpointer writes: the merged config and the package version."""
-    from .. import __version__
     return {CONFIG_FIELD: cfg.dump(), VERSION_FIELD: __version__}

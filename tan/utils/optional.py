@@ -3,11 +3,13 @@ error that says how to get them."""
 from ..errors import TanError
 
 
-def require_transformers():
-    """The transformers package, for MMN's DistilBERT (MODEL.MMN.TEXT_ENCODER.NAME "BERT")."""
+def require_transformers(asked_by="", alternative=""):
+    """The transformers package (the "bert" extra). ``asked_by``: the setting that needs
+    it, and ``alternative``: what to set instead, both for the error."""
     try:
         import transformers
     except ImportError:
-        raise TanError("MODEL.MMN.TEXT_ENCODER.NAME 'BERT' needs the transformers package: pip install "
-                       "'tan[bert]', or set MODEL.MMN.TEXT_ENCODER.NAME LSTM to use GloVe vectors") from None
+        who = f"{asked_by} needs" if asked_by else "this needs"
+        other = f", or {alternative}" if alternative else ""
+        raise TanError(f"{who} the transformers package: pip install 'tan[bert]'{other}") from None
     return transformers

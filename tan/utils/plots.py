@@ -121,7 +121,7 @@ def draw_curves(path, train, val, metrics=("R@1,IoU@0.5", "R@1,IoU@0.7", "R@5,Io
         its = [r["iteration"] for r in train]
         ax_loss.plot(its, [r["loss"] for r in train], label="loss (median of window)", linewidth=1)
         ax_loss.plot(its, [r["loss_avg"] for r in train], label="loss (running mean)", linewidth=1)
-        # a loss made of named terms (MMN: loss_iou, loss_vid, loss_sent) shows each of them too
+        # a loss made of named terms (loss_iou, loss_vid, loss_sent, ...) shows each of them too
         for term in sorted({k for r in train for k in r if k.startswith("loss_") and k != "loss_avg"}):
             ax_loss.plot([r["iteration"] for r in train if term in r], [r[term] for r in train if term in r],
                          label=term, linewidth=1, linestyle="--")

@@ -2,7 +2,7 @@
 from torch import nn
 from torch.nn import functional as F
 
-from .sentence import last_word_states
+from ..map2d.sentence import last_word_states
 
 
 class SentenceMapFusion(nn.Module):

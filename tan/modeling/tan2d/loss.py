@@ -2,7 +2,7 @@
 from torch import nn
 from torch.nn import functional as F
 
-from ..structures.moments import best_window_iou, cell_spans
+from ...structures.moments import best_window_iou, cell_spans
 
 
 class ScaledIoULoss(nn.Module):

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..structures.moments import best_window_iou, cell_seconds, cell_spans, temporal_iou
+from ...structures.moments import best_window_iou, cell_seconds, cell_spans, temporal_iou
 
 # MMN's IoU score is sigmoid(10 * cosine): the cosine's range [-1, 1] spread over the sigmoid.
 IOU_SCORE_SCALE = 10.0

@@ -2,7 +2,7 @@
 joint proposal conv (two embeddings per cell) and a text encoder (two
 embeddings per sentence), compared by cosine similarity.
 
-Training batches hold videos with their sentences (``BATCHES_BY_VIDEO``), so
+Training batches hold videos with their sentences (``batches_by_video``), so
 that every sentence has negatives in its own video and in the others.
 """
 from typing import NamedTuple
@@ -10,13 +10,19 @@ from typing import NamedTuple
 import torch
 from torch.nn import functional as F
 
-from .feat2d import build_feat2d
-from .featpool import build_featpool
+from ...config.models import Recipe, TextInputChoice, register_model
+from ...utils.hooks import HookBase
+from ..map2d.config import MAP_RUNTIME_KEYS
+from ..map2d.feat2d import build_feat2d
+from ..map2d.featpool import build_featpool
+from ..meta_arch import GroundingModel
+from . import config
 from .joint_conv import JointProposalConv
-from .meta_arch import GroundingModel
-from .mmn_loss import IOU_SCORE_SCALE, MutualMatchingLoss
-from .registry import META_ARCH_REGISTRY
-from .text_encoder import BertTextEncoder, build_text_encoder
+from .loss import IOU_SCORE_SCALE, MutualMatchingLoss
+from .text_encoder import BertTextEncoder, build_text_encoder, check_text_encoder
+
+# MMN's AdamW settings (its train_net.py), and its trainer's gradient-norm clipping.
+ADAMW_BETAS, ADAMW_WEIGHT_DECAY, CLIP_GRAD_NORM = (0.9, 0.99), 1e-5, 5.0
 
 
 class CellEmbeddings(NamedTuple):
@@ -55,11 +61,44 @@ def own_video(sentences, cells, video_index):
     return torch.cat(parts)
 
 
-@META_ARCH_REGISTRY.register("MMN")
+class EpochSchedule(HookBase):
+    """Tells the model the epoch before each: its frozen DistilBERT and late loss weights follow it."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def before_epoch(self, state, epoch):
+        self.model.set_epoch(epoch)
+
+
+@register_model("MMN")
 class MMN(GroundingModel):
-    BATCHES_BY_VIDEO = True
-    OPTIMIZER = "adamw"
-    CLIP_GRAD_NORM = 5.0  # MMN's trainer clips the gradient norm at 5
+    RUNTIME_KEYS = MAP_RUNTIME_KEYS
+    KEYS_OUTSIDE = config.KEYS_OUTSIDE
+    add_config = staticmethod(config.add_mmn_config)
+    validate_config = staticmethod(config.validate_mmn_config)
+    check_environment = staticmethod(check_text_encoder)
+
+    @classmethod
+    def text_input(cls, cfg):
+        """DistilBERT's word pieces (its tokenizer), or for the LSTM encoder the contract's default."""
+        encoder = cfg.MODEL.MMN.TEXT_ENCODER
+        if encoder.NAME == "BERT":
+            return TextInputChoice("word_pieces", {"pretrained": encoder.BERT.PRETRAINED,
+                                                   "key": "MODEL.MMN.TEXT_ENCODER.BERT.PRETRAINED"})
+        return super().text_input(cfg)
+
+    @classmethod
+    def batches_by_video(cls, cfg):
+        """Videos with their sentences, so that every sentence has negatives in its own video and in the others."""
+        return True
+
+    @classmethod
+    def recipe(cls, cfg):
+        return Recipe("adamw", betas=ADAMW_BETAS, weight_decay=ADAMW_WEIGHT_DECAY, clip_grad_norm=CLIP_GRAD_NORM)
+
+    def hooks(self, cfg):
+        return [EpochSchedule(self)]
 
     def __init__(self, cfg):
         super().__init__()

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .predictor import build_weight_maps, needed_cells, strip_conv, strip_plan
+from ..map2d.strips import build_weight_maps, needed_cells, strip_conv, strip_plan
 
 
 def covered(plan, size, device=None):

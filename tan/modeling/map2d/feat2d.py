@@ -15,7 +15,7 @@ doubles), so the two maps sample the same cells (docs/model.md §3.2).
 import torch
 from torch import nn
 
-from ..config.architecture import model_settings
+from ...config.architecture import model_settings
 
 
 def diagonal_steps(num_clips, pooling_counts):

@@ -1,17 +1,27 @@
 """The 2D-TAN meta-architecture: featpool -> feat2d -> integrator -> predictor."""
 import torch
 
-from .feat2d import build_feat2d
-from .featpool import build_featpool
+from ...config.models import register_model
+from ..map2d.config import MAP_RUNTIME_KEYS
+from ..map2d.feat2d import build_feat2d
+from ..map2d.featpool import build_featpool
+from ..meta_arch import GroundingModel
+from .config import add_tan_config, validate_tan_config
 from .integrator import build_integrator
 from .loss import build_loss
-from .meta_arch import GroundingModel
 from .predictor import build_predictor
-from .registry import META_ARCH_REGISTRY
 
 
-@META_ARCH_REGISTRY.register("TAN")
+@register_model("TAN")
 class TAN(GroundingModel):
+    """Trained on single queries with Adam; sentences as word vectors (or
+    precomputed sentence features); every declaration but the config is the
+    contract's default."""
+    RUNTIME_KEYS = MAP_RUNTIME_KEYS
+
+    add_config = staticmethod(add_tan_config)
+    validate_config = staticmethod(validate_tan_config)
+
     def __init__(self, cfg):
         super().__init__()
         self.featpool = build_featpool(cfg)

@@ -1,7 +1,7 @@
 """Clip features -> N pooled clips (docs/model.md §2)."""
 from torch import nn
 
-from ..config.architecture import model_settings
+from ...config.architecture import model_settings
 
 
 class FeatAvgPool(nn.Module):

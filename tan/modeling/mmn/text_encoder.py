@@ -10,10 +10,13 @@ download, the LSTM output at the last word (TAN's sentence vector).
 import torch
 from torch import nn
 
-from ..config.architecture import text_encoder_name
-from ..errors import TanError
-from ..utils.optional import require_transformers
-from .sentence import last_word_states
+from ...errors import TanError
+from ...utils.optional import require_transformers
+from ..map2d.sentence import last_word_states
+
+# The settings that ask for DistilBERT, and what to set instead, for the error without transformers.
+NEEDS_BERT = "MODEL.MMN.TEXT_ENCODER.NAME 'BERT'"
+WITHOUT_BERT = "set MODEL.MMN.TEXT_ENCODER.NAME LSTM to use GloVe vectors"
 
 
 class JointProjection(nn.Module):
@@ -45,7 +48,7 @@ class LSTMTextEncoder(JointProjection):
 def check_text_encoder(cfg):
     """Fail before any work when MMN's DistilBERT cannot be had: transformers is
     missing, or BERT.PRETRAINED names no model (its config is read, not its weights)."""
-    if text_encoder_name(cfg) == "BERT":
+    if cfg.MODEL.MMN.TEXT_ENCODER.NAME == "BERT":
         _from_pretrained("AutoConfig", cfg.MODEL.MMN.TEXT_ENCODER.BERT.PRETRAINED)
 
 
@@ -56,7 +59,7 @@ def load_distilbert(pretrained):
 
 def _from_pretrained(kind, pretrained):
     """transformers' ``kind`` (AutoModel, AutoConfig) of ``pretrained``; a clear error when it cannot be had."""
-    loader = getattr(require_transformers(), kind)
+    loader = getattr(require_transformers(NEEDS_BERT, WITHOUT_BERT), kind)
     try:
         return loader.from_pretrained(pretrained)
     except (OSError, ValueError) as e:

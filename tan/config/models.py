@@ -1,0 +1,96 @@
+"""The registered models and what the config needs to know of them.
+
+A model is a class registered here under the name that MODEL.ARCHITECTURE
+gives (docs/models.md). Beside being a torch module, the class declares
+everything the core must know about it, so that nothing in the core names a
+model:
+
+- ``add_config(cfg)``: adds its settings, under ``MODEL.{NAME}`` (and, for
+  file compatibility with a reference code, any key listed in
+  ``KEYS_OUTSIDE``);
+- ``validate_config(cfg)``: refuses values that cannot work, with
+  :func:`need` (one message naming the key);
+- ``RUNTIME_KEYS``: its keys (relative to ``MODEL.{NAME}``) that may change
+  between the runs of one folder, because they never change a result;
+- ``INPUT_SIZE_KEY``: its key (relative) giving the clip-feature width;
+- ``text_input(cfg)``: the :class:`TextInputChoice` its sentences need;
+- ``batches_by_video(cfg)``: whether batches are videos with their
+  sentences (else single queries);
+- ``recipe(cfg)``: a :class:`Recipe` (optimizer, gradient clipping);
+  ``hooks(cfg)``: extra hooks of its training loop;
+- ``adapt_state_dict(state)``: maps a foreign checkpoint's weights onto it;
+- ``check_environment(cfg)``: fails early when something it needs is missing.
+
+The class of tan.modeling.meta_arch.GroundingModel gives defaults for all
+but ``add_config``.
+"""
+from typing import Any, NamedTuple
+
+from ..errors import TanError
+from ..utils.registry import Registry
+
+MODELS = Registry("model (MODEL.ARCHITECTURE)")
+
+
+def register_model(name):
+    """Class decorator: register a model under ``name`` (its MODEL.ARCHITECTURE and its ``MODEL.{name}`` subtree)."""
+    if not (name.replace("_", "").isalnum() and name == name.upper() and name[0].isalpha()):
+        raise ValueError(f"model name {name!r}: expected upper-case letters, digits and '_', as config keys are")
+
+    def deco(cls):
+        cls.NAME = name
+        return MODELS.register(name)(cls)
+
+    return deco
+
+
+_DEFAULT = []  # the model a config without MODEL.ARCHITECTURE gets (set by the built-in plug-in)
+
+
+def set_default_model(name):
+    """The model of a config that names none (the reference codes' habit: their files may omit it)."""
+    _DEFAULT[:] = [name]
+
+
+def default_model():
+    return _DEFAULT[0] if _DEFAULT else ""
+
+
+def model_class(cfg):
+    """The registered class of MODEL.ARCHITECTURE; an error listing the registered ones."""
+    name = cfg.MODEL.ARCHITECTURE
+    if name not in MODELS:
+        raise TanError(f"config key MODEL.ARCHITECTURE: no model {name!r} is registered; registered: "
+                       f"{', '.join(MODELS.names())} (a model of a plug-in needs its module in PLUGINS)")
+    return MODELS.get(name)
+
+
+def need(cond, key, msg):
+    """Stop with ``config key KEY: MSG`` unless ``cond``."""
+    if not cond:
+        raise TanError(f"config key {key}: {msg}")
+
+
+class TextInputChoice(NamedTuple):
+    """How a model's sentences enter it: the name of a registered text input
+    ("word_vectors", "word_pieces", "sentence_features", or a plug-in's), and
+    the options it is built with (for word pieces: the tokenizer's ``pretrained``
+    name and the config ``key`` that gives it)."""
+    name: str
+    options: Any = None
+
+    def option(self, key, default=None):
+        return (self.options or {}).get(key, default)
+
+
+class Recipe(NamedTuple):
+    """How a model is trained: ``optimizer`` "adam" or "adamw" with ``betas`` and
+    ``weight_decay`` (None: torch's defaults), and the gradient norm clipped at
+    ``clip_grad_norm`` (0: not clipped)."""
+    optimizer: str = "adam"
+    betas: Any = None
+    weight_decay: Any = None
+    clip_grad_norm: float = 0.0
+
+
+OPTIMIZERS = ("adam", "adamw")

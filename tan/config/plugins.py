@@ -1,0 +1,89 @@
+"""Plug-ins: Python modules that add models, annotation formats or text inputs.
+
+A plug-in registers what it adds when it is imported (docs/models.md §1). A
+config names the plug-ins it needs in ``PLUGINS``, as importable module
+names (``my_lab.grounding``) or as paths of a ``.py`` file or of a package
+folder (taken from the current directory). They are imported before the
+rest of the config is read, so that the keys a plug-in adds can be set in
+the same file; a config stored in a checkpoint names them too, so a
+checkpoint of a plug-in model loads wherever its plug-in can be imported.
+
+The config names its plug-ins rather than the environment providing them
+(Python entry points) so that a config, a run folder and a checkpoint say
+by themselves which code they need, and installing a package never changes
+what an existing config means.
+
+The built-in models are the plug-in ``tan.modeling``, loaded first.
+"""
+import importlib
+import importlib.util
+import os
+import sys
+
+from ..errors import TanError
+
+BUILTIN_PLUGINS = ("tan.modeling",)
+
+
+def _is_path(name):
+    return name.endswith(".py") or os.sep in name or "/" in name or os.path.isdir(name)
+
+
+def _module_name_of(path):
+    """The name a plug-in given by path is imported under: its file or folder name."""
+    return os.path.splitext(os.path.basename(os.path.normpath(path)))[0]
+
+
+def _import_path(path, source):
+    given, path = path, os.path.abspath(path)
+    if os.path.isdir(path):
+        init = os.path.join(path, "__init__.py")
+        if not os.path.isfile(init):
+            raise TanError(f"{source}: plug-in folder {path!r} has no __init__.py; expected a Python package")
+        location, search = init, [path]
+    elif os.path.isfile(path):
+        location, search = path, None
+    else:
+        raise TanError(f"{source}: plug-in {given!r} not found (PLUGINS takes module names, or paths of a .py file "
+                       f"or a package folder, relative to the current directory {os.getcwd()!r}); run from the "
+                       f"folder the path is relative to, or give PLUGINS on the command line, e.g. "
+                       f"PLUGINS \"['/path/to/plugin']\"")
+    name = _module_name_of(path)
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        if os.path.abspath(getattr(loaded, "__file__", "") or "") == location:
+            return loaded
+        raise TanError(f"{source}: plug-in {path!r} would be imported as {name!r}, which names another module "
+                       f"({getattr(loaded, '__file__', None) or 'built in'}); rename the file or folder")
+    spec = importlib.util.spec_from_file_location(name, location, submodule_search_locations=search)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # before running it, so that its own relative imports find it
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def import_plugin(name, source="PLUGINS"):
+    """Import plug-in ``name`` (a module name or a path) once; ``source`` names the setting in errors."""
+    if not isinstance(name, str) or not name:
+        raise TanError(f"{source}: expected module names or paths, got {name!r}")
+    if _is_path(name):
+        return _import_path(name, source)
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name and (name == e.name or name.startswith(e.name + ".")):
+            raise TanError(f"{source}: plug-in module {name!r} cannot be imported ({e}); install it, put its "
+                           f"folder on PYTHONPATH, or give the path of its .py file or package folder") from None
+        raise
+
+
+def load_plugins(names=(), source="PLUGINS"):
+    """The built-in plug-ins, then ``names``; each is imported once per process."""
+    for name in BUILTIN_PLUGINS:
+        importlib.import_module(name)
+    for name in names:
+        import_plugin(name, source)
