@@ -60,7 +60,7 @@ class Grounder:
     def encode_sentences(self, sentences):
         """Sentences -> word-vector sequences [L, E] (GloVe, from the word-vector index;
         docs/data.md; unknown words are zero vectors, with a warning), or word-piece
-        ids [L] for an MMN with the BERT text encoder."""
+        ids [L]: as the model's text input encodes them."""
         if self._encoder is None:
             self._encoder = sentence_encoder(self.cfg)
         return self._encoder(list(sentences))

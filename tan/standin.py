@@ -48,12 +48,12 @@ from collections import Counter
 import h5py
 import numpy as np
 
-from ..errors import TanError
-from ..utils.io import atomic_write_text, replaced_when_done
-from ..utils.logger import get_logger
-from .annotations import load_annotations
-from .catalog import BUILTIN_DATASETS, LIGHTHOUSE_STREAMS, builtin_entries
-from .text import tokenize
+from .data.catalog import BUILTIN_DATASETS, LIGHTHOUSE_STREAMS, builtin_entries
+from .data.formats import load_annotations
+from .data.text.words import tokenize
+from .errors import TanError
+from .utils.io import atomic_write_text, replaced_when_done
+from .utils.logger import get_logger
 
 # Per benchmark: where the real annotation files are under the shared folder,
 # where they go under DATASETS.ROOT, the feature file, its layout and size.

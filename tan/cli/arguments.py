@@ -4,7 +4,7 @@ import os
 import re
 import sys
 
-# A config key: OUTPUT_DIR, SOLVER.LR, MODEL.TAN.NUM_CLIPS ... (never a file name, which has lower case).
+# A config key: OUTPUT_DIR, SOLVER.LR, MODEL.DEVICE ... (never a file name, which has lower case).
 _CONFIG_KEY = re.compile(r"[A-Z][A-Z0-9_]*(\.[A-Z][A-Z0-9_]*)*")
 
 DEFAULT_CONFIG = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "configs",

@@ -26,7 +26,7 @@ Examples:
 import argparse
 import os
 
-from ..data.convert import DTYPES, FILE_FORMATS, LAYOUTS, TARGETS, convert_features, read_video_list
+from ..data.features.convert import DTYPES, FILE_FORMATS, LAYOUTS, TARGETS, convert_features, read_video_list
 from . import interrupts
 from .exits import run_cli
 
@@ -36,7 +36,7 @@ def _choices(values):
 
 
 def build_parser():
-    # The choices are checked by tan.data.convert, so that Python callers get the same errors.
+    # The choices are checked by tan.data.features.convert, so that Python callers get the same errors.
     parser = argparse.ArgumentParser(description="Convert clip features between HDF5 files (either layout) and "
                                                  "folders of per-video .npy/.npz files.",
                                      epilog=__doc__.split("\n\n", 1)[1],

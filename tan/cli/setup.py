@@ -10,8 +10,8 @@ from ..config import load_config
 from ..data import ALL_SPLITS, RunData, check_batch_sizes
 from ..engine.precision import amp_is_emulated, check_amp_support, configure_backends, slow_amp_warning
 from ..errors import TanError
+from ..config.models import model_class
 from ..utils import comm
-from ..modeling.text_encoder import check_text_encoder
 from ..utils.events import check_tensorboard
 from ..utils.io import read_named_text
 from ..utils.logger import log_file_failure, setup_logger
@@ -114,9 +114,8 @@ def default_setup(args, training=True, cfg=None):
     data = RunData(cfg, splits=ALL_SPLITS if training else EVALUATION_SPLITS)
     data.check_files()
     check_tensorboard(cfg)
-    check_text_encoder(cfg)
-    if data.uses_word_pieces:
-        data.text()  # the tokenizer, read before anything is written (and kept for the datasets)
+    model_class(cfg).check_environment(cfg)
+    data.text_input.prepare()  # e.g. a tokenizer, read before anything is written (and kept for the datasets)
     use_cuda = cfg.MODEL.DEVICE != "cpu" and torch.cuda.is_available()
     distributed = comm.init_distributed(local_rank, use_cuda, cfg.DISTRIBUTED.TIMEOUT)
     device = resolve_device(cfg.MODEL.DEVICE, local_rank)

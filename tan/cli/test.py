@@ -45,7 +45,7 @@ from .setup import EVALUATION_SPLITS, default_setup
 
 def build_parser():
     parser = default_argument_parser(
-        "Evaluate 2D-TAN or MMN checkpoints.", __doc__.split("\n\n", 1)[1], config_default=None,
+        "Evaluate checkpoints of grounding models.", __doc__.split("\n\n", 1)[1], config_default=None,
         config_help="YAML config file (default: the config stored in the checkpoint; without --ckpt, "
                     "the TACoS reference config)")
     parser.add_argument("--ckpt", nargs="+", default=[], metavar="PATH",

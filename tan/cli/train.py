@@ -1,7 +1,7 @@
-"""Train 2D-TAN or MMN (MODEL.ARCHITECTURE) from a config, then test the final and best models.
+"""Train the model of a config (MODEL.ARCHITECTURE: a built-in one or a plug-in's), then test the final and best models.
 
 Arguments after the options are config overrides, KEY VALUE pairs of keys
-in tan/config/defaults.py. Run under torchrun for several processes.
+in tan/config/defaults.py and in the model's own settings. Run under torchrun for several processes.
 
 Examples:
   tan-train --config-file configs/2dtan_synthetic.yaml
@@ -17,7 +17,7 @@ from .setup import default_setup
 
 
 def main(argv=None):
-    parser = default_argument_parser("Train 2D-TAN or MMN, then test it.", __doc__.split("\n\n", 1)[1])
+    parser = default_argument_parser("Train a grounding model, then test it.", __doc__.split("\n\n", 1)[1])
     parser.add_argument("--skip-test", action="store_true",
                         help="do not test after training (test later with tan-test)")
     parser.add_argument(ACCEPT_FLAG, action="store_true",

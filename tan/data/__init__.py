@@ -1,7 +1,11 @@
-from .build import ALL_SPLITS, RunData, build_datasets, check_batch_sizes, make_data_loader, word_vector_cache_dir
+"""Data: catalog entries -> annotation records (formats/) -> clip features (features/) and
+sentences (text/) -> datasets -> loaders, built once per run by RunData."""
+from .build import ALL_SPLITS, RunData, build_datasets, make_data_loader, word_vector_cache_dir
 from .catalog import DatasetCatalog
-from .prediction_inputs import SentenceEncoder, VideoSource, sentence_encoder
-from .word_index import WordVectorIndex
+from .loaders import check_batch_sizes
+from .prediction_inputs import VideoSource, sentence_encoder
+from .text.free_text import SentenceEncoder
+from .text.word_index import WordVectorIndex
 
 __all__ = ["ALL_SPLITS", "RunData", "check_batch_sizes", "make_data_loader", "build_datasets", "word_vector_cache_dir",
            "DatasetCatalog", "VideoSource", "SentenceEncoder", "WordVectorIndex",

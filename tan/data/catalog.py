@@ -10,21 +10,21 @@ maps names to entries with the same fields, e.g.::
       annotations: mydata/train.json
       features: mydata/features.hdf5   # an HDF5 file, a folder of per-video .npy/.npz,
                                        # or a list of them (streams, concatenated)
-      format: seconds          # or tacos (frames + fps), charades_txt, jsonl
+      format: seconds          # or tacos (frames + fps), charades_txt, jsonl, a plug-in's
       feature_key: c3d_features  # the array's name: in an HDF5 group per video, or in .npz
                                  # files (default features); one, or a list of one per stream
       durations: Charades_v1_train.csv  # only for charades_txt
       text_features: mydata/clip_text   # per-query sentence features (INPUT.SENTENCE_FEATURES)
       text_feature_key: last_hidden_state
 
-Field meanings: docs/data.md §3 (features) and §9 (the JSON-lines layout).
+Field meanings: docs/data.md §3 (features) and §9 (the JSON-lines layout); formats: §1, §11.
 """
 import copy
 import os
 
 from ..errors import TanError
 from ..utils.yaml_files import read_yaml_file
-from .annotations import FORMATS
+from .formats import ANNOTATION_FORMATS, format_names
 
 _FIELDS = {"annotations", "features", "format", "feature_key", "durations", "generator", "text_features",
            "text_feature_key"}
@@ -97,8 +97,11 @@ class DatasetCatalog:
     def register(self, name, entry):
         unknown = set(entry) - _FIELDS
         missing = {"annotations", "features"} - set(entry)
-        if entry.get("format", "seconds") not in FORMATS:
-            raise TanError(f"dataset {name!r}: format {entry['format']!r} unknown; expected one of {', '.join(FORMATS)}")
+        # The formats registered now: the built-in ones and those of the plug-ins imported so far.
+        fmt = entry.get("format", "seconds")
+        if not isinstance(fmt, str) or fmt not in ANNOTATION_FORMATS:
+            raise TanError(f"dataset {name!r}: format {fmt!r} unknown; expected one of "
+                           f"{', '.join(format_names())} (a plug-in's format needs its module in PLUGINS)")
         if unknown or missing:
             raise TanError(f"dataset {name!r}: unknown fields {sorted(unknown)} / missing fields {sorted(missing)}; "
                            f"fields are {sorted(_FIELDS)}")

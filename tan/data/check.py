@@ -14,13 +14,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..config.architecture import model_key, model_settings
+from ..config.architecture import feature_size
 from ..errors import TanError
-from .annotations import NOT_DROPPED
+from .formats import NOT_DROPPED
 from .dataset import MISSING_VIDEO, named
-from .feature_sources import open_source, stream_lengths_agree, streams_of
-from .sentence_features import MISSING, SentenceFeatures
-from .text import tokenize
+from .features.sources import open_source, stream_lengths_agree, streams_of
 
 EXAMPLES = 5  # videos named per finding
 
@@ -78,12 +76,12 @@ def _check_streams(report, entry, videos, run_data):
             report.problems.append(f"{stream.kind} {path!r}: {len(stream.not_2d)} videos whose array is not "
                                    f"[T, D]: {', '.join(stream.not_2d[:EXAMPLES])}")
     report.without_features = sorted(set().union(*(s.missing for s in report.streams)))
-    expected = model_settings(cfg).FEATPOOL.INPUT_SIZE
+    expected, expected_key = feature_size(cfg)
     widths = [next(iter(s.widths)) if len(s.widths) == 1 and not s.not_2d else None for s in report.streams]
     if None not in widths and report.streams and sum(widths) != expected:
         parts = " + ".join(f"{w} ({os.path.basename(s.path)})" for w, s in zip(widths, report.streams))
         report.problems.append(f"feature width {parts}{' = ' + str(sum(widths)) if len(widths) > 1 else ''}; the "
-                               f"config expects {expected} ({model_key(cfg, 'FEATPOOL.INPUT_SIZE')})")
+                               f"config expects {expected} ({expected_key})")
     if len(stream_shapes) > 1:
         tolerance = cfg.INPUT.FEATURE_LENGTH_TOLERANCE
         common = set.intersection(*(set(s) for s in stream_shapes))
@@ -94,24 +92,6 @@ def _check_streams(report, entry, videos, run_data):
             examples = ", ".join(f"{v} ({'/'.join(str(s[v][0]) for s in stream_shapes)} rows)" for v in off[:EXAMPLES])
             report.problems.append(f"{len(off)} videos whose streams' lengths differ by more than "
                                    f"INPUT.FEATURE_LENGTH_TOLERANCE = {cfg.INPUT.FEATURE_LENGTH_TOLERANCE}: {examples}")
-
-
-def _text_summary(run_data, dataset):
-    text = dataset.vocabulary
-    if isinstance(text, SentenceFeatures):
-        missing = dataset.dropped.get(MISSING, 0)
-        total = len(dataset) + missing
-        return (f"sentence features in {text.folder!r}: {len(dataset)} of {total} queries "
-                f"({100.0 * len(dataset) / max(total, 1):.1f}%) have a file")
-    words = len(dataset.word_ids)
-    known = words - dataset.unknown_words
-    if run_data.uses_word_pieces:
-        return f"{known} of {words} word pieces known to the tokenizer ({100.0 * known / max(words, 1):.1f}%)"
-    unknown = Counter(w for sentence in dataset.sentences for w in tokenize(sentence) if w not in text.index)
-    common = ", ".join(f"{w!r} {n}" for w, n in unknown.most_common(EXAMPLES))
-    return (f"{known} of {words} words with a vector in {run_data.word_vectors_path!r} "
-            f"({100.0 * known / max(words, 1):.1f}%); {len(unknown)} distinct words without one"
-            f"{' (most frequent: ' + common + ')' if unknown else ''}")
 
 
 def check_dataset(run_data, name, build=True):
@@ -138,7 +118,7 @@ def check_dataset(run_data, name, build=True):
         report.kept, report.dropped = len(dataset), dict(dataset.dropped)
         report.unusable_features = {reason: videos for reason, videos in dataset.videos_left_out.items()
                                     if reason != MISSING_VIDEO}  # those are listed as without features
-        report.text = _text_summary(run_data, dataset)
+        report.text = run_data.text_input.summary(dataset)
     except TanError as e:
         report.problems.append(str(e))
     return report
@@ -146,10 +126,7 @@ def check_dataset(run_data, name, build=True):
 
 def check_run(run_data):
     """([DatasetReport] of every configured dataset, [problems of the run as a whole])."""
-    problems = []
-    if run_data.needs_word_vectors and not os.path.isfile(run_data.word_vectors_path):
-        problems.append(f"word-vector file {run_data.word_vectors_path!r} not found (INPUT.WORD_VECTORS, "
-                        f"relative to DATASETS.ROOT); or set INPUT.SENTENCE_FEATURES True with text_features")
+    problems = list(run_data.text_input.problems(for_checker=True))
     if not run_data.names:
         problems.append("no dataset configured (DATASETS.TRAIN / VAL / TEST)")
     # without the word vectors the datasets cannot be built, but their files and streams are still checked

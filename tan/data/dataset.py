@@ -1,6 +1,7 @@
-"""One item per query: prepared video features, the sentence (word vectors or
-word-piece ids) and the moment; and the same queries grouped by video."""
+"""One item per query: prepared video features, the sentence (as the run's
+text input encodes it) and the moment."""
 from collections import Counter, OrderedDict
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -8,11 +9,10 @@ from torch.utils.data import Dataset
 
 from ..errors import TanError
 from ..utils.logger import get_logger
-from . import annotations as annotation_files
-from .feature_sources import open_features
-from .features import l2_normalize_rows, resample
-from .sentence_features import SentenceFeatures
-from .text import tokenize
+from . import formats
+from .features.rows import l2_normalize_rows, resample
+from .features.sources import open_features
+from .text.words import tokenize
 
 # Why a video of the annotations is left out (each of its queries is counted under it).
 MISSING_VIDEO = "video missing from the feature file"
@@ -27,6 +27,20 @@ def named(videos, most=NAMED_AT_MOST):
     return ", ".join(videos[:most]) + more
 
 
+class FeatureSettings(NamedTuple):
+    """Where a dataset's clip features are and how they are prepared: ``features`` (a path,
+    or the list of concatenated streams) with ``feature_key``, resampled to ``num_pre_clips``
+    rows of width ``input_size`` (the config key ``input_size_key`` sets it), at most
+    ``cache_size`` videos kept in memory, streams' lengths within ``length_tolerance``."""
+    features: object
+    feature_key: object = None
+    num_pre_clips: int = 256
+    input_size: int = 4096
+    input_size_key: str = "the model's input size"
+    cache_size: int = 32
+    length_tolerance: float = 0.1
+
+
 class MomentDataset(Dataset):
     """Queries of one annotation file over one feature source (an HDF5 file, a
     folder of per-video files, or several concatenated streams).
@@ -36,24 +50,19 @@ class MomentDataset(Dataset):
     never holds every video's features.
     """
 
-    def __init__(self, name, annotations, features, fmt, vocabulary, num_pre_clips, input_size,
-                 feature_key=None, cache_size=32, durations=None, parsed=None,
-                 input_size_key="MODEL.TAN.FEATPOOL.INPUT_SIZE", length_tolerance=0.1, query_size=None):
-        """``parsed``: the (queries, dropped) that ``load_annotations`` returned for
-        ``annotations``, when the caller has parsed the file already (a run
-        parses each file once); the file is read here otherwise. ``input_size_key``: the
-        config key of ``input_size``, for the error when a video's features do not fit.
-        ``vocabulary``: how sentences are encoded (word vectors, word pieces, or
-        precomputed sentence features, whose width must be ``query_size``)."""
+    def __init__(self, name, parsed, features, vocabulary, source=""):
+        """``parsed``: the (queries, dropped) that ``load_annotations`` returned for the
+        annotation file (``source`` names it in errors); ``features``: a :class:`FeatureSettings`;
+        ``vocabulary``: how sentences are encoded (the run's text input's encoder,
+        tan/data/text/inputs.py)."""
         self.name = name
-        self.num_pre_clips = num_pre_clips
+        self.num_pre_clips = features.num_pre_clips
         self.vocabulary = vocabulary
-        self.features = open_features(features, feature_key, length_tolerance)
-        self.cache_size = cache_size
+        self.features = open_features(features.features, features.feature_key, features.length_tolerance)
+        self.cache_size = features.cache_size
         self._cache = OrderedDict()
-
-        queries, dropped = parsed if parsed is not None else annotation_files.load_annotations(annotations, fmt,
-                                                                                                  durations)
+        input_size, input_size_key = features.input_size, features.input_size_key
+        queries, dropped = parsed
         dropped = Counter(dropped)  # this dataset's own count: the caller's may be shared
         shapes = self.features.shapes(sorted({q.video for q in queries}))
         for video, shape in shapes.items():
@@ -71,9 +80,8 @@ class MomentDataset(Dataset):
             (EMPTY_VIDEO, sorted(v for v, s in shapes.items() if s[0] == 0))) if videos}
         kept, token_ids = self._keep_usable(queries, shapes, nonfinite, dropped)
         if not kept:
-            raise TanError(f"dataset {name!r} ({annotations}) has no usable query after filtering: {dict(dropped)}")
-        if query_size is not None:
-            self._check_sentence_features(token_ids, query_size)
+            raise TanError(f"dataset {name!r} ({source}) has no usable query after filtering: {dict(dropped)}")
+        self.vocabulary.check_encoded(token_ids, name)
 
         video_index = {v: i for i, v in enumerate(self.videos)}
         self.video_ids = np.asarray([video_index[q.video] for q in kept], dtype=np.int32)
@@ -126,22 +134,13 @@ class MomentDataset(Dataset):
         widths = [s.shapes([video]).get(video, ("?", "?"))[-1] for s in streams]
         return f" (streams of width {' + '.join(map(str, widths))})"
 
-    def _check_sentence_features(self, token_ids, query_size):
-        """Every kept query's precomputed sentence features are [L >= 1, INPUT.PRE_QUERY_SIZE] (file headers only)."""
-        for ids in token_ids:
-            shape = self.vocabulary.shape(ids)
-            if len(shape) != 2 or shape[0] < 1 or shape[1] != query_size:
-                raise TanError(f"dataset {self.name!r}: {self.vocabulary.paths[int(ids[0])]!r} holds sentence "
-                               f"features of shape {shape}; expected [L, {query_size}] (INPUT.PRE_QUERY_SIZE)")
-
     def _log_summary(self, kept, total_words):
         logger = get_logger("data")
         for reason, videos in self.videos_left_out.items():
             logger.warning("dataset %s: %d %s left out: %s", self.name, len(videos),
                            reason.replace("video ", "videos ", 1) if len(videos) > 1 else reason, named(videos))
         dropped, unknown = self.dropped, self.unknown_words
-        words = ("sentences from precomputed features" if isinstance(self.vocabulary, SentenceFeatures) else
-                 f"{unknown} of {total_words} words ({100.0 * unknown / max(total_words, 1):.1f}%) have no word vector")
+        words = self.vocabulary.coverage(unknown, total_words)
         logger.info(
             "dataset %s: %d queries over %d videos kept; %s; %s", self.name, kept, len(set(self.video_ids.tolist())),
             ("dropped or clipped: " + ", ".join(f"{k} {v}" for k, v in sorted(dropped.items()))) if dropped
@@ -182,6 +181,18 @@ class MomentDataset(Dataset):
             "duration": float(self.durations[index]),
             "index": index,
         }
+
+    @classmethod
+    def from_files(cls, name, annotations, features, fmt, vocabulary, num_pre_clips, input_size, feature_key=None,
+                   cache_size=32, durations=None, parsed=None, input_size_key="the model's input size",
+                   length_tolerance=0.1):
+        """The dataset of annotation file ``annotations`` (format ``fmt``, durations file ``durations``;
+        parsed here unless ``parsed`` is given) over ``features``."""
+        if parsed is None:
+            parsed = formats.load_annotations(annotations, fmt, durations)
+        settings = FeatureSettings(features, feature_key, num_pre_clips, input_size, input_size_key, cache_size,
+                                   length_tolerance)
+        return cls(name, parsed, settings, vocabulary, source=annotations)
 
     def __getstate__(self):  # workers start with an empty cache
         state = dict(self.__dict__)

@@ -1,21 +1,14 @@
 """What prediction feeds a model: one video's features and duration, from a
 run's configured data (or files given directly), and sentences as
-word-vector sequences, from the index of the word-vector file (or as word
-pieces, for MMN's BERT encoder)."""
+the model's text input encodes them (word vectors from the index of the
+word-vector file, or word pieces)."""
 import os
 
-import numpy as np
-
-from ..config.architecture import text_encoder_name
+from ..config.models import model_class
 from ..errors import TanError, UnknownVideoError
-from ..utils.logger import get_logger
-from .array_files import read_array
-from .build import RunData, word_vector_cache_dir
-from .catalog import resolve_path
-from .feature_sources import NPZ_KEY, open_source
-from .text import tokenize
-from .word_index import WordVectorIndex
-from .word_pieces import WordPieces
+from .features.array_files import read_array
+from .features.sources import NPZ_KEY, open_features, open_source
+from .text.inputs import text_input_class
 
 
 class VideoSource:
@@ -42,11 +35,51 @@ class VideoSource:
             return source.read(video)
         if not video:
             raise TanError("give --video ID (a video of the configured datasets) or --features FILE")
-        return self.run_data.video_features(video)
+        return self.configured_features(video)
+
+    def _present(self, key):
+        """Entries of the run's datasets whose ``key`` file exists (or is generated on first use)."""
+        self.run_data.prepare()
+        entries = self.run_data.entries()
+        return [e for e in entries if e.get("generator") or (e.get(key) and _exists(e[key]))], entries
+
+    def configured_features(self, video):
+        """[T, D_in] float32 features of ``video`` from the first configured feature file holding it
+        (files that are absent are skipped: prediction may have only some splits on disk)."""
+        present, entries = self._present("features")
+        for entry in present:
+            source = open_features(entry["features"], entry.get("feature_key"),
+                                   self.run_data.cfg.INPUT.FEATURE_LENGTH_TOLERANCE)
+            if source.shapes([video]):
+                return source.read(video)
+        files = sorted({_describe(e["features"]) for e in present})
+        absent = sorted({_describe(e["features"]) for e in entries} - set(files))
+        raise UnknownVideoError(f"video {video!r} is in none of the configured feature files "
+                                f"({', '.join(files) or 'none'}{'; not on disk: ' + ', '.join(absent) if absent else ''}"
+                                f"); pass --features FILE")
 
     def duration(self, video):
-        """Seconds, from the annotations of the configured datasets; None when not found."""
-        return self.run_data.video_duration(video)
+        """Seconds, from the annotations of the configured datasets that are on disk; None when not found."""
+        for entry in self._present("annotations")[0]:
+            for q in self.run_data.parsed(entry)[0]:
+                if q.video == video:
+                    return q.duration
+        return None
+
+
+def _paths(value):
+    """A catalog field's paths as a list: none, one, or the list of feature streams."""
+    return [] if not value else [value] if isinstance(value, str) else list(value)
+
+
+def _describe(paths):
+    """A catalog entry's features for a message: one path, or the streams joined by " + "."""
+    return " + ".join(_paths(paths))
+
+
+def _exists(paths):
+    """Whether every path (one, or a list of feature streams) is on disk, as a file or a folder."""
+    return all(os.path.exists(p) for p in _paths(paths))
 
 
 def _one_video_array(path, key):
@@ -57,52 +90,10 @@ def _one_video_array(path, key):
         raise TanError(f"--features: {e}") from None
 
 
-class SentenceEncoder:
-    """Sentences -> word-vector sequences, from the index of the whole
-    word-vector file (:class:`~tan.data.word_index.WordVectorIndex`, built
-    in ``cache_dir`` on first use): any word costs a lookup, and no dataset's
-    annotations are read. A word's vector is the row the datasets'
-    vocabulary gets from the same file."""
-
-    def __init__(self, word_vectors_path, dim, cache_dir):
-        self.path = word_vectors_path
-        self.dim = dim
-        self.index = WordVectorIndex.open(word_vectors_path, dim, cache_dir)
-        self.known = {}  # words looked up so far (found ones only)
-
-    @classmethod
-    def from_config(cls, cfg):
-        """INPUT.WORD_VECTORS (relative to DATASETS.ROOT), INPUT.PRE_QUERY_SIZE and the word-vector cache folder."""
-        path = resolve_path(cfg.DATASETS.ROOT, cfg.INPUT.WORD_VECTORS)
-        if not os.path.isfile(path):
-            RunData(cfg).prepare()  # a generated dataset (the synthetic one) writes its word-vector file
-        return cls(path, cfg.INPUT.PRE_QUERY_SIZE, word_vector_cache_dir(cfg))
-
-    def __call__(self, sentences):
-        tokens = [tokenize(s) for s in sentences]
-        self.known.update(self.index.lookup({t for ts in tokens for t in ts} - set(self.known)))
-        encoded = []
-        for sentence, ts in zip(sentences, tokens):
-            unknown = [t for t in ts if t not in self.known]
-            if len(unknown) == len(ts):
-                raise TanError(f"sentence {sentence!r} has no word with a word vector "
-                               f"({'no words' if not ts else 'unknown: ' + ', '.join(unknown)})")
-            if unknown:
-                get_logger("predict").warning("%r: no word vector for %s (zero vectors used)", sentence,
-                                              ", ".join(unknown))
-            encoded.append(np.stack([self.known.get(t, np.zeros(self.dim, np.float32)) for t in ts]))
-        return encoded
-
-
 def sentence_encoder(cfg):
-    """How prediction encodes sentences for the model of ``cfg``: GloVe vectors
-    (:class:`SentenceEncoder`), or word-piece ids for MMN's BERT encoder. A model
-    trained on precomputed sentence features cannot read new text: the text
-    encoder that made those features is not part of it."""
-    if cfg.INPUT.SENTENCE_FEATURES:
-        raise TanError("this model was trained on precomputed sentence features (INPUT.SENTENCE_FEATURES True), "
-                       "so it cannot encode new sentences; evaluate it on datasets with text_features "
-                       "(tan-test), or train with word vectors to ground free text")
-    if text_encoder_name(cfg) == "BERT":
-        return WordPieces.from_config(cfg)
-    return SentenceEncoder.from_config(cfg)
+    """How prediction encodes sentences for the model of ``cfg``: as its text input
+    does (word vectors: :class:`SentenceEncoder`; word pieces: the tokenizer). A model
+    trained on precomputed sentence features cannot read new text: the text encoder
+    that made those features is not part of it."""
+    choice = model_class(cfg).text_input(cfg)
+    return text_input_class(choice).sentence_encoder(cfg, choice)

@@ -1,4 +1,4 @@
-"""Queries grouped by video, for models trained on batches of videos (MMN):
+"""Queries grouped by video, for models trained on batches of videos:
 an item is one video with all its sentences, or a sample of them
 (DATALOADER.SENTENCES_PER_VIDEO), so that each sentence finds negatives in
 its own video and in the batch's other videos (docs/data.md §6)."""

@@ -7,7 +7,7 @@ import zipfile
 
 import numpy as np
 
-from ..errors import TanError
+from ...errors import TanError
 
 _HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
 # How the two kinds of file begin: NumPy's own header, and a zip archive's (an empty one included).

@@ -12,7 +12,7 @@ temporary folder beside it and renamed into place; an existing destination
 is replaced only when asked, and stays as it was if the conversion fails or
 is interrupted.
 
-    from tan.data.convert import convert_features
+    from tan.data.features.convert import convert_features
     summary = convert_features("features.hdf5", "features/", file_format="npz")
     print(summary.text())
 """
@@ -24,10 +24,10 @@ from dataclasses import dataclass
 import h5py
 import numpy as np
 
-from ..errors import TanError
-from ..utils.io import folder_replaced_when_done, read_named_text, remove_abandoned_temporaries, replaced_when_done
-from ..utils.progress import progress
-from .feature_sources import HDF5_GROUP_KEY, NPZ_KEY, FolderFeatures, HDF5Features
+from ...errors import TanError
+from ...utils.io import folder_replaced_when_done, read_named_text, remove_abandoned_temporaries, replaced_when_done
+from ...utils.progress import progress
+from .sources import HDF5_GROUP_KEY, NPZ_KEY, FolderFeatures, HDF5Features
 
 TARGETS = ("hdf5", "folder")
 LAYOUTS = ("flat", "grouped")

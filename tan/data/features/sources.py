@@ -14,10 +14,10 @@ import os
 import h5py
 import numpy as np
 
-from ..errors import TanError
-from ..utils.progress import progress
+from ...errors import TanError
+from ...utils.progress import progress
 from .array_files import array_shape, key_setting, list_array_files, read_stored_array
-from .features import l2_normalize_rows, resample
+from .rows import l2_normalize_rows, resample
 
 HDF5_GROUP_KEY = "c3d_features"  # ActivityNet's dataset name inside a video's group
 NPZ_KEY = "features"  # the array of a video's .npz (Moment-DETR / lighthouse)

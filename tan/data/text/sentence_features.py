@@ -3,8 +3,7 @@ one file per query in a folder, the [L, E] token features of a text encoder
 (CLIP's ``last_hidden_state`` as Moment-DETR and lighthouse store them), so a
 run needs no word-vector file.
 
-The same interface as :class:`tan.data.text.Vocabulary` (``encode_query``,
-``lookup``, ``drop_reason``, ``unknown_count``): a query's "ids" are one
+The encoder interface of tan/data/text/inputs.py: a query's "ids" are one
 row index into this object's list of query files, and ``lookup`` reads that
 file. Rows are L2-normalised per token, as lighthouse feeds them.
 """
@@ -12,9 +11,9 @@ import os
 
 import numpy as np
 
-from ..errors import TanError
-from .array_files import array_shape, list_array_files, read_array
-from .features import l2_normalize_rows
+from ...errors import TanError
+from ..features.array_files import array_shape, list_array_files, read_array
+from ..features.rows import l2_normalize_rows
 
 TEXT_KEY = "last_hidden_state"
 MISSING = "query without sentence features"
@@ -24,10 +23,12 @@ class SentenceFeatures:
     """Sentence features of one dataset's queries: ``qid{qid}.npz`` (lighthouse's
     name) or ``{qid}.npz`` / ``{qid}.npy`` in ``folder``, array ``key`` in .npz files."""
 
-    def __init__(self, folder, key=None):
+    def __init__(self, folder, key=None, size=None):
+        """``size``: the width every file must have (INPUT.PRE_QUERY_SIZE), checked by :meth:`check_encoded`."""
         if not folder or not os.path.isdir(folder):
             raise TanError(f"sentence feature folder {folder!r} not found (catalog field 'text_features')")
         self.folder = folder
+        self.size = size
         self.key = key or TEXT_KEY
         self.paths = []  # row -> file, for the queries encoded so far
         self._files = None
@@ -58,6 +59,19 @@ class SentenceFeatures:
 
     def unknown_count(self, ids):
         return 0
+
+    def coverage(self, unknown, total):
+        return "sentences from precomputed features"
+
+    def check_encoded(self, ids_list, dataset):
+        """Every kept query's features are [L >= 1, size] (file headers only)."""
+        if self.size is None:
+            return
+        for ids in ids_list:
+            shape = self.shape(ids)
+            if len(shape) != 2 or shape[0] < 1 or shape[1] != self.size:
+                raise TanError(f"dataset {dataset!r}: {self.paths[int(ids[0])]!r} holds sentence "
+                               f"features of shape {shape}; expected [L, {self.size}] (INPUT.PRE_QUERY_SIZE)")
 
     def shape(self, ids):
         """(L, E) of an encoded query's file, from its header."""

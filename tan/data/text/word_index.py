@@ -16,7 +16,7 @@ index. It holds
   ends in ``words.bin``;
 - ``rows.npy``: int64 ``[V]``, the row of the i-th sorted token (its first
   entry in the file: the first entry of a token wins, as in
-  :func:`~tan.data.text.read_word_vectors`);
+  :func:`~tan.data.text.glove.read_word_vectors`);
 - ``manifest.json``: format, D, the source's path, size and modification
   time, the counts and each file's size.
 
@@ -39,10 +39,10 @@ import time
 
 import numpy as np
 
-from ..utils import comm
-from ..utils.io import remove_abandoned_temporaries, sync_folder
-from ..utils.logger import get_logger
-from .text import check_word_vector_file, glove_entries, parse_vector
+from ...utils import comm
+from ...utils.io import remove_abandoned_temporaries, sync_folder
+from ...utils.logger import get_logger
+from .glove import check_word_vector_file, glove_entries, parse_vector
 
 FORMAT = 1
 MANIFEST = "manifest.json"

@@ -1,45 +1,41 @@
-"""Sentences as DistilBERT word-piece ids, for MMN's BERT text encoder
-(MODEL.MMN.TEXT_ENCODER.NAME "BERT"; docs/data.md §5).
+"""Sentences as word-piece ids of a Hugging Face tokenizer, for models whose
+text encoder is a pretrained transformer (the "word_pieces" text input;
+docs/data.md §5).
 
-The tokenizer is the one saved with the model named by
-MODEL.MMN.TEXT_ENCODER.BERT.PRETRAINED (a hub name or a local folder), so
-the ids always fit the model. Each sentence becomes [CLS] pieces [SEP], as
-MMN's datasets encode it; its length counts both marks.
+The tokenizer is the one saved with the pretrained model the model's config
+names (a hub name or a local folder), so the ids always fit the model. Each
+sentence becomes [CLS] pieces [SEP], as such encoders read it; its
+length counts both marks.
 """
 import numpy as np
 
-from ..errors import TanError
-from ..utils.optional import require_transformers
-from .text import tokenize
+from ...errors import TanError
+from ...utils.optional import require_transformers
+from .words import tokenize
 
 
 class WordPieces:
-    """The same interface as :class:`tan.data.text.Vocabulary`: ``encode_sentence``,
-    ``encode_query``, ``drop_reason``, ``lookup`` (here the ids themselves, int64),
-    ``unknown_count``."""
+    """The encoder interface of tan/data/text/inputs.py; ``lookup`` gives the ids
+    themselves (int64)."""
 
     def __init__(self, tokenizer, source):
         self.tokenizer, self.source = tokenizer, source
         self.unknown_id = tokenizer.unk_token_id
 
     @classmethod
-    def from_pretrained(cls, pretrained):
-        transformers = require_transformers()
+    def from_pretrained(cls, pretrained, key="the text input"):
+        """The tokenizer of ``pretrained``; ``key``: the config key that names it, for errors."""
+        transformers = require_transformers(f"{key} {pretrained!r}")
         try:
             return cls(transformers.AutoTokenizer.from_pretrained(pretrained), pretrained)
         except (OSError, ValueError) as e:
-            raise TanError(f"cannot load the tokenizer of {pretrained!r} (MODEL.MMN.TEXT_ENCODER.BERT.PRETRAINED): "
-                           f"{e}") from None
-
-    @classmethod
-    def from_config(cls, cfg):
-        return cls.from_pretrained(cfg.MODEL.MMN.TEXT_ENCODER.BERT.PRETRAINED)
+            raise TanError(f"cannot load the tokenizer of {pretrained!r} ({key}): {e}") from None
 
     def encode_sentence(self, sentence):
         """[CLS] word pieces [SEP]; no ids for a sentence without words."""
         if not tokenize(sentence):
             return np.zeros(0, dtype=np.int64)
-        # cut at the model's longest input (512 pieces for DistilBERT), [SEP] kept
+        # cut at the model's longest input (512 pieces for most encoders), [SEP] kept
         return np.asarray(self.tokenizer(sentence, truncation=True)["input_ids"], dtype=np.int64)
 
     def encode_query(self, query):
@@ -56,6 +52,12 @@ class WordPieces:
 
     def has_known(self, ids):
         return len(ids) > 0
+
+    def coverage(self, unknown, total):
+        return f"{unknown} of {total} word pieces ({100.0 * unknown / max(total, 1):.1f}%) are unknown to the tokenizer"
+
+    def check_encoded(self, ids_list, dataset):
+        pass
 
     def __call__(self, sentences):
         """Sentences -> id arrays (prediction); a sentence without words is an error."""

@@ -6,11 +6,11 @@ import re
 
 import numpy as np
 
-from ..errors import TanError
-from ..utils.progress import progress
-from ..utils.io import atomic_write_bytes
-from ..utils.logger import get_logger
-from .array_files import unreadable_reason
+from ...utils.io import atomic_write_bytes
+from ...utils.logger import get_logger
+from ..features.array_files import unreadable_reason
+from .glove import read_word_vectors
+from .word_index import WordVectorIndex
 
 # Words (lower-cased), clitics such as 's, and single punctuation marks.
 _TOKEN = re.compile(r"[a-z0-9]+|'[a-z]+|[^\sa-z0-9]")
@@ -19,58 +19,6 @@ _TOKEN = re.compile(r"[a-z0-9]+|'[a-z]+|[^\sa-z0-9]")
 def tokenize(sentence):
     """Lower-case and split punctuation off: "He took a pan." -> [he, took, a, pan, .]"""
     return _TOKEN.findall(sentence.lower())
-
-
-def check_word_vector_file(path):
-    """TanError unless ``path`` is a file."""
-    if not os.path.isfile(path):
-        raise TanError(
-            f"word-vector file {path!r} not found (INPUT.WORD_VECTORS, relative to DATASETS.ROOT). "
-            f"Put a GloVe text file there, e.g. glove.840B.300d.txt, or set INPUT.WORD_VECTORS to its path."
-        )
-
-
-def glove_entries(path, dim, desc=None):
-    """(line number, token, its ``dim`` number fields as strings) of each
-    non-blank line of a GloVe text file, in file order (duplicates included).
-
-    The token is everything before the last ``dim`` fields, so the few 840B
-    tokens that contain spaces parse too. A non-blank line with ``dim`` or
-    fewer fields raises a TanError naming file and line. ``desc``: the
-    progress bar's label (default "reading FILE")."""
-    check_word_vector_file(path)
-    with open(path, encoding="utf-8", errors="replace") as f:
-        lines = progress(f, desc=desc or f"reading {os.path.basename(path)}", unit=" lines")
-        for line_no, line in enumerate(lines, 1):
-            fields = line.rstrip("\n").rstrip(" ").split(" ")
-            if len(fields) <= dim:
-                if line.strip():
-                    raise TanError(f"{path}:{line_no}: expected a word and {dim} numbers "
-                                   f"(INPUT.PRE_QUERY_SIZE), got {len(fields)} fields")
-                continue
-            yield line_no, " ".join(fields[:-dim]), fields[-dim:]
-
-
-def parse_vector(path, line_no, numbers):
-    """float32 vector of one entry's number fields (the one conversion every reader uses,
-    so that the same line gives the same bits whichever way it is read)."""
-    try:
-        return np.asarray(numbers, dtype=np.float32)
-    except ValueError:
-        raise TanError(f"{path}:{line_no}: the last {len(numbers)} fields of the line are not numbers") from None
-
-
-def read_word_vectors(path, vocab, dim):
-    """Vectors of the words in ``vocab`` from a GloVe text file: {word: float32[dim]}.
-
-    Each line is a token followed by ``dim`` numbers (:func:`glove_entries`);
-    the first entry of a token wins. Only words in ``vocab`` are converted.
-    """
-    vectors = {}
-    for line_no, word, numbers in glove_entries(path, dim):
-        if word in vocab and word not in vectors:
-            vectors[word] = parse_vector(path, line_no, numbers)
-    return vectors
 
 
 def _cache_path(path, vocab, dim, cache_dir):
@@ -86,8 +34,6 @@ def _from_index(path, vocab, dim, cache_dir):
     """The vectors of ``vocab`` from a complete index of the whole file in
     ``cache_dir`` (tan/data/word_index.py), if there is one; None otherwise
     (no index is built here: a run needs only its vocabulary)."""
-    from .word_index import WordVectorIndex  # it builds on this module
-
     index = WordVectorIndex.existing(path, dim, cache_dir)
     if index is None:
         return None
@@ -166,8 +112,7 @@ class Vocabulary:
         """Token ids (0 for unknown words)."""
         return np.asarray([self.index.get(t, 0) for t in tokens], dtype=np.int64)
 
-    # The interface the datasets use, shared with tan.data.word_pieces.WordPieces and
-    # tan.data.sentence_features.SentenceFeatures.
+    # The encoder interface the datasets use (tan/data/text/inputs.py).
     def encode_sentence(self, sentence):
         return self.encode(tokenize(sentence))
 
@@ -181,6 +126,12 @@ class Vocabulary:
     def lookup(self, ids):
         """[L, E] word vectors of ``ids``."""
         return self.matrix[ids]
+
+    def coverage(self, unknown, total):
+        return f"{unknown} of {total} words ({100.0 * unknown / max(total, 1):.1f}%) have no word vector"
+
+    def check_encoded(self, ids_list, dataset):
+        pass
 
     def unknown_count(self, ids):
         return int((ids == 0).sum())

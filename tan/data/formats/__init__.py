@@ -1,0 +1,54 @@
+"""Annotation files -> one record per (video, moment, sentence): :class:`Query`.
+
+A format is a reader registered by name (docs/data.md §1, §9, §11)::
+
+    @register_format("name")
+    def read(path, durations, counts):  # -> list of Query
+        ...
+
+``durations`` is the catalog entry's ``durations`` file (None when it has none; a reader that
+needs none ignores it) and ``counts`` the Counter of what was dropped or clipped, which the
+reader adds to under a name that says what was wrong (docs/data.md §2).
+
+Built in, one module each in this package: "tacos" (timestamps in frames with ``fps`` and
+``num_frames``), "seconds" (ActivityNet Captions, Charades-STA JSON: timestamps and ``duration``
+in seconds), "charades_txt" (Charades-STA's original ``VIDEO START END##sentence`` lines, with
+durations from a Charades CSV file) and "jsonl" (Moment-DETR's and lighthouse's JSON lines). A
+plug-in (``PLUGINS``) adds formats by registering readers when it is imported.
+"""
+import importlib
+import os
+import pkgutil
+from collections import Counter
+
+from ...errors import TanError
+from .common import ANNOTATION_FORMATS, NOT_DROPPED, Dropped, Query, format_names, register_format
+
+__all__ = ["ANNOTATION_FORMATS", "NOT_DROPPED", "Dropped", "Query", "format_names", "load_annotations",
+           "register_format"]
+
+# The built-in formats: every module of this package, each registering its reader when imported, so
+# that adding one touches only its own module.
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
+del _module
+
+
+def load_annotations(path, fmt, durations=None):
+    """(queries, counts): the usable queries and a Counter of what was dropped or clipped.
+
+    ``durations`` is the file of video durations of formats that need one (the Charades CSV
+    file, for "charades_txt").
+    """
+    if not isinstance(fmt, str) or fmt not in ANNOTATION_FORMATS:
+        raise TanError(f"annotation format {fmt!r} unknown for {path!r}; expected one of {', '.join(format_names())}")
+    if not os.path.isfile(path):
+        raise TanError(f"annotation file {path!r} not found")
+    counts = Counter()
+    read = ANNOTATION_FORMATS.get(fmt)
+    queries = read(path, durations, counts)
+    if not isinstance(queries, list) or not all(isinstance(q, Query) for q in queries):
+        raise TanError(f"annotation format {fmt!r}: its reader {getattr(read, '__module__', '?')}."
+                       f"{getattr(read, '__qualname__', read)} returned {type(queries).__name__}, "
+                       f"not a list of Query records (docs/data.md §11)")
+    return queries, counts

@@ -1,0 +1,95 @@
+"""The loaders of a run: its datasets batched for one process or many, each
+loader built once and shared (periodic evaluation uses the final test's)."""
+import torch
+from torch.utils.data import ConcatDataset, DataLoader
+
+from ..errors import TanError
+from ..utils import comm
+from ..utils.logger import get_logger
+from .collate import BatchCollator, VideoBatchCollator
+from .samplers import ResumableDistributedSampler
+from .video_groups import VideoGroups
+
+VAL_FALLBACK_WARNING = (
+    "DATASETS.VAL is empty: periodic evaluation and model_best.pth use DATASETS.TEST (the reference's habit), "
+    "so the best model's test figures are optimistic; select epochs on a validation split, or report the "
+    "final model's figures")
+
+
+class RunLoaders:
+    """The loaders over the datasets of ``run_data`` (a :class:`tan.data.RunData`)."""
+
+    def __init__(self, run_data):
+        self.run_data = run_data
+        self._train = {}  # (distributed, by_video) -> loader
+        self._evals = {}  # (name, distributed, by_video) -> loader, shared by validation and test
+        self._warned_val_fallback = False
+
+    def _loader(self, dataset, batch_key, shuffle, distributed, by_video=False):
+        world, rank = (comm.get_world_size(), comm.get_rank()) if distributed else (1, 0)
+        batch_size = per_process_batch(self.run_data.cfg, batch_key, comm.get_world_size())
+        # One sampler for one or many processes: shuffled from SEED and the epoch,
+        # so a resumed run sees the same order as an uninterrupted one. Sampled
+        # sentences of a video are drawn from the epoch too (training only).
+        sampled = by_video and shuffle and self.run_data.cfg.DATALOADER.SENTENCES_PER_VIDEO > 0
+        sampler = ResumableDistributedSampler(dataset, world, rank, shuffle, self.run_data.cfg.SEED, batch_size,
+                                              keyed_by_epoch=sampled)
+        workers = self.run_data.cfg.DATALOADER.NUM_WORKERS
+        return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
+                          collate_fn=VideoBatchCollator() if by_video else BatchCollator(),
+                          pin_memory=torch.cuda.is_available(), persistent_workers=workers > 0)
+
+    def train(self, distributed, by_video=False):
+        """One shuffled loader over the concatenated DATASETS.TRAIN (SOLVER.BATCH_SIZE over all
+        processes): batches of queries, or of videos with their sentences (``by_video``)."""
+        key = (distributed, by_video)
+        if key not in self._train:
+            datasets = self.run_data.datasets(self.run_data.cfg.DATASETS.TRAIN)
+            if by_video:  # all of a video's sentences, or a sample of them (DATALOADER.SENTENCES_PER_VIDEO)
+                dataset = VideoGroups(datasets, self.run_data.cfg.DATALOADER.SENTENCES_PER_VIDEO, self.run_data.cfg.SEED)
+            else:
+                dataset = datasets[0] if len(datasets) == 1 else ConcatDataset(datasets)
+            self._train[key] = self._loader(dataset, "SOLVER.BATCH_SIZE", True, distributed, by_video)
+        return self._train[key]
+
+    def val(self, distributed, by_video=False):
+        """Loaders of DATASETS.VAL for periodic evaluation; of DATASETS.TEST (with a warning) when VAL is empty."""
+        names = self.run_data.cfg.DATASETS.VAL
+        if not names:
+            if not self._warned_val_fallback:
+                get_logger("data").warning(VAL_FALLBACK_WARNING)
+                self._warned_val_fallback = True
+            names = self.run_data.cfg.DATASETS.TEST
+        return self._eval(names, distributed, by_video)
+
+    def test(self, distributed, by_video=False):
+        """One loader per dataset of DATASETS.TEST, in order (``by_video``: batches of
+        videos with all their sentences; ``loader.dataset.by_query`` is the queries' dataset)."""
+        return self._eval(self.run_data.cfg.DATASETS.TEST, distributed, by_video)
+
+    def _eval(self, names, distributed, by_video=False):
+        loaders = []
+        for dataset in self.run_data.datasets(names):
+            key = (dataset.name, distributed, by_video)
+            if key not in self._evals:
+                source = VideoGroups([dataset]) if by_video else dataset
+                self._evals[key] = self._loader(source, "TEST.BATCH_SIZE", False, distributed, by_video)
+            loaders.append(self._evals[key])
+        return loaders
+
+
+def per_process_batch(cfg, key, world_size):
+    """Each process's share of a global batch size ("SOLVER.BATCH_SIZE" or "TEST.BATCH_SIZE");
+    an error when the processes cannot share it equally."""
+    section, name = key.split(".")
+    total = cfg[section][name]
+    if total % world_size:
+        raise TanError(f"{key} = {total} is a global batch size and must be divisible by the number of "
+                       f"processes ({world_size})")
+    return total // world_size
+
+
+def check_batch_sizes(cfg, world_size):
+    """Both global batch sizes, checked at set-up before any work."""
+    for key in ("SOLVER.BATCH_SIZE", "TEST.BATCH_SIZE"):
+        per_process_batch(cfg, key, world_size)
