@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from tan.data.annotations import load_annotations
+from tan.data.formats import load_annotations
 from tan.errors import TanError
 
 from conftest import REPO

@@ -4,6 +4,7 @@ These are the rules of the README's Code map; a change that breaks one fails
 here with the file and line to look at."""
 import ast
 import os
+import re
 
 from conftest import REPO
 
@@ -103,3 +104,103 @@ def test_the_dataset_catalog_keeps_no_class_level_state():
     from tan.data.catalog import DatasetCatalog
     mutable = [name for name, value in vars(DatasetCatalog).items() if isinstance(value, (dict, list, set))]
     assert not mutable, mutable
+
+
+# The layers of the package, lowest first: a module imports only modules of its own
+# layer or of lower ones (the README's Code map). tan/__init__.py stands above all.
+LAYERS = [("tan.errors", "tan.version"), ("tan.utils",), ("tan.config",), ("tan.structures",), ("tan.data",),
+          ("tan.modeling",), ("tan.solver", "tan.engine"), ("tan.api",), ("tan.standin", "tan.cli")]
+
+
+def layer_of(module):
+    for level, prefixes in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return level
+    return len(LAYERS) if module == "tan" else None
+
+
+def module_name(path):
+    name = path[:-3].replace(os.sep, ".")
+    return name[:-len(".__init__")] if name.endswith(".__init__") else name
+
+
+def package_imports():
+    """{module: the tan modules it imports (at any depth of the file)}; ``from pkg import mod``
+    counts as importing ``pkg.mod`` when that is a module."""
+    modules = {module_name(path): (path, tree) for path, tree in python_files(TAN)}
+    graph = {}
+    for name, (path, tree) in modules.items():
+        targets = set()
+        for target in imported_modules(path if not path.endswith("__init__.py") else path, tree):
+            targets.add(target)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = name.split(".") if path.endswith("__init__.py") else name.split(".")[:-1]
+                    parts = parts[:len(parts) - node.level + 1]
+                    base = ".".join(parts + ([node.module] if node.module else []))
+                targets.update(f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in modules)
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def test_no_module_imports_from_a_layer_above_its_own():
+    wrong = [f"{name} imports {target}" for name, targets in package_imports().items() for target in targets
+             if layer_of(name) is not None and layer_of(target) is not None and layer_of(target) > layer_of(name)]
+    unplaced = [name for name in package_imports() if layer_of(name) is None]
+    assert not wrong and not unplaced, (wrong, unplaced)
+
+
+def test_the_package_has_no_import_cycle():
+    graph = package_imports()
+    # a package's __init__ importing its own modules is how a package is made, not a cycle
+    edges = {name: {t for t in targets if not (t.startswith(name + ".") or name.startswith(t + "."))}
+             for name, targets in graph.items()}
+    state, cycles = {}, []
+
+    def visit(node, stack):
+        state[node] = "open"
+        for target in sorted(edges[node]):
+            if state.get(target) == "open":
+                cycles.append(" -> ".join(stack[stack.index(target):] + [target]))
+            elif target not in state:
+                visit(target, stack + [target])
+        state[node] = "done"
+
+    for name in sorted(edges):
+        if name not in state:
+            visit(name, [name])
+    assert not cycles, cycles
+
+
+# Words that name a model (the built-in ones and their parts): the core speaks of
+# "the model" and asks it (tan/config/models.py); only tan/modeling and the models'
+# own files may name one.
+MODEL_WORDS = re.compile(r"\b(TAN|MMN|2D-TAN|BERT|DistilBERT|tan2d)\b|modeling\.(mmn|tan2d)")
+CORE = ("config", "data", "engine", "cli")
+
+
+def test_the_core_names_no_model():
+    named = []
+    for folder in CORE:
+        for path, _ in python_files(os.path.join(TAN, folder)):
+            with open(os.path.join(REPO, path)) as f:
+                named += [f"{path}:{n}: {line.strip()}" for n, line in enumerate(f, 1) if MODEL_WORDS.search(line)]
+    assert not named, named
+
+
+def test_every_key_a_model_adds_has_a_comment():
+    """As tests/test_config.py checks tan/config/defaults.py: each built-in model's and the example
+    project's settings, one comment (or a comment block) above each key."""
+    files = [os.path.join(TAN, "modeling", "map2d", "config.py"), os.path.join(TAN, "modeling", "tan2d", "config.py"),
+             os.path.join(TAN, "modeling", "mmn", "config.py"), os.path.join(REPO, "projects", "dot_map", "config.py")]
+    undocumented = []
+    for path in files:
+        with open(path) as f:
+            lines = f.read().splitlines()
+        for index, line in enumerate(lines):
+            if re.match(r"\s+(node|cfg)\.[A-Z_.]+ = ", line) and "CN()" not in line and "add_map_config" not in line:
+                if not lines[index - 1].strip().startswith("#"):
+                    undocumented.append(f"{os.path.relpath(path, REPO)}:{index + 1}: {line.strip()}")
+    assert not undocumented, undocumented

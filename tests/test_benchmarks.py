@@ -8,8 +8,8 @@ import pytest
 
 from tan.config import load_config
 from tan.data import RunData, build_datasets
-from tan.data.annotations import load_annotations
-from tan.data.standin import make_standin, write_charades_text_form
+from tan.data.formats import load_annotations
+from tan.standin import make_standin, write_charades_text_form
 
 from conftest import REPO
 
@@ -120,15 +120,15 @@ def test_word_vector_cache_is_reused_and_invalidated(charades_standin, caplog, t
     cache = ["DATASETS.CACHE_DIR", str(tmp_path / "cache")]
     cfg = charades_cfg(charades_standin, "DATASETS.TEST", "('charades_test',)", "DATASETS.TRAIN", "()", *cache)
     data = RunData(cfg)
-    vocabulary = data.vocabulary()
+    vocabulary = data.text_input.vocabulary()
     assert "cached in" in caplog.text
     caplog.clear()
-    assert data.vocabulary() is vocabulary and not caplog.text  # once per run
+    assert data.text_input.vocabulary() is vocabulary and not caplog.text  # once per run
     # each run (a new RunData) reads the cache
     build_datasets(cfg, ("charades_test",))
     assert "read from the cache" in caplog.text
     caplog.clear()
-    assert RunData(cfg).vocabulary().words == vocabulary.words
+    assert RunData(cfg).text_input.vocabulary().words == vocabulary.words
     assert "read from the cache" in caplog.text
     # another vocabulary (train sentences too) -> another cache entry
     caplog.clear()
@@ -139,7 +139,7 @@ def test_word_vector_cache_is_reused_and_invalidated(charades_standin, caplog, t
     glove = os.path.join(charades_standin, "glove", "glove.840B.300d.txt")
     os.utime(glove, (1, 1))
     caplog.clear()
-    RunData(cfg).vocabulary()
+    RunData(cfg).text_input.vocabulary()
     assert "read from the cache" not in caplog.text
 
 

@@ -8,13 +8,13 @@ import torch
 
 from tan.config import load_config
 from tan.data import DatasetCatalog, RunData, SentenceEncoder, VideoSource, make_data_loader
-from tan.data import annotations as annotations_module
-from tan.data.build import VAL_FALLBACK_WARNING
+from tan.data import formats as annotations_module
+from tan.data.loaders import VAL_FALLBACK_WARNING
 from tan.data.collate import BatchCollator
 from tan.data.dataset import MomentDataset
-from tan.data.features import l2_normalize_rows, resample
+from tan.data.features.rows import l2_normalize_rows, resample
 from tan.data.samplers import ResumableDistributedSampler
-from tan.data.text import Vocabulary, read_word_vectors, tokenize
+from tan.data.text.words import Vocabulary, read_word_vectors, tokenize
 from tan.errors import TanError
 
 from conftest import SYNTHETIC_CONFIG
@@ -84,7 +84,7 @@ def tacos_like(tmp_path):
 
 def test_dataset_reads_frames_drops_and_clips_bad_records(tacos_like):
     root, vocab = tacos_like
-    ds = MomentDataset("t", str(root / "ann.json"), str(root / "feats.hdf5"), "tacos", vocab, 16, 8)
+    ds = MomentDataset.from_files("t", str(root / "ann.json"), str(root / "feats.hdf5"), "tacos", vocab, 16, 8)
     assert len(ds) == 2
     np.testing.assert_allclose(ds.moments, [[1.0, 3.0], [8.0, 10.0]])  # frames / fps, clipped to 10 s
     assert ds.dropped == {"start >= end": 1, "moment clipped to the video": 1, "empty sentence": 1,
@@ -106,7 +106,7 @@ def test_videos_with_nan_or_inf_and_sentences_without_known_words_are_dropped(tm
         f.create_dataset("inf", data=np.array([[1, np.inf]] * 3, np.float32))
         f.create_dataset("one", data=np.ones((1, 2), np.float32))  # a one-clip video is fine
     vocab = Vocabulary({"cut": np.ones(3, np.float32)}, 3)
-    ds = MomentDataset("d", str(tmp_path / "a.json"), str(tmp_path / "f.hdf5"), "seconds", vocab, 4, 2)
+    ds = MomentDataset.from_files("d", str(tmp_path / "a.json"), str(tmp_path / "f.hdf5"), "seconds", vocab, 4, 2)
     assert len(ds) == 2 and sorted(ds.videos) == ["good", "one"]
     assert ds.dropped == {"video with NaN or infinite features": 2, "sentence without a known word": 1}
     assert torch.isfinite(ds[1]["feats"]).all() and ds[1]["feats"].shape == (4, 2)
@@ -123,7 +123,7 @@ def test_the_videos_left_out_are_named_not_only_counted(tmp_path, caplog):
         f.create_dataset("empty", data=np.ones((0, 2), np.float32))
     vocab = Vocabulary({"cut": np.ones(3, np.float32)}, 3)
     with caplog.at_level(logging.WARNING, logger="tan"):
-        ds = MomentDataset("d", str(tmp_path / "a.json"), str(tmp_path / "f.hdf5"), "seconds", vocab, 4, 2)
+        ds = MomentDataset.from_files("d", str(tmp_path / "a.json"), str(tmp_path / "f.hdf5"), "seconds", vocab, 4, 2)
     assert ds.videos_left_out == {"video missing from the feature file": ["absent"],
                                   "video with NaN or infinite features": ["inf", "nan"],
                                   "video with no feature rows": ["empty"]}
@@ -143,7 +143,7 @@ def test_an_annotation_file_naming_a_video_twice_is_refused(tmp_path):
 @pytest.mark.parametrize("damage", ["truncated", "text", "empty", "other arrays", "wrong width", "other words",
                                     "a folder"])
 def test_a_damaged_word_vector_cache_is_rebuilt_with_a_warning_whatever_the_damage(tmp_path, caplog, damage):
-    from tan.data.text import cached_word_vectors
+    from tan.data.text.words import cached_word_vectors
 
     glove = tmp_path / "glove.txt"
     glove.write_text("cut 1 2 3\nknife 4 5 6\n")
@@ -184,7 +184,7 @@ def test_a_damaged_word_vector_cache_is_rebuilt_with_a_warning_whatever_the_dama
     ("v.npy", b"", "the file is empty"),
 ])
 def test_an_array_file_that_is_not_one_says_so_in_plain_words(tmp_path, name, content, reason):
-    from tan.data.array_files import read_array
+    from tan.data.features.array_files import read_array
 
     path = tmp_path / name
     path.write_bytes(content)
@@ -196,7 +196,7 @@ def test_an_array_file_that_is_not_one_says_so_in_plain_words(tmp_path, name, co
 def test_feature_dimension_mismatch_is_a_clear_error(tacos_like):
     root, vocab = tacos_like
     with pytest.raises(TanError, match=r"video 's1.avi' has features of shape \(40, 8\) in HDF5 file '.*feats.hdf5'; expected \[T, 500\]"):
-        MomentDataset("t", str(root / "ann.json"), str(root / "feats.hdf5"), "tacos", vocab, 16, 500)
+        MomentDataset.from_files("t", str(root / "ann.json"), str(root / "feats.hdf5"), "tacos", vocab, 16, 500)
 
 
 def test_empty_dataset_after_filtering_is_a_clear_error(tmp_path):
@@ -204,7 +204,7 @@ def test_empty_dataset_after_filtering_is_a_clear_error(tmp_path):
     with h5py.File(tmp_path / "f.hdf5", "w") as f:
         f.create_dataset("v", data=np.ones((4, 2), np.float32))
     with pytest.raises(TanError, match="no usable query"):
-        MomentDataset("e", str(tmp_path / "ann.json"), str(tmp_path / "f.hdf5"), "seconds", Vocabulary({}, 3), 4, 2)
+        MomentDataset.from_files("e", str(tmp_path / "ann.json"), str(tmp_path / "f.hdf5"), "seconds", Vocabulary({}, 3), 4, 2)
 
 
 def test_collator_pads_queries_and_keeps_lengths():
@@ -348,7 +348,7 @@ def test_parse_drops_reach_the_dataset_count_without_changing_the_parse(tacos_li
     root, vocab = tacos_like
     parsed = annotations_module.load_annotations(str(root / "ann.json"), "tacos")
     before = dict(parsed[1])
-    ds = MomentDataset("t", str(root / "ann.json"), str(root / "feats.hdf5"), "tacos", vocab, 16, 8, parsed=parsed)
+    ds = MomentDataset.from_files("t", str(root / "ann.json"), str(root / "feats.hdf5"), "tacos", vocab, 16, 8, parsed=parsed)
     assert ds.dropped == {"start >= end": 1, "moment clipped to the video": 1, "empty sentence": 1,
                           "video missing from the feature file": 1}
     assert dict(parsed[1]) == before

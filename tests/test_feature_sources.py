@@ -1,4 +1,4 @@
-"""Feature sources (tan/data/feature_sources.py) on small generated files: HDF5
+"""Feature sources (tan/data/features/sources.py) on small generated files: HDF5
 in both layouts, folders of .npy / .npz, streams concatenated; what
 MomentDataset makes of them; and queries with several ground-truth windows
 (JSON lines) through the dataset, the evaluation and the loss."""
@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 import torch
 
-from tan.data import array_files, feature_sources
+from tan.data.features import array_files, sources as feature_sources
 from tan.data.dataset import MomentDataset
-from tan.data.feature_sources import ConcatenatedFeatures, FolderFeatures, HDF5Features, open_features, open_source
-from tan.data.features import l2_normalize_rows, resample
-from tan.data.text import Vocabulary
+from tan.data.features.sources import ConcatenatedFeatures, FolderFeatures, HDF5Features, open_features, open_source
+from tan.data.features.rows import l2_normalize_rows, resample
+from tan.data.text.words import Vocabulary
 from tan.engine.evaluation import evaluate_moments
 from tan.errors import TanError
-from tan.modeling import loss as loss_module
-from tan.modeling.loss import ScaledIoULoss
+from tan.modeling.tan2d import loss as loss_module
+from tan.modeling.tan2d.loss import ScaledIoULoss
 
 # Different lengths and a width that is not a power of two, so that a swapped axis shows.
 ARRAYS = {"v1": (7, 5), "v2": (12, 5), "v3": (1, 5)}
@@ -215,14 +215,15 @@ def test_a_width_mismatch_of_concatenated_streams_names_the_widths_and_the_confi
     with pytest.raises(TanError, match=r"dataset 'd': video 'v' has features of shape \(8, 96\).*"
                                        r"streams of width 64 \+ 32.*expected \[T, 100\] "
                                        r"\(MODEL.TAN.FEATPOOL.INPUT_SIZE\)"):
-        MomentDataset("d", annotation_file(tmp_path, ["v"]), [wide, narrow], "seconds", VOCABULARY, 4, 100)
-    ds = MomentDataset("d", annotation_file(tmp_path, ["v"]), [wide, narrow], "seconds", VOCABULARY, 4, 96)
+        MomentDataset.from_files("d", annotation_file(tmp_path, ["v"]), [wide, narrow], "seconds", VOCABULARY, 4, 100,
+                                 input_size_key="MODEL.TAN.FEATPOOL.INPUT_SIZE")
+    ds = MomentDataset.from_files("d", annotation_file(tmp_path, ["v"]), [wide, narrow], "seconds", VOCABULARY, 4, 96)
     assert ds[0]["feats"].shape == (4, 96)
 
 
 def test_a_video_missing_from_a_folder_is_dropped_and_counted(tmp_path):
     folder = write_folder(tmp_path / "f", {"here": features((6, 3), 1)}, ".npz")
-    ds = MomentDataset("d", annotation_file(tmp_path, ["here", "gone"]), folder, "seconds", VOCABULARY, 4, 3)
+    ds = MomentDataset.from_files("d", annotation_file(tmp_path, ["here", "gone"]), folder, "seconds", VOCABULARY, 4, 3)
     assert ds.videos == ["here"] and len(ds) == 1
     assert ds.dropped == {"video missing from the feature file": 1}
 
@@ -240,7 +241,7 @@ def windows_dataset(tmp_path):
     ]
     (tmp_path / "ann.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     folder = write_folder(tmp_path / "f", {"v": features((20, 3), 1)})
-    return MomentDataset("w", str(tmp_path / "ann.jsonl"), folder, "jsonl", VOCABULARY, 8, 3)
+    return MomentDataset.from_files("w", str(tmp_path / "ann.jsonl"), folder, "jsonl", VOCABULARY, 8, 3)
 
 
 def test_a_dataset_keeps_every_window_padded_with_the_first(windows_dataset):
@@ -288,7 +289,7 @@ def test_a_bad_window_is_left_out_and_its_query_kept(tmp_path):
                {"qid": 1, "query": "cut", "vid": "v", "duration": 10.0, "relevant_windows": [["a", 1]]}]
     (tmp_path / "ann.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     folder = write_folder(tmp_path / "f", {"v": features((20, 3), 1)})
-    ds = MomentDataset("w", str(tmp_path / "ann.jsonl"), folder, "jsonl", VOCABULARY, 8, 3)
+    ds = MomentDataset.from_files("w", str(tmp_path / "ann.jsonl"), folder, "jsonl", VOCABULARY, 8, 3)
     assert len(ds) == 1 and ds.window_counts.tolist() == [1] and ds.moments.tolist() == [[2.0, 5.0]]
     assert ds.dropped == {"window not two finite numbers": 2, "window with start >= end": 1, "no usable window": 1}
 
@@ -296,7 +297,7 @@ def test_a_bad_window_is_left_out_and_its_query_kept(tmp_path):
 def test_a_stream_without_rows_drops_its_video_like_one_source(tmp_path):
     a = write_folder(tmp_path / "a", {"v": features((8, 2), 1), "empty": features((8, 2), 2)})
     b = write_folder(tmp_path / "b", {"v": features((8, 1), 3), "empty": features((0, 1), 4)})
-    ds = MomentDataset("d", annotation_file(tmp_path, ["v", "empty"]), [a, b], "seconds", VOCABULARY, 4, 3)
+    ds = MomentDataset.from_files("d", annotation_file(tmp_path, ["v", "empty"]), [a, b], "seconds", VOCABULARY, 4, 3)
     assert ds.videos == ["v"] and ds.dropped == {"video with no feature rows": 1}
 
 

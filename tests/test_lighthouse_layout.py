@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tan.data.text import tokenize
+from tan.data.text.words import tokenize
 
 from conftest import REPO, run_tool
 

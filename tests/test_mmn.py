@@ -14,9 +14,9 @@ from tan.config import load_config
 from tan.data.collate import VideoBatchCollator
 from tan.errors import TanError
 from tan.modeling import build_model
-from tan.modeling.feat2d import SparseConv2D, build_mask2d
-from tan.modeling.mmn import MMNOutput, CellEmbeddings
-from tan.modeling.mmn_loss import MutualMatchingLoss
+from tan.modeling.map2d.feat2d import SparseConv2D, build_mask2d
+from tan.modeling.mmn.model import MMNOutput, CellEmbeddings
+from tan.modeling.mmn.loss import MutualMatchingLoss
 
 from conftest import REPO
 from benchmarking.reference_mmn import ChainMap2D, ReferenceMMN, to_mmn_batch, total_loss
@@ -111,7 +111,7 @@ def test_state_dict_names_and_shapes_are_those_of_mmn(monkeypatch):
     """The TACoS config's state dict equals MMN's (tests/fixtures/mmn_state_dict_tacos.json,
     written from MMN's code), DistilBERT included, for both 2D maps."""
     transformers = pytest.importorskip("transformers")
-    import tan.modeling.text_encoder as text_encoder
+    import tan.modeling.mmn.text_encoder as text_encoder
     monkeypatch.setattr(text_encoder, "load_distilbert",
                         lambda name: transformers.DistilBertModel(transformers.DistilBertConfig()))
     expected = json.loads(open(os.path.join(FIXTURES, "mmn_state_dict_tacos.json")).read())
@@ -356,8 +356,8 @@ def write_tiny_distilbert(folder, words):
 
 
 def test_word_pieces_and_the_bert_encoder_with_a_tiny_local_distilbert(tmp_path):
-    from tan.data.word_pieces import WordPieces
-    from tan.modeling.text_encoder import BertTextEncoder, load_distilbert
+    from tan.data.text.word_pieces import WordPieces
+    from tan.modeling.mmn.text_encoder import BertTextEncoder, load_distilbert
     folder = write_tiny_distilbert(str(tmp_path / "bert"), ["the", "person", "opens", "door"])
     pieces = WordPieces.from_pretrained(folder)
     ids = pieces.encode_sentence("The person opens the fridge")
@@ -381,7 +381,7 @@ def test_without_transformers_bert_says_how_to_get_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)  # import fails as if not installed
     with pytest.raises(TanError, match=r"pip install 'tan\[bert\]'.*TEXT_ENCODER.NAME LSTM"):
         build_model(load_config(MMN_SYNTHETIC, ["MODEL.MMN.TEXT_ENCODER.NAME", "BERT"]))
-    from tan.data.word_pieces import WordPieces
+    from tan.data.text.word_pieces import WordPieces
     with pytest.raises(TanError, match="transformers package"):
         WordPieces.from_pretrained("distilbert-base-uncased")
 

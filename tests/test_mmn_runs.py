@@ -147,7 +147,7 @@ def test_sigterm_mid_epoch_then_resume_ends_with_the_uninterrupted_weights(synth
 def test_distilbert_is_frozen_for_freeze_bert_epochs_then_trains(synthetic_root, tmp_path):
     """MMN with a tiny DistilBERT written to a local folder: nothing is downloaded."""
     from tan.data import RunData
-    from tan.data.text import tokenize
+    from tan.data.text.words import tokenize
     cfg = load_config(MMN_SYNTHETIC, ["DATASETS.ROOT", synthetic_root])
     words = {w for q in RunData(cfg).queries("synthetic_train")[0] for w in tokenize(q.sentence)}
     folder = write_tiny_distilbert(str(tmp_path / "bert"), sorted(words)[:40])  # others are [UNK]

@@ -3,10 +3,10 @@ from torch.nn import functional as F
 
 from tan.config import load_config
 from tan.modeling import build_model
-from tan.modeling.feat2d import SparseMaxPool2D, build_mask2d
-from tan.modeling.loss import ScaledIoULoss
+from tan.modeling.map2d.feat2d import SparseMaxPool2D, build_mask2d
+from tan.modeling.tan2d.loss import ScaledIoULoss
 from tan.structures.moments import iou2d
-from tan.modeling.predictor import build_weight_maps
+from tan.modeling.map2d.strips import build_weight_maps
 
 from conftest import SYNTHETIC_CONFIG
 

@@ -11,8 +11,8 @@ from tan.config import load_config
 from tan.engine.evaluation import evaluate_moments, top_moments
 from tan.engine.precision import autocast, make_grad_scaler
 from tan.modeling import build_model
-from tan.modeling.feat2d import SparseMaxPool2D, build_mask2d
-from tan.modeling.predictor import ProposalConv
+from tan.modeling.map2d.feat2d import SparseMaxPool2D, build_mask2d
+from tan.modeling.tan2d.predictor import ProposalConv
 
 from conftest import SYNTHETIC_CONFIG, run_tool
 

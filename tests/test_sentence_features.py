@@ -9,7 +9,7 @@ import pytest
 from tan.config import load_config
 from tan.data import sentence_encoder
 from tan.data.dataset import MomentDataset
-from tan.data.sentence_features import SentenceFeatures
+from tan.data.text.sentence_features import SentenceFeatures
 from tan.errors import TanError
 
 from conftest import REPO
@@ -27,9 +27,8 @@ def dataset(tmp_path, text_rows, query_size=4):
     (tmp_path / "t").mkdir(exist_ok=True)
     for name, rows in text_rows.items():
         np.savez(tmp_path / "t" / f"{name}.npz", last_hidden_state=rows)
-    text = SentenceFeatures(str(tmp_path / "t"))
-    return MomentDataset("s", str(tmp_path / "ann.jsonl"), str(tmp_path / "f"), "jsonl", text, 4, 2,
-                         query_size=query_size)
+    text = SentenceFeatures(str(tmp_path / "t"), size=query_size)
+    return MomentDataset.from_files("s", str(tmp_path / "ann.jsonl"), str(tmp_path / "f"), "jsonl", text, 4, 2)
 
 
 def test_files_are_found_by_either_name_and_rows_are_normalised(tmp_path):

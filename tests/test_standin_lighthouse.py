@@ -11,8 +11,8 @@ import pytest
 from tan.config import load_config
 from tan.data import RunData
 from tan.data.catalog import builtin_entries
-from tan.data.standin import make_lighthouse_standin, make_standin
-from tan.data.text import tokenize
+from tan.standin import make_lighthouse_standin, make_standin
+from tan.data.text.words import tokenize
 from tan.errors import TanError
 
 from conftest import REPO, run_tool

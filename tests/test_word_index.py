@@ -1,4 +1,4 @@
-"""The index of a whole GloVe text file (tan/data/word_index.py) and the
+"""The index of a whole GloVe text file (tan/data/text/word_index.py) and the
 sentence encoder of prediction, which reads only that index."""
 import logging
 import os
@@ -11,10 +11,10 @@ import pytest
 
 from tan.config import load_config
 from tan.data import RunData, SentenceEncoder
-from tan.data import annotations as annotations_module
-from tan.data import word_index
-from tan.data.text import cached_word_vectors, read_word_vectors, tokenize
-from tan.data.word_index import WordVectorIndex, index_folder
+from tan.data import formats as annotations_module
+from tan.data.text import word_index
+from tan.data.text.words import cached_word_vectors, read_word_vectors, tokenize
+from tan.data.text.word_index import WordVectorIndex, index_folder
 from tan.errors import TanError
 
 from conftest import REPO, SYNTHETIC_CONFIG, file_size_limit
@@ -213,7 +213,7 @@ def test_an_abandoned_build_is_removed(glove):
 BUILD = textwrap.dedent("""
     import sys
     import numpy as np
-    from tan.data.word_index import WordVectorIndex
+    from tan.data.text.word_index import WordVectorIndex
     index = WordVectorIndex.open(sys.argv[1], 8, sys.argv[2])
     found = index.lookup(["w0", "w1999", "w12345"])
     print(len(index), sorted(found), float(sum(v.sum() for v in found.values())))
@@ -246,7 +246,7 @@ def test_a_run_s_vocabulary_comes_from_an_existing_index_with_the_same_rows(glov
     for name in os.listdir(cache):
         os.unlink(os.path.join(cache, name))
     WordVectorIndex.open(path, 3, cache)
-    monkeypatch.setattr("tan.data.text.read_word_vectors", lambda *a: pytest.fail("the text file was scanned"))
+    monkeypatch.setattr("tan.data.text.words.read_word_vectors", lambda *a: pytest.fail("the text file was scanned"))
     assert bits(cached_word_vectors(path, vocab, 3, cache)) == scanned
 
 
@@ -257,7 +257,7 @@ def synthetic_cfg(root, cache, *opts):
 def test_sentence_encoder_gives_the_dataset_vocabulary_s_rows_without_reading_annotations(
         synthetic_root, tmp_path, monkeypatch, caplog):
     cfg = synthetic_cfg(synthetic_root, str(tmp_path / "cache"))
-    vocabulary = RunData(cfg).vocabulary()
+    vocabulary = RunData(cfg).text_input.vocabulary()
     monkeypatch.setattr(annotations_module, "load_annotations",
                         lambda *a, **k: pytest.fail("an annotation file was read"))
     caplog.set_level(logging.INFO, logger="tan")
@@ -294,9 +294,9 @@ def test_sentence_encoder_on_a_fresh_root_generates_the_synthetic_word_vectors(t
 
 
 def test_training_vocabulary_is_the_same_with_and_without_an_index(synthetic_root, tmp_path, monkeypatch):
-    scanned = RunData(synthetic_cfg(synthetic_root, str(tmp_path / "plain"))).vocabulary()
+    scanned = RunData(synthetic_cfg(synthetic_root, str(tmp_path / "plain"))).text_input.vocabulary()
     cfg = synthetic_cfg(synthetic_root, str(tmp_path / "indexed"))
     SentenceEncoder.from_config(cfg)  # builds the index
-    monkeypatch.setattr("tan.data.text.read_word_vectors", lambda *a: pytest.fail("the text file was scanned"))
-    indexed = RunData(cfg).vocabulary()
+    monkeypatch.setattr("tan.data.text.words.read_word_vectors", lambda *a: pytest.fail("the text file was scanned"))
+    indexed = RunData(cfg).text_input.vocabulary()
     assert indexed.words == scanned.words and indexed.matrix.tobytes() == scanned.matrix.tobytes()

@@ -198,7 +198,7 @@ def test_the_tools_share_one_default_checkpoint(run, tmp_path):
 def test_the_api_reproduces_the_test_figures_of_the_cli(run):
     """Each test video encoded once, all its sentences in one batch: the metrics of tan-test."""
     cfg, out = run
-    from tan.data import RunData
+    from tan.data import RunData, VideoSource
     from tan.engine.evaluation import evaluate_moments
     model = tan.load_model(str(out / "model_final.pth"), overrides=["DATASETS.ROOT", cfg.DATASETS.ROOT])
     assert isinstance(model, tan.Grounder) and model.cfg.MODEL.TAN == cfg.MODEL.TAN
@@ -209,10 +209,10 @@ def test_the_api_reproduces_the_test_figures_of_the_cli(run):
     by_video = {}
     for index in range(len(dataset)):
         by_video.setdefault(dataset.video_ids[index], []).append(index)
-    source = RunData(cfg)
+    source = VideoSource(RunData(cfg))
     for video_id, indices in by_video.items():
         name = dataset.videos[video_id]
-        video = model.encode_video(source.video_features(name), float(dataset.durations[indices[0]]))
+        video = model.encode_video(source.features(name), float(dataset.durations[indices[0]]))
         answers = model.ground(video, [dataset.sentences[i] for i in indices], topk=5)
         for index, moments in zip(indices, answers):
             assert all(isinstance(m, tan.Moment) for m in moments)
@@ -232,11 +232,11 @@ def predict_both_ways(cfg, out, sentences, topk, video_name="syn_test_0003"):
                     "--topk", str(topk), "--json", "DATASETS.ROOT", cfg.DATASETS.ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
-    from tan.data import RunData
+    from tan.data import RunData, VideoSource
     model = tan.load_model(str(out / "model_final.pth"), device=torch.device("cpu"),
                            overrides=["DATASETS.ROOT", cfg.DATASETS.ROOT])
-    data = RunData(cfg)
-    video = model.encode_video(data.video_features(video_name), data.video_duration(video_name))
+    data = VideoSource(RunData(cfg))
+    video = model.encode_video(data.features(video_name), data.duration(video_name))
     answers = model.ground(video, sentences, topk=topk)
     for query, moments in zip(report["queries"], answers):
         assert len(query["moments"]) == len(moments) == topk
@@ -249,8 +249,8 @@ def test_the_api_equals_tan_predict(run):
     cfg, out = run
     sentences = ["the cook holds the pan.", "a person opens the door.", "someone walks to the table."]
     model, video, answers = predict_both_ways(cfg, out, sentences, topk=7)
-    from tan.data import RunData
-    data = RunData(cfg)
+    from tan.data import RunData, VideoSource
+    data = VideoSource(RunData(cfg))
     maps = model.score_maps(video, sentences)
     assert maps.shape == (3, cfg.MODEL.TAN.NUM_CLIPS, cfg.MODEL.TAN.NUM_CLIPS)
     assert float(maps[0].max()) == pytest.approx(answers[0][0].score, abs=1e-6)
@@ -259,7 +259,7 @@ def test_the_api_equals_tan_predict(run):
     with pytest.raises(TanError, match=f"expected \\[T, {cfg.MODEL.TAN.FEATPOOL.INPUT_SIZE}\\]"):
         model.encode_video(np.zeros((10, 7), np.float32), 30.0)
     with pytest.raises(TanError, match="duration"):
-        model.encode_video(data.video_features("syn_test_0003"), -1)
+        model.encode_video(data.features("syn_test_0003"), -1)
 
 
 def test_unlabelled_queries_are_predicted_in_both_formats(run, tmp_path):

@@ -15,6 +15,7 @@ import torch
 from benchmarking.workloads import random_batch
 from tan.cli.exits import run_cli
 from tan.config import load_config
+from tan.config.models import model_class
 from tan.engine.precision import make_grad_scaler
 from tan.engine.step import run_step
 from tan.errors import TanError
@@ -84,7 +85,8 @@ def main():
             if cuda:
                 torch.cuda.synchronize()
             start = time.perf_counter()
-        loss, _ = run_step(model, batch, optimizer, scaler, cfg.SOLVER.AMP, device)
+        loss, _ = run_step(model, batch, optimizer, scaler, cfg.SOLVER.AMP, device,
+                           model_class(cfg).recipe(cfg).clip_grad_norm)
     if cuda:
         torch.cuda.synchronize()
     elapsed = time.perf_counter() - start

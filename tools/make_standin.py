@@ -24,7 +24,7 @@ import time
 
 import checkout_path  # noqa: F401  (this checkout's tan first on sys.path)
 from tan.cli.exits import run_cli
-from tan.data.standin import (BENCHMARKS, LIGHTHOUSE, LIGHTHOUSE_DIMS, make_lighthouse_standin, make_standin,
+from tan.standin import (BENCHMARKS, LIGHTHOUSE, LIGHTHOUSE_DIMS, make_lighthouse_standin, make_standin,
                               write_charades_text_form)
 from tan.utils.logger import setup_logger
 

@@ -17,7 +17,7 @@ from tan.config import load_config
 from tan.data import RunData
 from tan.engine.evaluation import evaluate_moments, format_table
 from tan.config.architecture import model_settings
-from tan.modeling.feat2d import build_mask2d
+from tan.modeling.map2d.feat2d import build_mask2d
 from tan.structures.moments import iou2d
 from tan.utils.logger import setup_logger
 

@@ -14,10 +14,10 @@ from torch import nn
 from torch.nn import functional as F
 
 from tan.config.choices import IOU_THRESHOLDS, RECALL_AT
-from tan.modeling.feat2d import build_mask2d
-from tan.modeling.featpool import build_featpool
-from tan.modeling.integrator import build_integrator
-from tan.modeling.predictor import ProposalConv
+from tan.modeling.map2d.feat2d import build_mask2d
+from tan.modeling.map2d.featpool import build_featpool
+from tan.modeling.tan2d.integrator import build_integrator
+from tan.modeling.tan2d.predictor import ProposalConv
 from tan.structures.moments import iou2d
 
 from .reference_mmn import ChainMap2D

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from tan.modeling.feat2d import build_mask2d
+from tan.modeling.map2d.feat2d import build_mask2d
 
 
 class FeatAvgPool(nn.Module):

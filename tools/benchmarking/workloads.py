@@ -6,13 +6,15 @@ import time
 import torch
 
 from tan.config.architecture import model_settings
+from tan.config.models import model_class
 from tan.engine.evaluation import evaluate_moments, top_moments
 from tan.engine.precision import autocast, make_grad_scaler
 from tan.engine.step import forward_batch, move_batch, run_step
 from tan.engine.wrappers import maybe_compile, prepare_model
 from tan.modeling import build_model
-from tan.modeling.feat2d import build_mask2d
-from tan.modeling.predictor import ProposalConv, build_weight_maps
+from tan.modeling.map2d.feat2d import build_mask2d
+from tan.modeling.map2d.strips import build_weight_maps
+from tan.modeling.tan2d.predictor import ProposalConv
 from tan.solver import build_optimizer
 
 from .reference import ReferenceTAN, reference_evaluate, stored_iou2d
@@ -96,9 +98,10 @@ def our_train_step(cfg, model, batch, device):
     optimizer = build_optimizer(cfg, model)
     scaler = make_grad_scaler(cfg.SOLVER.AMP, device)
     forward = maybe_compile(cfg, model)
+    clip = model_class(cfg).recipe(cfg).clip_grad_norm
 
     def step():
-        run_step(forward, batch, optimizer, scaler, cfg.SOLVER.AMP, device)
+        run_step(forward, batch, optimizer, scaler, cfg.SOLVER.AMP, device, clip)
     return step
 
 

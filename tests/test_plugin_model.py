@@ -1,0 +1,163 @@
+"""A model that lives outside the package (projects/dot_map), loaded by PLUGINS:
+it trains, resumes bit for bit after a kill, evaluates, predicts, draws
+pictures and runs under torchrun with the stock tools, and its settings get
+the usual checks; nothing in tan/ names it."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import ONE_THREAD, REPO, run_tool
+from runs import stop_process_group, wait_for_training_record
+
+pytestmark = pytest.mark.slow
+
+PROJECT = os.path.join(REPO, "projects", "dot_map")
+CONFIG = os.path.join(PROJECT, "dot_map_synthetic.yaml")
+# The project's own config names it relative to the repository root; the tests may run from elsewhere.
+SHORT = ["PLUGINS", repr([PROJECT]), "MODEL.DEVICE", "cpu", "SOLVER.LOG_PERIOD", "4", "SOLVER.TEST_PERIOD", "0",
+         "SOLVER.MAX_EPOCH", "3", "SOLVER.MILESTONES", "(3,)", "MODEL.DOT_MAP.WARMUP_EPOCHS", "2"]
+
+
+def train_args(root, out, *extra):
+    return ["--config-file", CONFIG, "DATASETS.ROOT", root, "OUTPUT_DIR", str(out), *SHORT, *extra]
+
+
+def final_weights(out):
+    return torch.load(os.path.join(out, "model_final.pth"), weights_only=False)["model"]
+
+
+def metrics(folder):
+    with open(os.path.join(folder, "synthetic_test", "metrics.json")) as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def trained(synthetic_root, tmp_path_factory):
+    """Three epochs of DOT_MAP (about 15 s), then the test of the final model."""
+    out = tmp_path_factory.mktemp("dot_map") / "out"
+    proc = run_tool("train_net", *train_args(synthetic_root, out), env=ONE_THREAD, cwd=str(out.parent))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return out
+
+
+def test_no_line_of_the_package_names_the_example_model():
+    named = []
+    for folder, _, files in os.walk(os.path.join(REPO, "tan")):
+        for name in files:
+            if name.endswith(".py"):
+                with open(os.path.join(folder, name)) as f:
+                    named += [f"{name}:{n}" for n, line in enumerate(f, 1)
+                              if "dot_map" in line.lower() or "DotMap" in line]
+    assert not named, named
+
+
+def test_the_example_trains_evaluates_and_its_run_folder_names_its_plugin(trained, synthetic_root, tmp_path):
+    stored = (trained / "config.yml").read_text()
+    assert "ARCHITECTURE: DOT_MAP" in stored and PROJECT in stored and "TAN:" not in stored
+    final = metrics(trained / "inference" / "model_final")
+    # the untrained model, evaluated through the same tool: the trained one must be far better
+    proc = run_tool("test_net", "--config-file", CONFIG, "DATASETS.ROOT", synthetic_root, "OUTPUT_DIR",
+                    str(tmp_path / "untrained"), *SHORT, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    untrained = metrics(tmp_path / "untrained" / "inference" / "untrained")
+    assert final["R@1,IoU@0.5"] > untrained["R@1,IoU@0.5"] + 10, (final, untrained)
+    # the checkpoint alone (its stored config names the plug-in), from another folder
+    proc = run_tool("test_net", "--ckpt", str(trained / "model_final.pth"), "DATASETS.ROOT", synthetic_root,
+                    "OUTPUT_DIR", str(tmp_path / "again"), cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    again = metrics(tmp_path / "again" / "inference" / "model_final")
+    assert {k: v for k, v in again.items() if k != "checkpoint"} == {k: v for k, v in final.items()
+                                                                     if k != "checkpoint"}
+
+
+def test_the_example_predicts_and_draws(trained, synthetic_root, tmp_path):
+    with open(os.path.join(synthetic_root, "synthetic", "annotations", "test.json")) as f:
+        video = sorted(json.load(f))[0]
+    proc = run_tool("predict", "--ckpt", str(trained / "model_final.pth"), "--video", video, "--query",
+                    "the cook holds the pan.", "--topk", "3", "--json", "DATASETS.ROOT", synthetic_root,
+                    cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    moments = json.loads(proc.stdout)["queries"][0]["moments"]
+    assert len(moments) == 3 and all(0 <= m["start"] < m["end"] for m in moments)
+    pytest.importorskip("matplotlib")
+    proc = run_tool("visualize", "scores", "--ckpt", str(trained / "model_final.pth"), "--index", "0", "--out",
+                    str(tmp_path / "pics"), "DATASETS.ROOT", synthetic_root, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(os.listdir(tmp_path / "pics")) == 1
+
+
+def test_the_example_resumes_bit_for_bit_after_a_kill(trained, synthetic_root, tmp_path):
+    """SIGKILL in epoch 2 (its temperature comes from the model's own hook), then a restart."""
+    out = tmp_path / "killed"
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **ONE_THREAD)
+    with open(tmp_path / "console.txt", "w") as console:
+        proc = subprocess.Popen([sys.executable, os.path.join(REPO, "tools", "train_net.py"),
+                                 *train_args(synthetic_root, out), "--skip-test"], env=env, stdout=console,
+                                stderr=subprocess.STDOUT, cwd=str(tmp_path), start_new_session=True)
+    try:
+        wait_for_training_record(out, proc, 2, 8)
+    finally:
+        stop_process_group(proc)  # SIGKILL: nothing saved since the checkpoint of epoch 1
+    proc = run_tool("train_net", *train_args(synthetic_root, out), "--skip-test", env=ONE_THREAD, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "resuming" in proc.stdout + proc.stderr
+    want, got = final_weights(trained), final_weights(out)
+    assert want.keys() == got.keys()
+    for name in want:
+        assert torch.equal(want[name], got[name]), name
+
+
+def test_the_example_trains_with_two_processes(synthetic_root, tmp_path):
+    out = tmp_path / "ddp"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           os.path.join(REPO, "tools", "train_net.py"),
+           *train_args(synthetic_root, out, "SOLVER.MAX_EPOCH", "1", "SOLVER.ITERS_PER_EPOCH", "6")]
+    proc = subprocess.run(cmd, env=dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1"), cwd=str(tmp_path),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "using 2 process(es)" in (out / "log.txt").read_text()
+    assert (out / "model_final.pth").is_file() and metrics(out / "inference" / "model_final")["R@1,IoU@0.5"] >= 0
+
+
+def test_the_examples_settings_are_checked_like_the_built_in_ones(synthetic_root, tmp_path):
+    proc = run_tool("train_net", *train_args(synthetic_root, tmp_path / "typo", "MODEL.DOT_MAP.HIDEN_SIZE", "8"))
+    assert proc.returncode == 2
+    assert "unknown config key 'MODEL.DOT_MAP.HIDEN_SIZE'; did you mean MODEL.DOT_MAP.HIDDEN_SIZE" in proc.stderr
+    proc = run_tool("train_net", *train_args(synthetic_root, tmp_path / "bad", "MODEL.DOT_MAP.MIN_IOU", "0.9",
+                                             "MODEL.DOT_MAP.MAX_IOU", "0.5"))
+    assert proc.returncode == 2 and "config key MODEL.DOT_MAP.MIN_IOU: need 0 <= MIN_IOU < MAX_IOU" in proc.stderr
+    # a built-in model's settings in a DOT_MAP run are refused, not ignored
+    proc = run_tool("train_net", *train_args(synthetic_root, tmp_path / "other", "MODEL.TAN.NUM_CLIPS", "32"))
+    assert proc.returncode == 2 and "MODEL.ARCHITECTURE is 'DOT_MAP'" in proc.stderr
+    assert not (tmp_path / "typo").exists() and not (tmp_path / "bad").exists()
+
+
+def test_a_model_that_is_not_registered_gets_the_list_of_those_that_are(synthetic_root, tmp_path):
+    proc = run_tool("train_net", "--config-file", CONFIG, "PLUGINS", "[]", "DATASETS.ROOT", synthetic_root,
+                    "OUTPUT_DIR", str(tmp_path / "out"))
+    assert proc.returncode == 2
+    assert "MODEL.DOT_MAP holds the settings of a model 'DOT_MAP', and none is registered under that name; " \
+           "registered: MMN, TAN (a model of a plug-in needs its module in PLUGINS)" in proc.stderr
+    proc = run_tool("train_net", "--config-file", CONFIG, "PLUGINS", "[]", "MODEL.DOT_MAP.NUM_CLIPS", "8")
+    assert proc.returncode == 2 and "registered: MMN, TAN" in proc.stderr
+    proc = run_tool("train_net", *train_args(synthetic_root, tmp_path / "out", "MODEL.ARCHITECTURE", "DOTMAP"))
+    assert proc.returncode == 2 and "registered: DOT_MAP, MMN, TAN" in proc.stderr
+    proc = run_tool("train_net", "--config-file", CONFIG, "PLUGINS", repr([str(tmp_path / "nowhere.py")]))
+    assert proc.returncode == 2 and "nowhere.py" in proc.stderr and "not found" in proc.stderr
+
+
+def test_a_checkpoint_with_the_models_older_names_loads_through_adapt_state_dict(trained, synthetic_root, tmp_path):
+    state = final_weights(trained)
+    old = {("text_fc." + k[len("sentence."):] if k.startswith("sentence.") else k): v for k, v in state.items()}
+    assert any(k.startswith("text_fc.") for k in old)
+    torch.save({"model": old}, tmp_path / "first_version.pth")
+    proc = run_tool("test_net", "--config-file", CONFIG, "--ckpt", str(tmp_path / "first_version.pth"), *SHORT,
+                    "DATASETS.ROOT", synthetic_root, "OUTPUT_DIR", str(tmp_path / "eval"), cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = metrics(tmp_path / "eval" / "inference" / "first_version")
+    want = metrics(trained / "inference" / "model_final")
+    assert {k: v for k, v in got.items() if k != "checkpoint"} == {k: v for k, v in want.items() if k != "checkpoint"}
