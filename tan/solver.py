@@ -4,6 +4,7 @@ from collections import Counter
 import torch
 
 from .config.models import OPTIMIZERS, model_class
+from .errors import TanError
 
 
 def build_optimizer(cfg, model):
@@ -12,7 +13,7 @@ def build_optimizer(cfg, model):
     SOLVER.LR times its ``lr_scale``."""
     recipe = model_class(cfg).recipe(cfg)
     if recipe.optimizer not in OPTIMIZERS:
-        raise ValueError(f"model {cfg.MODEL.ARCHITECTURE!r}: its recipe's optimizer {recipe.optimizer!r} is not one "
+        raise TanError(f"model {cfg.MODEL.ARCHITECTURE!r}: its recipe's optimizer {recipe.optimizer!r} is not one "
                          f"of {', '.join(OPTIMIZERS)}")
     groups = model.parameter_groups()
     for group in groups:

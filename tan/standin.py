@@ -50,7 +50,7 @@ import numpy as np
 
 from .data.catalog import BUILTIN_DATASETS, LIGHTHOUSE_STREAMS, builtin_entries
 from .data.formats import load_annotations
-from .data.text.words import tokenize
+from .data.tokens import tokenize
 from .errors import TanError
 from .utils.io import atomic_write_text, replaced_when_done
 from .utils.logger import get_logger

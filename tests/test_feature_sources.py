@@ -17,8 +17,8 @@ from tan.data.features.rows import l2_normalize_rows, resample
 from tan.data.text.words import Vocabulary
 from tan.engine.evaluation import evaluate_moments
 from tan.errors import TanError
-from tan.modeling.tan2d import loss as loss_module
-from tan.modeling.tan2d.loss import ScaledIoULoss
+from tan.modeling.map2d import iou_loss as loss_module
+from tan.modeling.map2d.iou_loss import ScaledIoULoss
 
 # Different lengths and a width that is not a power of two, so that a swapped axis shows.
 ARRAYS = {"v1": (7, 5), "v2": (12, 5), "v3": (1, 5)}

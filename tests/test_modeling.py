@@ -4,7 +4,7 @@ from torch.nn import functional as F
 from tan.config import load_config
 from tan.modeling import build_model
 from tan.modeling.map2d.feat2d import SparseMaxPool2D, build_mask2d
-from tan.modeling.tan2d.loss import ScaledIoULoss
+from tan.modeling.map2d.iou_loss import ScaledIoULoss
 from tan.structures.moments import iou2d
 from tan.modeling.map2d.strips import build_weight_maps
 

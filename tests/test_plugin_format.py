@@ -137,3 +137,18 @@ def test_the_stock_tools_train_and_test_on_the_plugin_s_format(synthetic_root, t
     tested = read_metrics(tmp_path / "tested" / "inference" / "model_final")
     assert {k: v for k, v in tested.items() if k != "checkpoint"} == \
         {k: v for k, v in trained.items() if k != "checkpoint"}
+
+
+def test_a_reader_that_returns_a_broken_record_is_named(tmp_path):
+    """The Query guarantees (docs/data.md §11.2) are checked: a window past the video's end from a plug-in
+    reader stops the run with the reader and the record named, instead of reaching the loss."""
+    from tan.data.formats import Query
+
+    @register_format("broken_windows_for_a_test")
+    def read(path, durations, counts):
+        return [Query("v", 10.0, 1.0, 2.0, "a person sits."), Query("v", 10.0, 4.0, 12.0, "a person stands.")]
+
+    (tmp_path / "a.txt").write_text("anything")
+    with pytest.raises(TanError, match=r"reader .*read returned a record that breaks the Query guarantees .*"
+                                       r"record 2 of .*a.txt.*window \(4.0, 12.0\)"):
+        load_annotations(str(tmp_path / "a.txt"), "broken_windows_for_a_test")

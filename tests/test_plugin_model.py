@@ -99,7 +99,7 @@ def test_the_example_resumes_bit_for_bit_after_a_kill(trained, synthetic_root, t
                                  *train_args(synthetic_root, out), "--skip-test"], env=env, stdout=console,
                                 stderr=subprocess.STDOUT, cwd=str(tmp_path), start_new_session=True)
     try:
-        wait_for_training_record(out, proc, 2, 8)
+        wait_for_training_record(out, proc, 2, 4)
     finally:
         stop_process_group(proc)  # SIGKILL: nothing saved since the checkpoint of epoch 1
     proc = run_tool("train_net", *train_args(synthetic_root, out), "--skip-test", env=ONE_THREAD, cwd=str(tmp_path))
@@ -124,30 +124,33 @@ def test_the_example_trains_with_two_processes(synthetic_root, tmp_path):
 
 
 def test_the_examples_settings_are_checked_like_the_built_in_ones(synthetic_root, tmp_path):
+    from tan.config import load_config
+    from tan.errors import TanError
     proc = run_tool("train_net", *train_args(synthetic_root, tmp_path / "typo", "MODEL.DOT_MAP.HIDEN_SIZE", "8"))
     assert proc.returncode == 2
     assert "unknown config key 'MODEL.DOT_MAP.HIDEN_SIZE'; did you mean MODEL.DOT_MAP.HIDDEN_SIZE" in proc.stderr
-    proc = run_tool("train_net", *train_args(synthetic_root, tmp_path / "bad", "MODEL.DOT_MAP.MIN_IOU", "0.9",
-                                             "MODEL.DOT_MAP.MAX_IOU", "0.5"))
-    assert proc.returncode == 2 and "config key MODEL.DOT_MAP.MIN_IOU: need 0 <= MIN_IOU < MAX_IOU" in proc.stderr
+    assert not (tmp_path / "typo").exists()
+    with pytest.raises(TanError, match=r"config key MODEL.DOT_MAP.MIN_IOU: need 0 <= MIN_IOU < MAX_IOU"):
+        load_config(CONFIG, [*SHORT, "MODEL.DOT_MAP.MIN_IOU", "0.9", "MODEL.DOT_MAP.MAX_IOU", "0.5"])
     # a built-in model's settings in a DOT_MAP run are refused, not ignored
-    proc = run_tool("train_net", *train_args(synthetic_root, tmp_path / "other", "MODEL.TAN.NUM_CLIPS", "32"))
-    assert proc.returncode == 2 and "MODEL.ARCHITECTURE is 'DOT_MAP'" in proc.stderr
-    assert not (tmp_path / "typo").exists() and not (tmp_path / "bad").exists()
+    with pytest.raises(TanError, match=r"config key MODEL.TAN.NUM_CLIPS is set, but MODEL.ARCHITECTURE is 'DOT_MAP'"):
+        load_config(CONFIG, [*SHORT, "MODEL.TAN.NUM_CLIPS", "32"])
 
 
 def test_a_model_that_is_not_registered_gets_the_list_of_those_that_are(synthetic_root, tmp_path):
+    from tan.config import load_config
+    from tan.errors import TanError
+    # a fresh process, where nothing imported the plug-in
     proc = run_tool("train_net", "--config-file", CONFIG, "PLUGINS", "[]", "DATASETS.ROOT", synthetic_root,
                     "OUTPUT_DIR", str(tmp_path / "out"))
     assert proc.returncode == 2
     assert "MODEL.DOT_MAP holds the settings of a model 'DOT_MAP', and none is registered under that name; " \
            "registered: MMN, TAN (a model of a plug-in needs its module in PLUGINS)" in proc.stderr
-    proc = run_tool("train_net", "--config-file", CONFIG, "PLUGINS", "[]", "MODEL.DOT_MAP.NUM_CLIPS", "8")
-    assert proc.returncode == 2 and "registered: MMN, TAN" in proc.stderr
-    proc = run_tool("train_net", *train_args(synthetic_root, tmp_path / "out", "MODEL.ARCHITECTURE", "DOTMAP"))
-    assert proc.returncode == 2 and "registered: DOT_MAP, MMN, TAN" in proc.stderr
-    proc = run_tool("train_net", "--config-file", CONFIG, "PLUGINS", repr([str(tmp_path / "nowhere.py")]))
-    assert proc.returncode == 2 and "nowhere.py" in proc.stderr and "not found" in proc.stderr
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(TanError, match=r"no model 'DOTMAP' is registered; registered: DOT_MAP, MMN, TAN"):
+        load_config(CONFIG, [*SHORT, "MODEL.ARCHITECTURE", "DOTMAP"])
+    with pytest.raises(TanError, match=r"plug-in '.*nowhere.py' not found"):
+        load_config(CONFIG, ["PLUGINS", repr([str(tmp_path / "nowhere.py")])])
 
 
 def test_a_checkpoint_with_the_models_older_names_loads_through_adapt_state_dict(trained, synthetic_root, tmp_path):
@@ -161,3 +164,37 @@ def test_a_checkpoint_with_the_models_older_names_loads_through_adapt_state_dict
     got = metrics(tmp_path / "eval" / "inference" / "first_version")
     want = metrics(trained / "inference" / "model_final")
     assert {k: v for k, v in got.items() if k != "checkpoint"} == {k: v for k, v in want.items() if k != "checkpoint"}
+
+
+def test_a_loaded_config_validates_again_and_keeps_its_own_models_keys_only(tmp_path):
+    from tan.config import load_config, validate_config
+    cfg = load_config(CONFIG, SHORT)
+    validate_config(cfg)  # an assembled config holds no other model's keys, and checks again as it is
+    assert "DOT_MAP" in cfg.MODEL and "TAN" not in cfg.MODEL and "FREEZE_BERT" not in cfg.SOLVER
+    mmn = load_config(os.path.join(REPO, "configs", "mmn_synthetic.yaml"))
+    validate_config(mmn)
+    assert mmn.SOLVER.FREEZE_BERT == 0 and "TAN" not in mmn.MODEL
+
+
+def test_a_typo_directly_under_model_still_gets_the_closest_keys():
+    from tan.config import load_config
+    from tan.errors import TanError
+    with pytest.raises(TanError, match=r"unknown config key 'MODEL.NUM_CLIPS'; did you mean MODEL.TAN.NUM_CLIPS"):
+        load_config(None, ["MODEL.NUM_CLIPS", "16"])
+
+
+def test_a_run_folder_whose_plugin_moved_continues_with_the_new_path(tmp_path):
+    """config.yml names the plug-in where it was; the new run names where it is: the folder is read
+    with the new plug-ins and the change is a runtime one."""
+    from tan.cli.run_folder import open_run_folder
+    from tan.config import load_config
+    out = tmp_path / "out"
+    cfg = load_config(CONFIG, [*SHORT, "OUTPUT_DIR", str(out)])
+    out.mkdir()
+    moved = str(tmp_path / "was_here" / "dot_map")
+    (out / "config.yml").write_text(cfg.dump().replace(PROJECT, moved))
+    folder = open_run_folder(cfg)
+    try:
+        assert [(c.key, c.affects_results) for c in folder.changes] == [("PLUGINS", False)]
+    finally:
+        folder.abandon()

@@ -1,6 +1,7 @@
 """DOT_MAP: pooled clips -> the sparse max-pooled 2D map -> a 1 x 1 conv per
 cell; the sentence is the mean of its word vectors, projected; a cell's logit
-is the scaled cosine between the two. Trained with 2D-TAN's scaled-IoU loss.
+is the scaled cosine between the two. Trained with the scaled-IoU loss of the
+2D-map family (2D-TAN's).
 
 Everything the core needs to know about the model is declared on the class
 (docs/models.md §1); nothing in tan/ names it.
@@ -13,7 +14,7 @@ from tan.config.models import Recipe, register_model
 from tan.modeling import GroundingModel
 from tan.modeling.map2d.feat2d import SparseMaxPool2D
 from tan.modeling.map2d.featpool import FeatAvgPool
-from tan.modeling.tan2d.loss import ScaledIoULoss
+from tan.modeling.map2d.iou_loss import ScaledIoULoss
 from tan.utils.hooks import HookBase
 
 from .config import add_dot_map_config, validate_dot_map_config

@@ -64,9 +64,10 @@ def create_output_dir(path):
     return created
 
 
-def _saved_config(path):
+def _saved_config(path, plugins):
+    """The folder's config.yml, read with this run's plug-ins (those it names may have moved)."""
     try:
-        return load_config(path, freeze=False)
+        return load_config(path, freeze=False, plugins=plugins)
     except TanError as e:
         raise TanError(f"the run folder's own config cannot be read, so this run cannot be checked against it: {e}. "
                        f"Repair or remove {path}, or use another OUTPUT_DIR") from None
@@ -94,7 +95,7 @@ def open_run_folder(cfg, accept_changes=False):
         raise
     try:
         saved = os.path.join(path, CONFIG_FILE)
-        changes = config_changes(_saved_config(saved), cfg) if os.path.isfile(saved) else []
+        changes = config_changes(_saved_config(saved, cfg.PLUGINS), cfg) if os.path.isfile(saved) else []
         guarded = [c for c in changes if c.affects_results]
         if guarded and not accept_changes:
             raise refusal(path, guarded)

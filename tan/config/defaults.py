@@ -24,8 +24,8 @@ _C.MODEL = CN()
 # or "cuda:N". Asking for CUDA on a machine without it is an error.
 _C.MODEL.DEVICE = "auto"
 # Name of the model, one of those registered (docs/models.md): the built-in
-# built-in ones or a plug-in's. Its settings are MODEL.{ARCHITECTURE}. Empty:
-# the default model of the built-in plug-in.
+# models or a plug-in's. Its settings are MODEL.{ARCHITECTURE}.
+# A config that does not set it gets the built-in plug-in's default model.
 _C.MODEL.ARCHITECTURE = ""
 # Path of initial weights (model weights only) used when OUTPUT_DIR holds no
 # checkpoint to resume from. Empty: start from random initialisation.

@@ -16,8 +16,8 @@ model:
 - ``text_input(cfg)``: the :class:`TextInputChoice` its sentences need;
 - ``batches_by_video(cfg)``: whether batches are videos with their
   sentences (else single queries);
-- ``recipe(cfg)``: a :class:`Recipe` (optimizer, gradient clipping);
-  ``hooks(cfg)``: extra hooks of its training loop;
+- ``recipe(cfg)``: a :class:`Recipe` (optimizer, gradient clipping); and,
+  on the built model, ``hooks(cfg)``: extra hooks of its training loop;
 - ``adapt_state_dict(state)``: maps a foreign checkpoint's weights onto it;
 - ``check_environment(cfg)``: fails early when something it needs is missing.
 

@@ -40,9 +40,11 @@ def _all_keys(node, prefix=""):
     return keys
 
 
-def _unknown_key_error(key, source, defaults):
+def _unknown_key_error(key, source, defaults, section=False):
+    """``section``: the key is given a mapping of keys (a section), not a value."""
     parts = key.split(".")
-    if len(parts) > 1 and parts[0] == "MODEL" and parts[1] not in defaults.MODEL and parts[1] == parts[1].upper() \
+    subtree = len(parts) > 2 or (len(parts) == 2 and section)  # MODEL.X.KEY, or MODEL.X as a section
+    if subtree and parts[0] == "MODEL" and parts[1] not in defaults.MODEL \
             and not difflib.get_close_matches(parts[1], list(defaults.MODEL), n=1, cutoff=0.6):
         return TanError(f"{source}: unknown config key {key!r}: MODEL.{parts[1]} holds the settings of a model "
                         f"{parts[1]!r}, and none is registered under that name; registered: "
@@ -61,7 +63,7 @@ def _check_keys(node, defaults, source, prefix="", root=None):
     for name, value in node.items():
         full = prefix + name
         if name not in defaults:
-            raise _unknown_key_error(full, source, root)
+            raise _unknown_key_error(full, source, root, section=isinstance(value, dict))
         if isinstance(value, dict):
             if not isinstance(defaults[name], CfgNode):
                 raise TanError(f"{source}: {full} is a value ({defaults[name]!r}), not a section")
@@ -216,13 +218,16 @@ def _differences(node, default, prefix):
             yield f"{prefix}.{name}"
 
 
-def _inactive_keys(cfg, defaults):
-    """(key, model) of every key that a registered model other than the run's owns."""
+def _inactive_keys(cfg):
+    """(key, model) of every key of ``cfg`` that a registered model other than the run's owns
+    (a key outside the subtrees that the run's model declares too is the run's)."""
+    own = set(model_class(cfg).KEYS_OUTSIDE)
     for name in MODELS.names():
         if name == cfg.MODEL.ARCHITECTURE:
             continue
         for key in MODELS.get(name).KEYS_OUTSIDE:
-            yield key, name
+            if key not in own and _has_key(cfg, key):
+                yield key, name
         if name in cfg.MODEL:
             yield f"MODEL.{name}", name
 
@@ -235,7 +240,9 @@ def _node(cfg, key):
 
 def _check_inactive_settings(cfg, defaults):
     """Settings of a model the run does not use would be ignored without a word: refuse them."""
-    for key, name in _inactive_keys(cfg, defaults):
+    for key, name in _inactive_keys(cfg):
+        if not _has_key(defaults, key):
+            continue
         value, default = _node(cfg, key), _node(defaults, key)
         changed = (list(_differences(value, default, key)) if isinstance(value, CfgNode)
                    else [key] if value != default else [])
@@ -252,7 +259,7 @@ def _check_inactive_settings(cfg, defaults):
 def _without_inactive_settings(cfg, defaults):
     """``cfg`` without the (default) settings of the models it does not use: a run's config.yml
     holds its own model's keys, and loads where other plug-ins are not installed."""
-    for key, _ in list(_inactive_keys(cfg, defaults)):
+    for key, _ in list(_inactive_keys(cfg)):
         parent, _, leaf = key.rpartition(".")
         del _node(cfg, parent)[leaf]
     return cfg
@@ -270,20 +277,23 @@ def validate_config(cfg, defaults=None):
     """Reject values that are of the right type but cannot work together: the core's
     settings here, the model's by its ``validate_config``. ``defaults``: those ``cfg`` was
     merged into (default: today's)."""
-    defaults = defaults if defaults is not None else get_cfg_defaults()
+    defaults = defaults if defaults is not None else get_cfg_defaults(cfg.PLUGINS)
     model = model_class(cfg)
-    if "MODEL" in cfg and cfg.MODEL.ARCHITECTURE in defaults.MODEL:
-        _check_inactive_settings(cfg, defaults)
+    _check_inactive_settings(cfg, defaults)
+    # the model's own settings first, as they came first when each model's checks were here
+    model.validate_config(cfg)
     _check_counts(cfg)
     _check_values(cfg)
-    model.validate_config(cfg)
 
 
-def _assemble(data, source, opts, freeze):
-    """Defaults (with the plug-ins that ``data`` or ``opts`` name), then the YAML mapping ``data``,
-    then ``opts`` pairs; validated, and without the settings of models the run does not use."""
-    plugins, where = _plugins_named(data, opts, source)
-    cfg = get_cfg_defaults(plugins, where)
+def _assemble(data, source, opts, freeze, plugins=None):
+    """Defaults (with the plug-ins that ``data`` or ``opts`` name, or ``plugins`` instead),
+    then the YAML mapping ``data``, then ``opts`` pairs; validated, and without the settings
+    of models the run does not use."""
+    named, where = _plugins_named(data, opts, source)
+    if plugins is not None:
+        named, where = list(plugins), "PLUGINS"
+    cfg = get_cfg_defaults(named, where)
     defaults = cfg.clone()
     _merge_yaml(cfg, data, source, defaults)
     _merge_overrides(cfg, opts, defaults)
@@ -294,14 +304,18 @@ def _assemble(data, source, opts, freeze):
     return cfg
 
 
-def load_config(config_file=None, opts=(), freeze=True):
-    """Defaults, then ``config_file`` (if given), then ``opts`` pairs; validated."""
+def load_config(config_file=None, opts=(), freeze=True, plugins=None):
+    """Defaults, then ``config_file`` (if given), then ``opts`` pairs; validated.
+
+    ``plugins``: the plug-ins to import instead of those the file and ``opts`` name (a run
+    folder's config.yml read with the current run's plug-ins: its own may have moved); the
+    config's PLUGINS still says what the file says."""
     data = None
     source = "command line"
     if config_file:
         source = f"config file {config_file!r}"
         data = _read_yaml(read_named_text(config_file, source), source)
-    return _assemble(data, source, opts, freeze)
+    return _assemble(data, source, opts, freeze, plugins)
 
 
 def load_config_text(text, source, opts=(), freeze=True):

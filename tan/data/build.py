@@ -13,28 +13,17 @@ from ..config.architecture import feature_size
 from ..config.models import model_class
 from ..errors import TanError
 from . import formats
-from .catalog import DatasetCatalog, resolve_path
+from .catalog import DatasetCatalog, field_paths, resolve_path
 from .dataset import FeatureSettings, MomentDataset
-from .generated import cache_dir, write_generated
+from .generated import ALL_SPLITS, write_generated
 from .loaders import RunLoaders
 from .text.inputs import text_input_class
-
-def word_vector_cache_dir(cfg):
-    """Where the caches of prepared data (the word vectors) go: :func:`tan.data.generated.cache_dir`."""
-    return cache_dir(cfg)
-
-
-def _paths(value):
-    """A catalog field's paths as a list: none, one, or the list of feature streams."""
-    return [] if not value else [value] if isinstance(value, str) else list(value)
-
 
 def _file_key(entry):
     """What load_annotations reads: two names over one file share its parse."""
     return entry["annotations"], entry["format"], entry.get("durations")
 
 
-ALL_SPLITS = ("TRAIN", "VAL", "TEST")
 
 
 class RunData:
@@ -67,10 +56,6 @@ class RunData:
         """A configured path, relative to DATASETS.ROOT unless absolute."""
         return resolve_path(self.cfg.DATASETS.ROOT, path)
 
-    def cache_dir(self):
-        """Where caches of prepared data go (:func:`word_vector_cache_dir`)."""
-        return word_vector_cache_dir(self.cfg)
-
     def entry(self, name):
         """The catalog entry of ``name`` (absolute paths); names outside the config are looked up too."""
         if name not in self._entries:
@@ -80,7 +65,7 @@ class RunData:
     def named_files(self, entry):
         """(field, path) of every file or folder that this run reads for catalog ``entry``; an
         error when the run's text input needs a file that the entry does not name."""
-        files = [(key, path) for key in ("annotations", "features", "durations") for path in _paths(entry.get(key))]
+        files = [(key, path) for key in ("annotations", "features", "durations") for path in field_paths(entry.get(key))]
         return files + self.text_input.dataset_files(entry)
 
     def check_files(self):
@@ -162,10 +147,6 @@ class RunData:
     def test_loaders(self, distributed, by_video=False):
         """One loader per dataset of DATASETS.TEST (:meth:`RunLoaders.test`)."""
         return self.loaders.test(distributed, by_video)
-
-    def parsed(self, entry):
-        """(queries, dropped Counter) of catalog ``entry``'s annotation file, parsed once per run."""
-        return self._parse(entry)
 
     def entries(self):
         """The catalog entries of this run's datasets, in order."""

@@ -155,6 +155,11 @@ def _read_catalog_file(path):
     return data
 
 
+def field_paths(value):
+    """A catalog field's paths as a list: none, one, or the list of feature streams."""
+    return [] if not value else [value] if isinstance(value, str) else list(value)
+
+
 def resolve_path(root, path):
     """A config path: absolute as given, else relative to DATASETS.ROOT."""
     return path if os.path.isabs(path) else os.path.join(root, path)

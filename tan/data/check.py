@@ -126,7 +126,7 @@ def check_dataset(run_data, name, build=True):
 
 def check_run(run_data):
     """([DatasetReport] of every configured dataset, [problems of the run as a whole])."""
-    problems = list(run_data.text_input.problems(for_checker=True))
+    problems = list(run_data.text_input.problems())
     if not run_data.names:
         problems.append("no dataset configured (DATASETS.TRAIN / VAL / TEST)")
     # without the word vectors the datasets cannot be built, but their files and streams are still checked

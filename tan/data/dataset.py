@@ -12,7 +12,7 @@ from ..utils.logger import get_logger
 from . import formats
 from .features.rows import l2_normalize_rows, resample
 from .features.sources import open_features
-from .text.words import tokenize
+from .tokens import tokenize
 
 # Why a video of the annotations is left out (each of its queries is counted under it).
 MISSING_VIDEO = "video missing from the feature file"
@@ -33,12 +33,12 @@ class FeatureSettings(NamedTuple):
     rows of width ``input_size`` (the config key ``input_size_key`` sets it), at most
     ``cache_size`` videos kept in memory, streams' lengths within ``length_tolerance``."""
     features: object
-    feature_key: object = None
-    num_pre_clips: int = 256
-    input_size: int = 4096
-    input_size_key: str = "the model's input size"
-    cache_size: int = 32
-    length_tolerance: float = 0.1
+    feature_key: object
+    num_pre_clips: int
+    input_size: int
+    input_size_key: str
+    cache_size: int
+    length_tolerance: float
 
 
 class MomentDataset(Dataset):

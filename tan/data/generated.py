@@ -7,7 +7,7 @@ from .catalog import DatasetCatalog, resolve_path
 from .synthetic import ensure_synthetic
 
 GENERATORS = {"synthetic": ensure_synthetic}
-SPLITS = ("TRAIN", "VAL", "TEST")
+ALL_SPLITS = ("TRAIN", "VAL", "TEST")  # the config's dataset lists
 
 
 def write_generated(catalog, entries, done=()):
@@ -26,7 +26,7 @@ def write_generated(catalog, entries, done=()):
 def write_configured(cfg):
     """Write the generated datasets that ``cfg`` names (DATASETS.TRAIN, VAL and TEST)."""
     catalog = DatasetCatalog.from_config(cfg)
-    write_generated(catalog, [catalog.get(name) for split in SPLITS for name in cfg.DATASETS[split]])
+    write_generated(catalog, [catalog.get(name) for split in ALL_SPLITS for name in cfg.DATASETS[split]])
 
 
 def cache_dir(cfg):

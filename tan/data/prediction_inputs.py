@@ -6,6 +6,7 @@ import os
 
 from ..config.models import model_class
 from ..errors import TanError, UnknownVideoError
+from .catalog import field_paths
 from .features.array_files import read_array
 from .features.sources import NPZ_KEY, open_features, open_source
 from .text.inputs import text_input_class
@@ -61,25 +62,20 @@ class VideoSource:
     def duration(self, video):
         """Seconds, from the annotations of the configured datasets that are on disk; None when not found."""
         for entry in self._present("annotations")[0]:
-            for q in self.run_data.parsed(entry)[0]:
+            for q in self.run_data.queries(entry["name"])[0]:
                 if q.video == video:
                     return q.duration
         return None
 
 
-def _paths(value):
-    """A catalog field's paths as a list: none, one, or the list of feature streams."""
-    return [] if not value else [value] if isinstance(value, str) else list(value)
-
-
 def _describe(paths):
     """A catalog entry's features for a message: one path, or the streams joined by " + "."""
-    return " + ".join(_paths(paths))
+    return " + ".join(field_paths(paths))
 
 
 def _exists(paths):
     """Whether every path (one, or a list of feature streams) is on disk, as a file or a folder."""
-    return all(os.path.exists(p) for p in _paths(paths))
+    return all(os.path.exists(p) for p in field_paths(paths))
 
 
 def _one_video_array(path, key):

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..utils.io import atomic_write_text, replaced_when_done
 from ..utils.logger import get_logger
-from .text.words import tokenize
+from .tokens import tokenize
 
 VERSION = 2
 SEED = 20261129

@@ -2,10 +2,9 @@
 registers 2D-TAN ("TAN", the default) and MMN, each in its own folder, beside
 the 2D-map pieces they share (map2d/). A model of another package registers
 itself the same way (docs/models.md)."""
-from ..config.models import model_class, set_default_model
+from ..config.models import MODELS, model_class, register_model, set_default_model
 from . import mmn, tan2d  # noqa: F401  (register MMN and TAN)
 from .meta_arch import GroundingModel
-from .registry import META_ARCH_REGISTRY, register_model
 
 set_default_model("TAN")
 
@@ -15,4 +14,4 @@ def build_model(cfg):
     return model_class(cfg)(cfg)
 
 
-__all__ = ["build_model", "GroundingModel", "META_ARCH_REGISTRY", "register_model"]
+__all__ = ["build_model", "GroundingModel", "MODELS", "register_model"]

@@ -17,6 +17,7 @@ durations from a Charades CSV file) and "jsonl" (Moment-DETR's and lighthouse's 
 plug-in (``PLUGINS``) adds formats by registering readers when it is imported.
 """
 import importlib
+import math
 import os
 import pkgutil
 from collections import Counter
@@ -51,4 +52,28 @@ def load_annotations(path, fmt, durations=None):
         raise TanError(f"annotation format {fmt!r}: its reader {getattr(read, '__module__', '?')}."
                        f"{getattr(read, '__qualname__', read)} returned {type(queries).__name__}, "
                        f"not a list of Query records (docs/data.md §11)")
+    for number, query in enumerate(queries, 1):
+        problem = _broken(query)
+        if problem:
+            raise TanError(f"annotation format {fmt!r}: its reader {getattr(read, '__module__', '?')}."
+                           f"{getattr(read, '__qualname__', read)} returned a record that breaks the Query "
+                           f"guarantees of docs/data.md §11.2 (record {number} of {path!r}: {problem}); a reader "
+                           f"counts such records and leaves them out")
     return queries, counts
+
+
+def _broken(query):
+    """What is wrong with a record a reader returned (None when it holds the guarantees)."""
+    def finite(x):
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+    if not isinstance(query.video, str) or not query.video:
+        return f"video {query.video!r} is not a name"
+    if not finite(query.duration) or query.duration <= 0:
+        return f"duration {query.duration!r} is not a positive number of seconds"
+    if not isinstance(query.sentence, str) or not query.sentence.strip():
+        return f"sentence {query.sentence!r} is empty or not text"
+    for start, end in [(query.start, query.end), *query.windows]:
+        if not (finite(start) and finite(end) and 0 <= start < end <= query.duration):
+            return f"window ({start!r}, {end!r}) is not 0 <= start < end <= duration ({query.duration})"
+    return None

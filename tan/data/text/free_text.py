@@ -10,7 +10,7 @@ from ...utils.logger import get_logger
 from ..catalog import resolve_path
 from ..generated import cache_dir, write_configured
 from .word_index import WordVectorIndex
-from .words import tokenize
+from ..tokens import tokenize
 
 
 class SentenceEncoder:

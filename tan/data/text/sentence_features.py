@@ -14,6 +14,7 @@ import numpy as np
 from ...errors import TanError
 from ..features.array_files import array_shape, list_array_files, read_array
 from ..features.rows import l2_normalize_rows
+from .inputs import TextInput, register_text_input
 
 TEXT_KEY = "last_hidden_state"
 MISSING = "query without sentence features"
@@ -80,3 +81,42 @@ class SentenceFeatures:
     def lookup(self, ids):
         """[L, E] token features of an encoded query, rows L2-normalised."""
         return l2_normalize_rows(read_array(self.paths[int(ids[0])], self.key, "text_feature_key"))
+
+
+@register_text_input("sentence_features")
+class SentenceFeatureFiles(TextInput):
+    """INPUT.SENTENCE_FEATURES: each dataset's own folder of per-query files (catalog field
+    "text_features"), [L, INPUT.PRE_QUERY_SIZE] each (docs/data.md §9.3)."""
+
+    def __init__(self, run_data, choice):
+        super().__init__(run_data, choice)
+        self._encoders = {}
+
+    def folder(self, entry):
+        """The sentence-feature folder of catalog ``entry``; an error when it names none."""
+        if not entry.get("text_features"):
+            raise TanError(f"dataset {entry['name']!r} has no text_features folder in its catalog entry, and "
+                           f"INPUT.SENTENCE_FEATURES is True (docs/data.md §9.3)")
+        return entry["text_features"]
+
+    def dataset_files(self, entry):
+        return [("text_features", self.folder(entry))]
+
+    def encoder(self, name):
+        if name not in self._encoders:
+            entry = self.run_data.entry(name)
+            self._encoders[name] = SentenceFeatures(self.folder(entry), entry.get("text_feature_key"),
+                                                    self.cfg.INPUT.PRE_QUERY_SIZE)
+        return self._encoders[name]
+
+    def summary(self, dataset):
+        missing = dataset.dropped.get(MISSING, 0)
+        total = len(dataset) + missing
+        return (f"sentence features in {dataset.vocabulary.folder!r}: {len(dataset)} of {total} queries "
+                f"({100.0 * len(dataset) / max(total, 1):.1f}%) have a file")
+
+    @classmethod
+    def sentence_encoder(cls, cfg, choice):
+        raise TanError("this model was trained on precomputed sentence features (INPUT.SENTENCE_FEATURES True), "
+                       "so it cannot encode new sentences; evaluate it on datasets with text_features "
+                       "(tan-test), or train with word vectors to ground free text")

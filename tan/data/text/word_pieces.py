@@ -11,7 +11,8 @@ import numpy as np
 
 from ...errors import TanError
 from ...utils.optional import require_transformers
-from .words import tokenize
+from ..tokens import tokenize
+from .inputs import TextInput, known_share, register_text_input
 
 
 class WordPieces:
@@ -68,3 +69,32 @@ class WordPieces:
                 raise TanError(f"sentence {sentence!r} has no words")
             encoded.append(ids)
         return encoded
+
+
+@register_text_input("word_pieces")
+class WordPieceIds(TextInput):
+    """A Hugging Face tokenizer's ids: the choice's ``pretrained`` name or folder (its
+    config ``key`` named in errors)."""
+
+    def __init__(self, run_data, choice):
+        super().__init__(run_data, choice)
+        self._word_pieces = None
+
+    def prepare(self):
+        self.encoder(None)
+
+    def encoder(self, name):
+        if self._word_pieces is None:
+            self._word_pieces = self.load(self.choice)
+        return self._word_pieces
+
+    @staticmethod
+    def load(choice):
+        return WordPieces.from_pretrained(choice.option("pretrained"), choice.option("key", "the text input"))
+
+    def summary(self, dataset):
+        return known_share(dataset, "word pieces known to the tokenizer")
+
+    @classmethod
+    def sentence_encoder(cls, cfg, choice):
+        return cls.load(choice)

@@ -1,24 +1,19 @@
-"""Sentences -> tokens -> word vectors (GloVe text format)."""
+"""Tokens -> word vectors (GloVe text format): the vectors of a vocabulary,
+cached, and the matrix a dataset looks its words up in."""
 import hashlib
 import io
 import os
-import re
 
 import numpy as np
 
 from ...utils.io import atomic_write_bytes
 from ...utils.logger import get_logger
 from ..features.array_files import unreadable_reason
+from ..tokens import tokenize
 from .glove import read_word_vectors
 from .word_index import WordVectorIndex
 
-# Words (lower-cased), clitics such as 's, and single punctuation marks.
-_TOKEN = re.compile(r"[a-z0-9]+|'[a-z]+|[^\sa-z0-9]")
-
-
-def tokenize(sentence):
-    """Lower-case and split punctuation off: "He took a pan." -> [he, took, a, pan, .]"""
-    return _TOKEN.findall(sentence.lower())
+__all__ = ["Vocabulary", "cached_word_vectors", "read_word_vectors", "tokenize"]
 
 
 def _cache_path(path, vocab, dim, cache_dir):
@@ -32,7 +27,7 @@ def _cache_path(path, vocab, dim, cache_dir):
 
 def _from_index(path, vocab, dim, cache_dir):
     """The vectors of ``vocab`` from a complete index of the whole file in
-    ``cache_dir`` (tan/data/word_index.py), if there is one; None otherwise
+    ``cache_dir`` (tan/data/text/word_index.py), if there is one; None otherwise
     (no index is built here: a run needs only its vocabulary)."""
     index = WordVectorIndex.existing(path, dim, cache_dir)
     if index is None:

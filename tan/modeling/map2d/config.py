@@ -86,15 +86,21 @@ def check_counts(cfg, keys):
         need(is_int(value) and value > 0, model_key(cfg, key), f"expected a positive integer, got {value!r}")
 
 
-def validate_map(cfg):
-    """Pooling, the 2D map and the conv stack must fit together (docs/model.md §2, §3, §5)."""
-    arch, key = cfg.MODEL[cfg.MODEL.ARCHITECTURE], (lambda k: model_key(cfg, k))
+def check_map_counts(cfg):
+    """The shared sizes: positive integers (STRIP_ROWS: >= 0, 0 meaning dense)."""
     check_counts(cfg, ("NUM_CLIPS", "FEATPOOL.INPUT_SIZE", "FEATPOOL.HIDDEN_SIZE", "FEATPOOL.KERNEL_SIZE",
                        "PREDICTOR.HIDDEN_SIZE", "PREDICTOR.KERNEL_SIZE", "PREDICTOR.NUM_STACK_LAYERS"))
-    strip_rows = arch.PREDICTOR.STRIP_ROWS
-    need(is_int(strip_rows) and strip_rows >= 0, key("PREDICTOR.STRIP_ROWS"),
+    strip_rows = cfg.MODEL[cfg.MODEL.ARCHITECTURE].PREDICTOR.STRIP_ROWS
+    need(is_int(strip_rows) and strip_rows >= 0, model_key(cfg, "PREDICTOR.STRIP_ROWS"),
          f"expected an integer >= 0, got {strip_rows!r}")
+
+
+def validate_map(cfg):
+    """Pooling, the 2D map and the conv stack must fit together (docs/model.md §2, §3, §5);
+    the sizes are checked already (:func:`check_map_counts`)."""
+    arch, key = cfg.MODEL[cfg.MODEL.ARCHITECTURE], (lambda k: model_key(cfg, k))
     n, p = arch.NUM_CLIPS, cfg.INPUT.NUM_PRE_CLIPS
+    need(is_int(p) and p > 0, "INPUT.NUM_PRE_CLIPS", f"expected a positive integer, got {p!r}")
     need(p % n == 0, "INPUT.NUM_PRE_CLIPS", f"must be a multiple of {key('NUM_CLIPS')} ({n}); got {p}")
     stride, kernel = p // n, arch.FEATPOOL.KERNEL_SIZE
     need((p - kernel) // stride + 1 == n, key("FEATPOOL.KERNEL_SIZE"),

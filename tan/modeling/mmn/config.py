@@ -6,8 +6,10 @@ unchanged."""
 from yacs.config import CfgNode as CN
 
 from ...config.models import need
-from ..map2d.config import add_map_config, check_counts, check_even_when_bidirectional, valid_cells, validate_map
 from ...config.setup import is_int
+from ..map2d.config import (add_map_config, check_counts, check_even_when_bidirectional, check_map_counts, valid_cells,
+                            validate_map)
+
 
 # MODEL.MMN.TEXT_ENCODER.NAME: DistilBERT over word pieces, or an LSTM over GloVe vectors.
 TEXT_ENCODERS = ("BERT", "LSTM")
@@ -72,6 +74,7 @@ def add_mmn_config(cfg):
 def validate_mmn_config(cfg):
     """MMN's sizes, loss and score settings (docs/mmn.md)."""
     mmn = cfg.MODEL.MMN
+    check_map_counts(cfg)
     check_counts(cfg, ("JOINT_SPACE_SIZE", "LOSS.NUM_POSTIVE_VIDEO_PROPOSAL", "TEXT_ENCODER.LSTM.HIDDEN_SIZE",
                        "TEXT_ENCODER.LSTM.NUM_LAYERS"))
     for key in ("SOLVER.FREEZE_BERT", "SOLVER.ONLY_IOU"):

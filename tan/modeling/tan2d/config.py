@@ -3,7 +3,7 @@ sentence LSTM of the integrator and the scaled-IoU loss. Key names and
 defaults are the reference code's, so that its YAML files load unchanged."""
 from yacs.config import CfgNode as CN
 
-from ..map2d.config import add_map_config, check_counts, check_even_when_bidirectional, validate_map
+from ..map2d.config import add_map_config, check_counts, check_even_when_bidirectional, check_map_counts, validate_map
 
 
 def add_tan_config(cfg):
@@ -20,6 +20,7 @@ def add_tan_config(cfg):
 
 def validate_tan_config(cfg):
     tan = cfg.MODEL.TAN
+    check_map_counts(cfg)
     check_counts(cfg, ("INTEGRATOR.QUERY_HIDDEN_SIZE", "INTEGRATOR.LSTM.NUM_LAYERS"))
     validate_map(cfg)
     check_even_when_bidirectional(cfg, tan.INTEGRATOR.LSTM, "INTEGRATOR.QUERY_HIDDEN_SIZE",

@@ -5,10 +5,10 @@ from ...config.models import register_model
 from ..map2d.config import MAP_RUNTIME_KEYS
 from ..map2d.feat2d import build_feat2d
 from ..map2d.featpool import build_featpool
+from ..map2d.iou_loss import ScaledIoULoss
 from ..meta_arch import GroundingModel
 from .config import add_tan_config, validate_tan_config
 from .integrator import build_integrator
-from .loss import build_loss
 from .predictor import build_predictor
 
 
@@ -29,7 +29,7 @@ class TAN(GroundingModel):
         mask2d = self.feat2d.mask2d
         self.integrator = build_integrator(cfg)
         self.predictor = build_predictor(cfg, mask2d)
-        self.loss = build_loss(cfg, mask2d)
+        self.loss = ScaledIoULoss(cfg.MODEL.TAN.LOSS.MIN_IOU, cfg.MODEL.TAN.LOSS.MAX_IOU, mask2d)
 
     def encode_video(self, feats):
         """feats [B, P, D_in] -> the 2D map of candidate moments [B, H, N, N]: the

@@ -1,4 +1,5 @@
-"""Training target and loss (docs/model.md §6)."""
+"""2D-TAN's training target and loss (docs/model.md §6), for any model whose cells
+are scored against their IoU with the moment."""
 from torch import nn
 from torch.nn import functional as F
 
@@ -33,8 +34,3 @@ class ScaledIoULoss(nn.Module):
         ious = best_window_iou(candidates, windows.float()[:, None, :, :])  # the best window's IoU per cell
         selected = logits.flatten(1).index_select(1, self.cell_index).float()
         return F.binary_cross_entropy_with_logits(selected, self.targets(ious))
-
-
-def build_loss(cfg, mask2d):
-    loss = cfg.MODEL.TAN.LOSS
-    return ScaledIoULoss(loss.MIN_IOU, loss.MAX_IOU, mask2d)
