@@ -7,6 +7,7 @@ checks and prediction compare the files with it); the model says which of its
 keys that is (``INPUT_SIZE_KEY``).
 """
 from .models import model_class
+from .setup import value_at
 
 
 def model_settings(cfg):
@@ -23,7 +24,4 @@ def model_key(cfg, key):
 def feature_size(cfg):
     """(width of the clip features the model reads, the full config key that sets it)."""
     relative = model_class(cfg).INPUT_SIZE_KEY
-    node = model_settings(cfg)
-    for part in relative.split("."):
-        node = node[part]
-    return node, model_key(cfg, relative)
+    return value_at(model_settings(cfg), relative), model_key(cfg, relative)

@@ -152,9 +152,7 @@ def _merge_overrides(cfg, opts, defaults):
         key, value = opts[k], opts[k + 1]
         if key not in valid:
             raise _unknown_key_error(key, "command line", defaults)
-        node = defaults
-        for part in key.split("."):
-            node = node[part]
+        node = value_at(defaults, key)
         if isinstance(node, CfgNode):
             raise TanError(f"command line: {key} is a section, not a key")
         literal = _literal(value) if isinstance(node, float) and isinstance(value, str) else None
@@ -232,10 +230,11 @@ def _inactive_keys(cfg):
             yield f"MODEL.{name}", name
 
 
-def _node(cfg, key):
+def value_at(node, key):
+    """The value (or section) of dotted ``key`` in config ``node``: value_at(cfg, "SOLVER.LR")."""
     for part in key.split("."):
-        cfg = cfg[part]
-    return cfg
+        node = node[part]
+    return node
 
 
 def _check_inactive_settings(cfg, defaults):
@@ -243,7 +242,7 @@ def _check_inactive_settings(cfg, defaults):
     for key, name in _inactive_keys(cfg):
         if not _has_key(defaults, key):
             continue
-        value, default = _node(cfg, key), _node(defaults, key)
+        value, default = value_at(cfg, key), value_at(defaults, key)
         changed = (list(_differences(value, default, key)) if isinstance(value, CfgNode)
                    else [key] if value != default else [])
         if changed:
@@ -261,7 +260,7 @@ def _without_inactive_settings(cfg, defaults):
     holds its own model's keys, and loads where other plug-ins are not installed."""
     for key, _ in list(_inactive_keys(cfg)):
         parent, _, leaf = key.rpartition(".")
-        del _node(cfg, parent)[leaf]
+        del value_at(cfg, parent)[leaf]
     return cfg
 
 

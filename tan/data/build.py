@@ -13,7 +13,7 @@ from ..config.architecture import feature_size
 from ..config.models import model_class
 from ..errors import TanError
 from . import formats
-from .catalog import DatasetCatalog, field_paths, resolve_path
+from .catalog import DatasetCatalog, field_paths
 from .dataset import FeatureSettings, MomentDataset
 from .generated import ALL_SPLITS, write_generated
 from .loaders import RunLoaders
@@ -22,8 +22,6 @@ from .text.inputs import text_input_class
 def _file_key(entry):
     """What load_annotations reads: two names over one file share its parse."""
     return entry["annotations"], entry["format"], entry.get("durations")
-
-
 
 
 class RunData:
@@ -52,10 +50,6 @@ class RunData:
         self._datasets = {}
         self.loaders = RunLoaders(self)
 
-    def resolve(self, path):
-        """A configured path, relative to DATASETS.ROOT unless absolute."""
-        return resolve_path(self.cfg.DATASETS.ROOT, path)
-
     def entry(self, name):
         """The catalog entry of ``name`` (absolute paths); names outside the config are looked up too."""
         if name not in self._entries:
@@ -70,8 +64,7 @@ class RunData:
 
     def check_files(self):
         """Fail before any work if a configured dataset's files or the text input's files are missing."""
-        entries = [self._entries[name] for name in self.names]
-        for entry in entries:
+        for entry in self.entries():
             if entry.get("generator"):
                 continue  # written on first use
             for key, path in self.named_files(entry):
@@ -85,7 +78,7 @@ class RunData:
 
     def prepare(self):
         """Write the configured generated datasets (synthetic) if missing."""
-        self._generate([self._entries[name] for name in self.names])
+        self._generate(self.entries())
 
     def _generate(self, entries):
         self._generated.update(write_generated(self.catalog, entries, self._generated))
@@ -106,7 +99,7 @@ class RunData:
     def parsed_files(self):
         """The queries of each annotation file of this run's datasets (each file once, in a fixed order)."""
         self.prepare()
-        entries = {_file_key(self._entries[name]): self._entries[name] for name in self.names}
+        entries = {_file_key(entry): entry for entry in self.entries()}
         return [self._parse(entries[key])[0] for key in sorted(entries, key=str)]
 
     def dataset(self, name):

@@ -5,6 +5,7 @@ from collections import Counter
 
 from ...utils import comm
 from ...utils.logger import get_logger
+from ..catalog import resolve_path
 from ..generated import cache_dir as prepared_data_folder
 from ..tokens import tokenize
 from .free_text import SentenceEncoder
@@ -25,7 +26,7 @@ class WordVectors(TextInput):
 
     @property
     def path(self):
-        return self.run_data.resolve(self.cfg.INPUT.WORD_VECTORS)
+        return resolve_path(self.cfg.DATASETS.ROOT, self.cfg.INPUT.WORD_VECTORS)
 
     @property
     def needed(self):

@@ -8,7 +8,7 @@ from yacs.config import CfgNode as CN
 
 from ...config.architecture import model_key
 from ...config.models import need
-from ...config.setup import is_int
+from ...config.setup import is_int, value_at
 
 # FEAT2D.NAME: the max-pooled map or the learned convolutional map.
 FEAT2D_NAMES = ("pool", "conv")
@@ -80,9 +80,7 @@ def check_counts(cfg, keys):
     """Each of ``keys`` (relative to the model's subtree) a positive integer."""
     settings = cfg.MODEL[cfg.MODEL.ARCHITECTURE]
     for key in keys:
-        value = settings
-        for part in key.split("."):
-            value = value[part]
+        value = value_at(settings, key)
         need(is_int(value) and value > 0, model_key(cfg, key), f"expected a positive integer, got {value!r}")
 
 

@@ -6,7 +6,7 @@ unchanged."""
 from yacs.config import CfgNode as CN
 
 from ...config.models import need
-from ...config.setup import is_int
+from ...config.setup import is_int, value_at
 from ..map2d.config import (add_map_config, check_counts, check_even_when_bidirectional, check_map_counts, valid_cells,
                             validate_map)
 
@@ -78,7 +78,7 @@ def validate_mmn_config(cfg):
     check_counts(cfg, ("JOINT_SPACE_SIZE", "LOSS.NUM_POSTIVE_VIDEO_PROPOSAL", "TEXT_ENCODER.LSTM.HIDDEN_SIZE",
                        "TEXT_ENCODER.LSTM.NUM_LAYERS"))
     for key in ("SOLVER.FREEZE_BERT", "SOLVER.ONLY_IOU"):
-        value = cfg.SOLVER[key.split(".")[1]]
+        value = value_at(cfg, key)
         need(is_int(value) and value >= 0, key, f"expected an integer >= 0, got {value!r}")
     validate_map(cfg)
     check_even_when_bidirectional(cfg, mmn.TEXT_ENCODER.LSTM, "TEXT_ENCODER.LSTM.HIDDEN_SIZE",
