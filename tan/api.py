@@ -80,8 +80,10 @@ class Grounder:
                 for ms, ss, fs in zip(moments, scores, filled)]
 
     def score_maps(self, video, sentences, batch_size=SENTENCE_BATCH):
-        """The full score maps [S, N, N] (CPU, 0 outside valid cells): cell (i, j) is the
-        moment from clip i to the end of clip j, of duration / N seconds each."""
+        """The full score maps [S, R, C] as the model draws them (CPU, 0 outside valid cells).
+        For a start x end map (R = C = N), cell (i, j) is the moment from clip i to the end
+        of clip j, of duration / N seconds each; a model of another layout says what its
+        rows and columns are (docs/models.md)."""
         *_, maps = ground_sentences(self.model, self.cfg, video.map2d, video.duration,
                                     self.encode_sentences(sentences), self.device, 1, batch_size)
         return maps

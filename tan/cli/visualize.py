@@ -92,13 +92,12 @@ def draw_queries(args):
     device = resolve_device(cfg.MODEL.DEVICE)
     model = load_trained_model(cfg, checkpoint, device)
     os.makedirs(args.out, exist_ok=True)
-    mask = model.mask2d.cpu().numpy()
     written = []
-    for index, (scores, moments, kept_scores) in zip(indices, predict_dataset_queries(model, cfg, dataset, indices,
-                                                                                      device, args.topk)):
+    for index, (picture, moments, kept_scores) in zip(indices, predict_dataset_queries(model, cfg, dataset, indices,
+                                                                                       device, args.topk)):
         video = dataset.videos[dataset.video_ids[index]]
         path = os.path.join(args.out, f"{dataset_name}_{index:06d}.png")
-        draw_score_map(path, scores.numpy(), mask, float(dataset.durations[index]),
+        draw_score_map(path, picture, float(dataset.durations[index]),
                        tuple(float(x) for x in dataset.moments[index]), moments.tolist(), kept_scores.tolist(),
                        title=f'{video}: "{dataset.sentences[index]}"')
         written.append(path)

@@ -118,8 +118,9 @@ class RunData:
         """How the datasets read catalog ``entry``'s features (the config's sizes and limits)."""
         cfg = self.cfg
         input_size, input_size_key = feature_size(cfg)
-        return FeatureSettings(entry["features"], entry.get("feature_key"), cfg.INPUT.NUM_PRE_CLIPS, input_size,
-                               input_size_key, cfg.INPUT.FEATURE_CACHE_SIZE, cfg.INPUT.FEATURE_LENGTH_TOLERANCE)
+        return FeatureSettings(entry["features"], entry.get("feature_key"), model_class(cfg).clip_input(cfg),
+                               input_size, input_size_key, cfg.INPUT.FEATURE_CACHE_SIZE,
+                               cfg.INPUT.FEATURE_LENGTH_TOLERANCE, cfg.SEED)
 
     def datasets(self, names):
         """The datasets of ``names``, in order; every name is looked up before any is built."""

@@ -21,13 +21,28 @@ def pad_windows(windows):
     return torch.stack([torch.cat([w, w[:1].expand(most - len(w), 2)]) for w in windows])
 
 
+def stack_clips(items):
+    """{"feats": [B, P, D_in]} of items of one length; of a clip input of variable length
+    (items with "clip_count"), the rows zero-padded to the longest item, with ``clip_counts``
+    [B] (real rows) and ``clip_offsets`` [B] (each item's first clip in its video)."""
+    if "clip_count" not in items[0]:
+        return {"feats": torch.stack([it["feats"] for it in items])}
+    longest = max(len(it["feats"]) for it in items)
+    feats = items[0]["feats"].new_zeros(len(items), longest, items[0]["feats"].shape[-1])
+    for row, it in enumerate(items):
+        feats[row, :len(it["feats"])] = it["feats"]
+    return {"feats": feats,
+            "clip_counts": torch.tensor([it["clip_count"] for it in items], dtype=torch.long),
+            "clip_offsets": torch.tensor([it["clip_offset"] for it in items], dtype=torch.long)}
+
+
 class BatchCollator:
     """Stacks features and pads sentences; ``wordlens`` keeps each real length."""
 
     def __call__(self, items):
         queries, wordlens = pad_sentences([it["query"] for it in items], items[0]["query"].shape[-1])
         return {
-            "feats": torch.stack([it["feats"] for it in items]),  # [B, P, D_in]
+            **stack_clips(items),  # feats [B, P, D_in] (+ clip_counts, clip_offsets)
             "queries": queries,  # [B, L, E]
             "wordlens": wordlens,  # [B]
             "moments": torch.stack([it["moment"] for it in items]),  # [B, 2], the first window

@@ -10,7 +10,7 @@ from torch.utils.data import Dataset
 from ..errors import TanError
 from ..utils.logger import get_logger
 from . import formats
-from .features.rows import l2_normalize_rows, resample
+from .features.clip_inputs import ClipInput, ResampledClips
 from .features.sources import open_features
 from .tokens import tokenize
 
@@ -29,16 +29,24 @@ def named(videos, most=NAMED_AT_MOST):
 
 class FeatureSettings(NamedTuple):
     """Where a dataset's clip features are and how they are prepared: ``features`` (a path,
-    or the list of concatenated streams) with ``feature_key``, resampled to ``num_pre_clips``
-    rows of width ``input_size`` (the config key ``input_size_key`` sets it), at most
-    ``cache_size`` videos kept in memory, streams' lengths within ``length_tolerance``."""
+    or the list of concatenated streams) with ``feature_key``, rows of width ``input_size``
+    (the config key ``input_size_key`` sets it) taken as ``clips`` says (a
+    :class:`~tan.data.features.clip_inputs.ClipInput`, or a number of clips to resample to),
+    at most ``cache_size`` videos kept in memory, streams' lengths within ``length_tolerance``;
+    ``seed`` (SEED) draws the training windows of a clip input that has them."""
     features: object
     feature_key: object
-    num_pre_clips: int
+    clips: object
     input_size: int
     input_size_key: str
     cache_size: int
     length_tolerance: float
+    seed: int = 0
+
+
+def as_clip_input(clips):
+    """A ClipInput as it is, or a number of clips to resample to."""
+    return clips if isinstance(clips, ClipInput) else ResampledClips(clips)
 
 
 class MomentDataset(Dataset):
@@ -56,7 +64,8 @@ class MomentDataset(Dataset):
         ``vocabulary``: how sentences are encoded (the run's text input's encoder,
         tan/data/text/inputs.py)."""
         self.name = name
-        self.num_pre_clips = features.num_pre_clips
+        self.clip_input = as_clip_input(features.clips)
+        self.seed = features.seed
         self.vocabulary = vocabulary
         self.features = open_features(features.features, features.feature_key, features.length_tolerance)
         self.cache_size = features.cache_size
@@ -150,10 +159,11 @@ class MomentDataset(Dataset):
         return len(self.video_ids)
 
     def video_features(self, video):
-        """[P, D_in] float32: L2-normalised rows resampled to NUM_PRE_CLIPS."""
+        """[P, D_in] float32: the video's rows as the model's clip input prepares them
+        (by default L2-normalised and resampled to NUM_PRE_CLIPS)."""
         feats = self._cache.get(video)
         if feats is None:
-            feats = resample(l2_normalize_rows(self.features.read(video)), self.num_pre_clips)
+            feats = self.clip_input.base(self.features.read(video))
             if self.cache_size:
                 self._cache[video] = feats
                 if len(self._cache) > self.cache_size:
@@ -171,10 +181,21 @@ class MomentDataset(Dataset):
         """[L, E] word vectors, or [L] word-piece ids."""
         return self.vocabulary.lookup(self.word_ids[self.word_offsets[index]:self.word_offsets[index + 1]])
 
-    def __getitem__(self, index):
-        video = self.videos[self.video_ids[index]]
+    def clips_of(self, index, epoch=None):
+        """(rows, first clip, real rows) of query ``index``'s video; ``epoch`` (a training
+        item) draws the clip input's window from (SEED, epoch, index), so a resumed run
+        draws what an uninterrupted one would, in any worker."""
+        base = self.video_features(self.videos[self.video_ids[index]])
+        rng = None if epoch is None else np.random.default_rng([self.seed % 2 ** 32, epoch, index])
+        return self.clip_input.take(base, rng)
+
+    def __getitem__(self, key):
+        index, epoch = key if isinstance(key, tuple) else (key, None)
+        feats, first, count = self.clips_of(index, epoch)
+        variable = {"clip_count": count, "clip_offset": first} if self.clip_input.variable_length else {}
         return {
-            "feats": torch.from_numpy(self.video_features(video)),  # [P, D_in]
+            "feats": torch.from_numpy(feats),  # [P, D_in]
+            **variable,
             "query": torch.from_numpy(self.query(index)),  # [L, E]
             "moment": torch.from_numpy(self.moments[index]),  # [2] seconds, the first window
             "windows": torch.from_numpy(self.windows[index]),  # [W, 2] seconds, padded with the first
@@ -183,14 +204,15 @@ class MomentDataset(Dataset):
         }
 
     @classmethod
-    def from_files(cls, name, annotations, features, fmt, vocabulary, num_pre_clips, input_size, feature_key=None,
+    def from_files(cls, name, annotations, features, fmt, vocabulary, clips, input_size, feature_key=None,
                    cache_size=32, durations=None, parsed=None, input_size_key="the model's input size",
                    length_tolerance=0.1):
         """The dataset of annotation file ``annotations`` (format ``fmt``, durations file ``durations``;
-        parsed here unless ``parsed`` is given) over ``features``."""
+        parsed here unless ``parsed`` is given) over ``features``, taken as ``clips`` (a ClipInput
+        or a number of clips to resample to)."""
         if parsed is None:
             parsed = formats.load_annotations(annotations, fmt, durations)
-        settings = FeatureSettings(features, feature_key, num_pre_clips, input_size, input_size_key, cache_size,
+        settings = FeatureSettings(features, feature_key, clips, input_size, input_size_key, cache_size,
                                    length_tolerance)
         return cls(name, parsed, settings, vocabulary, source=annotations)
 

@@ -1,8 +1,11 @@
 """The loaders of a run: its datasets batched for one process or many, each
 loader built once and shared (periodic evaluation uses the final test's)."""
+import bisect
+
 import torch
 from torch.utils.data import ConcatDataset, DataLoader
 
+from ..config.models import model_class
 from ..errors import TanError
 from ..utils import comm
 from ..utils.logger import get_logger
@@ -31,9 +34,11 @@ class RunLoaders:
         # One sampler for one or many processes: shuffled from SEED and the epoch,
         # so a resumed run sees the same order as an uninterrupted one. Sampled
         # sentences of a video are drawn from the epoch too (training only).
+        # Training windows of a clip input are drawn from the epoch in the same way.
         sampled = by_video and shuffle and self.run_data.cfg.DATALOADER.SENTENCES_PER_VIDEO > 0
+        windowed = shuffle and not by_video and model_class(self.run_data.cfg).clip_input(self.run_data.cfg).variable_length
         sampler = ResumableDistributedSampler(dataset, world, rank, shuffle, self.run_data.cfg.SEED, batch_size,
-                                              keyed_by_epoch=sampled)
+                                              keyed_by_epoch=sampled or windowed)
         workers = self.run_data.cfg.DATALOADER.NUM_WORKERS
         return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
                           collate_fn=VideoBatchCollator() if by_video else BatchCollator(),
@@ -48,7 +53,7 @@ class RunLoaders:
             if by_video:  # all of a video's sentences, or a sample of them (DATALOADER.SENTENCES_PER_VIDEO)
                 dataset = VideoGroups(datasets, self.run_data.cfg.DATALOADER.SENTENCES_PER_VIDEO, self.run_data.cfg.SEED)
             else:
-                dataset = datasets[0] if len(datasets) == 1 else ConcatDataset(datasets)
+                dataset = datasets[0] if len(datasets) == 1 else KeyedConcatDataset(datasets)
             self._train[key] = self._loader(dataset, "SOLVER.BATCH_SIZE", True, distributed, by_video)
         return self._train[key]
 
@@ -76,6 +81,17 @@ class RunLoaders:
                 self._evals[key] = self._loader(source, "TEST.BATCH_SIZE", False, distributed, by_video)
             loaders.append(self._evals[key])
         return loaders
+
+
+class KeyedConcatDataset(ConcatDataset):
+    """A ConcatDataset that also takes the samplers' (index, epoch) keys."""
+
+    def __getitem__(self, key):
+        if not isinstance(key, tuple):
+            return super().__getitem__(key)
+        index, epoch = key
+        part = bisect.bisect_right(self.cumulative_sizes, index)
+        return self.datasets[part][(index - (self.cumulative_sizes[part - 1] if part else 0), epoch)]
 
 
 def per_process_batch(cfg, key, world_size):

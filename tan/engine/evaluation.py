@@ -2,57 +2,56 @@
 import torch
 
 from ..config.choices import IOU_THRESHOLDS, NMS_UNITS, RECALL_AT, metric_names
-from ..structures.moments import best_window_iou, cell_seconds, cell_spans, temporal_iou
+from ..structures.candidates import map_candidates
+from ..structures.moments import best_window_iou, temporal_iou
 
-__all__ = ["top_moments", "evaluate_moments", "format_table", "metric_names", "RECALL_AT", "IOU_THRESHOLDS"]
+__all__ = ["top_moments", "top_candidates", "evaluate_moments", "format_table", "metric_names", "RECALL_AT", "IOU_THRESHOLDS"]
 
 
 def top_moments(scores, durations, nms_thresh, topk=5, mask2d=None, units="seconds"):
-    """Greedy NMS over each query's candidates, stopped once ``topk`` are kept.
+    """:func:`top_candidates` of start x end maps ``scores`` [B, N, N] (0 outside valid cells)
+    for videos of ``durations`` [B] seconds; ``mask2d`` ([N, N] bool), when given, limits the
+    search to those cells (tan.structures.candidates.map_candidates)."""
+    return top_candidates(map_candidates(scores, durations, mask2d), nms_thresh, topk, units)
 
-    scores: [B, N, N] (0 outside valid cells), durations: [B]. ``mask2d``
-    ([N, N] bool), when given, limits the search to those cells: the same
-    result, since the others score 0, for a sixth of the work at N = 128.
+
+def top_candidates(candidates, nms_thresh, topk=5, units="seconds"):
+    """Greedy NMS over each query's candidates (tan.structures.candidates.Candidates),
+    stopped once ``topk`` are kept.
+
     ``units`` (TEST.NMS_UNITS) is what the IoU of two candidates is measured
-    on: "seconds", the candidates' float32 seconds as the reference computes
-    them, or "clips", their exact integer clip bounds (docs/metric.md §2).
-    Returns moments [B, topk, 2] (seconds), their scores [B, topk] and a
-    [B, topk] bool of which slots are filled (fewer candidates than topk).
+    on: "seconds", the candidates' seconds in the model's arithmetic (float32
+    for the reference's, where a pair exactly at the threshold in clip units
+    may land one rounding step above it and be suppressed), or "clips", their
+    exact clip bounds, where such a pair compares equal and is kept
+    (docs/metric.md §2). Returns moments [B, topk, 2] (seconds), their scores
+    [B, topk] and a [B, topk] bool of which slots are filled (fewer candidates
+    than topk).
 
-    Equal to the full greedy definition: candidates are the non-zero cells in
-    order of descending score (ties: row-major cell order); a candidate is kept
+    Equal to the full greedy definition: candidates are those scoring above 0
+    in order of descending score (ties: lower index first); a candidate is kept
     unless its IoU with an already kept one exceeds ``nms_thresh``. Each step
     keeps the best candidate still alive and drops those it suppresses, which
     is the same sequence of decisions, done for the whole batch at once.
     """
     if units not in NMS_UNITS:
         raise ValueError(f"units must be one of {NMS_UNITS}, got {units!r}")
-    b, n, _ = scores.shape
-    device = scores.device
-    if mask2d is None:
-        cells = torch.arange(n * n, device=device)
-    else:
-        cells = mask2d.to(device).flatten().nonzero().flatten()  # ascending: row-major order kept
-    flat_scores = scores.reshape(b, n * n)[:, cells].float()
-    spans = cell_spans(cells // n, cells % n)  # [C, 2] clip units, small integers: exact in float32
-    seconds = cell_seconds(spans, durations.to(device), n)  # [B, C, 2], what is reported
-    # "seconds": the reference's decisions, rounding included (a pair exactly at
-    # the threshold in clip units may land one rounding step above it and be
-    # suppressed); "clips": exact, such a pair compares equal and is kept.
+    flat_scores, seconds, spans = candidates
+    b = flat_scores.shape[0]
     measured = seconds if units == "seconds" else spans.expand(b, -1, -1)
     alive = flat_scores > 0
-    rows = torch.arange(b, device=device)
-    kept_cells = torch.zeros(b, topk, dtype=torch.long, device=device)
+    rows = torch.arange(b, device=flat_scores.device)
+    kept_cells = torch.zeros(b, topk, dtype=torch.long, device=flat_scores.device)
     kept_scores = flat_scores.new_zeros(b, topk)
-    filled = torch.zeros(b, topk, dtype=torch.bool, device=device)
+    filled = torch.zeros(b, topk, dtype=torch.bool, device=flat_scores.device)
     for k in range(topk):
         masked = torch.where(alive, flat_scores, torch.full_like(flat_scores, -1.0))
-        best = masked.argmax(dim=1)  # first index among equal maxima: row-major tie order
+        best = masked.argmax(dim=1)  # first index among equal maxima: the candidates' tie order
         has = alive[rows, best]
         kept_cells[:, k] = best
         kept_scores[:, k] = torch.where(has, flat_scores[rows, best], kept_scores[:, k])
         filled[:, k] = has
-        # float32 IoU compared with the threshold as float32, as the reference does
+        # the IoU in the measured moments' dtype, compared with the threshold in it, as the reference does
         suppress = temporal_iou(measured, measured[rows, best][:, None, :]) > nms_thresh  # [B, C]
         alive &= ~suppress
         alive[rows, best] = False

@@ -11,7 +11,7 @@ from ..utils.logger import get_logger
 from ..utils.progress import progress
 from ..utils.signals import signals_held
 from ..structures.moments import best_window_iou
-from .evaluation import evaluate_moments, format_table, top_moments
+from .evaluation import evaluate_moments, format_table, top_candidates
 from .precision import autocast
 from .step import forward_batch, move_batch
 from .wrappers import unwrap
@@ -30,8 +30,8 @@ def compute_predictions(model, data_loader, device, nms_thresh, topk=5, amp="off
         batch = move_batch(batch, device)
         with autocast(amp, device):
             output = forward_batch(model, batch)
-        scores = core.scores(output)  # [B, N, N], one row per query
-        kept = top_moments(scores, batch["durations"].to(device), nms_thresh, topk, core.mask2d, units=nms_units)
+        candidates = core.candidates(output, batch["durations"].to(device))  # one row per query
+        kept = top_candidates(candidates, nms_thresh, topk, units=nms_units)
         moments, kept_scores, filled = (t.cpu() for t in kept)  # one copy per batch
         for row, index in enumerate(batch["indices"].tolist()):
             outputs[index] = (moments[row], filled[row], kept_scores[row])

@@ -9,11 +9,11 @@ import torch
 
 from ..config.architecture import feature_size
 from ..data.collate import pad_sentences
-from ..data.features.rows import l2_normalize_rows, resample
 from ..errors import TanError
+from ..config.models import model_class
 from ..modeling import build_model
 from ..utils.checkpoint import load_model_weights, model_state_from, read_checkpoint
-from .evaluation import top_moments
+from .evaluation import top_candidates
 from .precision import autocast
 from .wrappers import prepare_model
 
@@ -30,8 +30,9 @@ def load_trained_model(cfg, checkpoint, device):
 
 
 def prepare_features(cfg, feats):
-    """Raw clip features [T, D_in] (array or tensor) -> the model's input [NUM_PRE_CLIPS, D_in],
-    as the datasets prepare them (L2-normalised rows, resampled)."""
+    """Raw clip features [T, D_in] (array or tensor) -> (the model's input [P, D_in], its real
+    rows), as the datasets prepare an evaluation item (the model's clip input: by default
+    L2-normalised rows resampled to NUM_PRE_CLIPS)."""
     feats = feats.detach().cpu().numpy() if torch.is_tensor(feats) else np.asarray(feats)
     expected, expected_key = feature_size(cfg)
     if feats.ndim != 2 or feats.shape[1] != expected or feats.shape[0] == 0:
@@ -40,7 +41,16 @@ def prepare_features(cfg, feats):
     feats = feats.astype(np.float32, copy=False)
     if not np.isfinite(feats).all():
         raise TanError("the video's features hold NaN or infinite values")
-    return torch.from_numpy(resample(l2_normalize_rows(feats), cfg.INPUT.NUM_PRE_CLIPS))
+    clips = model_class(cfg).clip_input(cfg)
+    rows, _, count = clips.take(clips.base(feats))
+    return torch.from_numpy(np.ascontiguousarray(rows)), count
+
+
+def clip_lengths(cfg, counts, device):
+    """{"clip_counts": [V]} for a model whose clip input has a variable length, else {}."""
+    if not model_class(cfg).clip_input(cfg).variable_length:
+        return {}
+    return {"clip_counts": torch.as_tensor(counts, dtype=torch.long, device=device)}
 
 
 def check_duration(duration):
@@ -57,8 +67,9 @@ def check_duration(duration):
 @torch.no_grad()
 def encode_video(model, cfg, feats, device):
     """The video's 2D map of candidate moments [1, H, N, N] on ``device``: computed once, asked many times."""
+    rows, count = prepare_features(cfg, feats)
     with autocast(cfg.SOLVER.AMP, device):
-        return model.encode_video(prepare_features(cfg, feats)[None].to(device))
+        return model.encode_video(rows[None].to(device), **clip_lengths(cfg, [count], device))
 
 
 @torch.no_grad()
@@ -66,7 +77,7 @@ def ground_sentences(model, cfg, map2d, duration, encoded_sentences, device, top
     """Top moments of each sentence over one encoded video (``map2d`` from :func:`encode_video`).
 
     encoded_sentences: list of [L, E] word vectors (or [L] word-piece ids). Returns (moments [S, topk, 2]
-    seconds, scores [S, topk], filled [S, topk], score maps [S, N, N]), all on the CPU."""
+    seconds, scores [S, topk], filled [S, topk], score maps [S, R, C] as the model draws them), all on the CPU."""
     if topk < 1:
         raise TanError(f"topk must be at least 1, got {topk}")
     if not encoded_sentences:
@@ -77,10 +88,9 @@ def ground_sentences(model, cfg, map2d, duration, encoded_sentences, device, top
         queries, lengths = pad_sentences(encoded_sentences[start:start + batch_size], cfg.INPUT.PRE_QUERY_SIZE)
         with autocast(cfg.SOLVER.AMP, device):
             output = model.ground(map2d, queries.to(device), lengths)
-        scores = model.scores(output)
         durations = torch.full((len(queries),), duration, device=device)
-        kept = top_moments(scores, durations, cfg.TEST.NMS_THRESH, topk, model.mask2d, units=cfg.TEST.NMS_UNITS)
-        parts.append([t.cpu() for t in (*kept, scores)])
+        kept = top_candidates(model.candidates(output, durations), cfg.TEST.NMS_THRESH, topk, units=cfg.TEST.NMS_UNITS)
+        parts.append([t.cpu() for t in (*kept, model.score_map(output, durations).values)])
     return tuple(torch.cat(column) for column in zip(*parts))
 
 
@@ -93,13 +103,17 @@ def predict(model, cfg, feats, duration, encoded_sentences, device, topk=5):
 
 @torch.no_grad()
 def predict_dataset_queries(model, cfg, dataset, indices, device, topk=5):
-    """For dataset queries: (score map [N, N], kept moments [k, 2] s, their scores [k]) each, on the CPU."""
+    """For dataset queries: (the score map as drawn, a ScoreMap of one query on the CPU, kept
+    moments [k, 2] s, their scores [k]) each."""
     for index in indices:
         item = dataset[index]
         with autocast(cfg.SOLVER.AMP, device):
             output = model(item["feats"][None].to(device), item["query"][None].to(device),
-                           torch.tensor([len(item["query"])]))
-        scores = model.scores(output)
-        moments, kept, filled = top_moments(scores, torch.tensor([item["duration"]], device=device),
-                                            cfg.TEST.NMS_THRESH, topk, model.mask2d, units=cfg.TEST.NMS_UNITS)
-        yield scores[0].cpu(), moments[0][filled[0]].cpu(), kept[0][filled[0]].cpu()
+                           torch.tensor([len(item["query"])]), **clip_lengths(cfg, [item.get("clip_count")], device))
+        durations = torch.tensor([item["duration"]], device=device)
+        moments, kept, filled = top_candidates(model.candidates(output, durations), cfg.TEST.NMS_THRESH, topk,
+                                               units=cfg.TEST.NMS_UNITS)
+        picture = model.score_map(output, durations)
+        picture = picture._replace(**{k: (v[0] if v.dim() == 3 else v).cpu()
+                                      for k, v in picture._asdict().items() if torch.is_tensor(v)})
+        yield picture, moments[0][filled[0]].cpu(), kept[0][filled[0]].cpu()

@@ -13,8 +13,11 @@ def move_batch(batch, device):
 
 def forward_batch(model, batch):
     """The model's output for a collated batch already on its device (a batch of
-    videos names each sentence's video in ``video_index``)."""
-    return model(batch["feats"], batch["queries"], batch["wordlens"], batch.get("video_index"))
+    videos names each sentence's video in ``video_index``; videos of different
+    lengths, from a clip input of variable length, give their real lengths in
+    ``clip_counts``)."""
+    lengths = {"clip_counts": batch["clip_counts"]} if "clip_counts" in batch else {}
+    return model(batch["feats"], batch["queries"], batch["wordlens"], batch.get("video_index"), **lengths)
 
 
 def run_step(model, batch, optimizer, grad_scaler, amp, device, clip_grad_norm=0.0):

@@ -7,12 +7,16 @@ The module's part, for a batch:
 - ``forward(feats, queries, wordlens, video_index=None)``: the model's output
   for a batch; ``feats`` [V, P, D_in] holds V videos and ``video_index`` [S]
   names each sentence's video (None: sentence s asks about video s, or all
-  ask about the only one).
+  ask about the only one). A model whose clip input has a variable length
+  also gets ``clip_counts`` [V], each video's real rows.
 - ``encode_video(feats)`` and ``ground(video, queries, wordlens, video_index)``:
   the two halves of ``forward``; a video is encoded once however many
   sentences ask about it.
 - ``scores(output)``: [S, N, N] float32 scores, zero outside the valid cells
   (``mask2d``, [N, N] bool).
+- ``candidates(output, durations)``: the candidate moments the evaluation
+  ranks (tan.structures.candidates.Candidates), and ``score_map(output,
+  durations)`` the map as pictures draw it; both default to a start x end map.
 - ``losses(output, batch)``: the named loss terms of a training batch, float32
   scalars whose sum is minimised.
 - ``parameter_groups()``: the optimizer's groups, each with an ``lr_scale``.
@@ -21,12 +25,14 @@ The module's part, for a batch:
 
 The declarations, read from the class before a model exists (see
 tan/config/models.py): ``add_config``, ``validate_config``, ``RUNTIME_KEYS``,
-``INPUT_SIZE_KEY``, ``KEYS_OUTSIDE``, ``text_input``, ``batches_by_video``,
-``recipe``, ``hooks``, ``check_environment``.
+``INPUT_SIZE_KEY``, ``KEYS_OUTSIDE``, ``text_input``, ``clip_input``,
+``batches_by_video``, ``recipe``, ``hooks``, ``check_environment``.
 """
 from torch import nn
 
 from ..config.models import Recipe, TextInputChoice
+from ..data.features.clip_inputs import ResampledClips
+from ..structures.candidates import map_candidates, map_picture
 
 
 class GroundingModel(nn.Module):
@@ -54,6 +60,12 @@ class GroundingModel(nn.Module):
         return TextInputChoice("sentence_features" if cfg.INPUT.SENTENCE_FEATURES else "word_vectors")
 
     @classmethod
+    def clip_input(cls, cfg):
+        """How it takes a video's clips (tan.data.features.clip_inputs): L2-normalised rows
+        averaged into INPUT.NUM_PRE_CLIPS clips."""
+        return ResampledClips(cfg.INPUT.NUM_PRE_CLIPS)
+
+    @classmethod
     def batches_by_video(cls, cfg):
         """True: a batch is SOLVER.BATCH_SIZE videos with their sentences; False: that many queries."""
         return False
@@ -77,6 +89,14 @@ class GroundingModel(nn.Module):
 
     def forward(self, feats, queries, wordlens, video_index=None):
         return self.ground(self.encode_video(feats), queries, wordlens, video_index)
+
+    def candidates(self, output, durations):
+        """The moments the evaluation ranks: every valid cell of the start x end map of ``scores``."""
+        return map_candidates(self.scores(output), durations, self.mask2d)
+
+    def score_map(self, output, durations):
+        """The map as pictures draw it (tan.structures.candidates.ScoreMap): start x end."""
+        return map_picture(self.scores(output), durations, self.mask2d)
 
     def parameter_groups(self):
         return [{"params": [p for p in self.parameters() if p.requires_grad], "lr_scale": 1.0, "name": "all"}]

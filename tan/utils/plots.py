@@ -33,31 +33,30 @@ def _save(fig, path):
     atomic_write_bytes(path, buffer.getvalue())
 
 
-def draw_score_map(path, scores, mask2d, duration, gt, moments, moment_scores, title=""):
-    """scores [N, N] (0 outside mask2d), gt (start, end) seconds, moments [k, 2] seconds (ranked)."""
+def draw_score_map(path, picture, duration, gt, moments, moment_scores, title=""):
+    """``picture``: one query's map as its model draws it (values, valid, starts and ends
+    [R, C] seconds, row and column labels; tan.structures.candidates.ScoreMap), gt (start,
+    end) seconds, moments [k, 2] seconds (ranked)."""
     plt = _pyplot()
     from matplotlib.patches import Rectangle
-    n = scores.shape[0]
-    unit = duration / n
+    scores, valid = np.asarray(picture.values, dtype=np.float64), np.asarray(picture.valid, dtype=bool)
+    starts, ends = np.asarray(picture.starts, dtype=np.float64), np.asarray(picture.ends, dtype=np.float64)
     fig, (ax_map, ax_line) = plt.subplots(1, 2, figsize=SCORE_MAP_SIZE, gridspec_kw={"width_ratios": [1, 1.35]})
-    shown = np.ma.masked_where(~mask2d, scores)
+    shown = np.ma.masked_where(~valid, scores)
     cmap = plt.get_cmap("viridis").copy()
     cmap.set_bad("#d9d9d9")  # cells that are not candidates
     image = ax_map.imshow(shown, cmap=cmap, vmin=0, vmax=max(float(scores.max()), 1e-6), origin="upper",
-                          interpolation="nearest")
+                          interpolation="nearest", aspect="equal" if scores.shape[0] == scores.shape[1] else "auto")
     fig.colorbar(image, ax=ax_map, fraction=0.046, pad=0.04, label="score")
-    ax_map.set_xlabel("end clip j")
-    ax_map.set_ylabel("start clip i")
+    ax_map.set_xlabel(picture.col_label)
+    ax_map.set_ylabel(picture.row_label)
     # ground-truth cell: the candidate overlapping the ground truth most
-    starts = np.arange(n)[:, None] * unit
-    ends = (np.arange(n)[None, :] + 1) * unit
-    inter = np.clip(np.minimum(ends, gt[1]) - np.maximum(starts, gt[0]), 0, None)
-    union = np.maximum(ends, gt[1]) - np.minimum(starts, gt[0])
-    iou = np.where(mask2d, inter / np.maximum(union, 1e-12), -1)
+    iou = np.where(valid, _cell_iou(starts, ends, gt), -1)
     gi, gj = np.unravel_index(int(iou.argmax()), iou.shape)
     ax_map.add_patch(Rectangle((gj - 0.5, gi - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2.5))
-    for rank, (s, e) in enumerate(moments, 1):
-        i, j = int(round(s / unit)), int(round(e / unit)) - 1
+    for rank, moment in enumerate(moments, 1):  # the valid cell whose moment it is
+        distance = np.where(valid, np.abs(starts - moment[0]) + np.abs(ends - moment[1]), np.inf)
+        i, j = np.unravel_index(int(distance.argmin()), distance.shape)
         ax_map.text(j, i, str(rank), ha="center", va="center", color="white", fontsize=9, fontweight="bold",
                     bbox={"boxstyle": "circle,pad=0.15", "facecolor": "black", "alpha": 0.7, "linewidth": 0})
     ax_map.set_title("2D score map (red: ground-truth cell, numbers: top moments)", fontsize=10)
@@ -80,6 +79,12 @@ def draw_score_map(path, scores, mask2d, duration, gt, moments, moment_scores, t
     fig.subplots_adjust(left=0.04, right=0.98, bottom=0.11, top=0.86, wspace=0.32)
     _save(fig, path)
     plt.close(fig)
+
+
+def _cell_iou(starts, ends, gt):
+    inter = np.clip(np.minimum(ends, gt[1]) - np.maximum(starts, gt[0]), 0, None)
+    union = np.maximum(ends, gt[1]) - np.minimum(starts, gt[0])
+    return inter / np.maximum(union, 1e-12)
 
 
 def _iou(a, b):

@@ -1,0 +1,97 @@
+"""How a model takes a video's clips (docs/models.md §2, "clip_input"): every
+model declares one, and the datasets, the prediction tools and the API prepare
+features through it, so that training and inference see the same input.
+
+- :class:`ResampledClips` (the default): L2-normalised rows, averaged into a
+  fixed number of clips.
+- :class:`SampledClips`: a fixed number of clips, each the row in the middle
+  of its bucket (no averaging).
+- :class:`NativeClips`: the rows as they are, at their own rate: training
+  draws a window of consecutive clips, evaluation reads the whole video; a
+  video shorter than the window is padded. Batches then hold videos of
+  different lengths, with ``clip_counts`` (real rows) and ``clip_offsets``
+  (the window's first clip) beside the features.
+
+A clip input has two steps: :meth:`base` turns the rows read from disk into
+what is cached per video; :meth:`take` gives one item's rows from it, with a
+random generator for training items (None in evaluation).
+"""
+import numpy as np
+
+from .rows import l2_normalize_rows, resample
+
+
+class ClipInput:
+    """Fixed-length inputs (every item [num_clips, D]) unless ``variable_length``."""
+    variable_length = False
+
+    def __init__(self, num_clips, normalize=True):
+        self.num_clips = int(num_clips)
+        self.normalize = bool(normalize)
+
+    def base(self, feats):
+        """Rows [T, D] float32 -> what is cached for the video."""
+        return l2_normalize_rows(feats).astype(np.float32, copy=False) if self.normalize else feats
+
+    def take(self, base, rng=None):
+        """(rows [T', D] float32, index of the first clip taken, number of real rows) of one item."""
+        raise NotImplementedError
+
+    def describe(self):
+        return f"{type(self).__name__}({self.num_clips}{'' if self.normalize else ', not normalised'})"
+
+    def __repr__(self):
+        return self.describe()
+
+
+class ResampledClips(ClipInput):
+    """``num_clips`` clips, each the mean of its bucket of rows (tan.data.features.rows.resample)."""
+
+    def base(self, feats):
+        return resample(super().base(feats), self.num_clips)
+
+    def take(self, base, rng=None):
+        return base, 0, len(base)
+
+
+def middle_rows(num_rows, num_clips):
+    """The row standing for each of ``num_clips`` buckets over ``num_rows`` rows: bucket
+    bounds b_k = round(k T / P) clamped to T - 1, and the row (b_k + b_{k+1}) // 2.
+    The bounds are float32 arithmetic, as the reference sampling computes them."""
+    bounds = np.round(np.arange(num_clips + 1, dtype=np.float32) / np.float32(num_clips)
+                      * np.float32(num_rows)).astype(np.int64)
+    bounds = np.minimum(bounds, num_rows - 1)
+    return (bounds[:-1] + bounds[1:]) // 2
+
+
+class SampledClips(ClipInput):
+    """``num_clips`` clips, each the middle row of its bucket."""
+
+    def base(self, feats):
+        feats = super().base(feats)
+        return np.ascontiguousarray(feats[middle_rows(len(feats), self.num_clips)])
+
+    def take(self, base, rng=None):
+        return base, 0, len(base)
+
+
+class NativeClips(ClipInput):
+    """The rows at their own rate. A training item is a window of ``num_clips``
+    consecutive rows starting at a random row (the first row when the video is
+    not longer); an evaluation item is the whole video. Either is padded with
+    zero rows to ``num_clips`` when shorter (``clip_counts`` keeps the real count)."""
+    variable_length = True
+
+    def take(self, base, rng=None):
+        total, start = len(base), 0
+        if rng is not None and total > self.num_clips:
+            start = int(rng.integers(total - self.num_clips))
+            return base[start:start + self.num_clips], start, self.num_clips
+        if total >= self.num_clips:
+            return base, start, total
+        padded = np.zeros((self.num_clips, base.shape[1]), dtype=base.dtype)
+        padded[:total] = base
+        return padded, start, total
+
+    def describe(self):
+        return f"NativeClips(windows of {self.num_clips}{'' if self.normalize else ', not normalised'})"
