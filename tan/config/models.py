@@ -93,4 +93,14 @@ class Recipe(NamedTuple):
     clip_grad_norm: float = 0.0
 
 
+class ForeignConfig(NamedTuple):
+    """A reference code's experiment file as tan settings (a model's ``from_foreign_config``):
+    ``config``, nested dicts of config keys (the model's own included); ``catalog``,
+    dataset entries for a DATASETS.CATALOG file, or None; ``notes``, what the
+    conversion could not carry over or chose, each a line for the written file."""
+    config: dict
+    catalog: Any = None
+    notes: tuple = ()
+
+
 OPTIMIZERS = ("adam", "adamw")

@@ -26,7 +26,8 @@ The module's part, for a batch:
 The declarations, read from the class before a model exists (see
 tan/config/models.py): ``add_config``, ``validate_config``, ``RUNTIME_KEYS``,
 ``INPUT_SIZE_KEY``, ``KEYS_OUTSIDE``, ``text_input``, ``clip_input``,
-``batches_by_video``, ``recipe``, ``hooks``, ``check_environment``.
+``batches_by_video``, ``recipe``, ``hooks``, ``check_environment``,
+``from_foreign_config``.
 """
 from torch import nn
 
@@ -78,6 +79,13 @@ class GroundingModel(nn.Module):
     @classmethod
     def check_environment(cls, cfg):
         """Fail before any work when something it needs cannot be had (an optional package, a file)."""
+
+    @classmethod
+    def from_foreign_config(cls, data, path):
+        """A reference code's experiment file (``data``, its parsed YAML, read from ``path``)
+        as tan settings (tan.config.models.ForeignConfig), or None when it is not one
+        of this model's (tan-convert-config asks every registered model)."""
+        return None
 
     def hooks(self, cfg):
         """Extra hooks of its training loop (tan.utils.hooks.HookBase), called after the built-in ones."""
