@@ -1,0 +1,128 @@
+"""MS-2D-TAN's experiment files (its experiments/*/*.yaml) as tan settings, for
+tan-convert-config (docs/ms2dtan.md §8), and the one annotation format its
+data layout needs beyond tan's own."""
+import dataclasses
+import os
+
+from ...config.models import ForeignConfig
+from ...data.formats import register_format
+from ...data.formats.tacos import read as read_tacos
+from ...errors import TanError
+from .config import anchor_counts
+
+PROPS = {"MultiScalePropConvTanhBN": "conv", "MultiScalePropMaxPool": "pool"}
+MAPS = {"MapGatedConv": "gated", "Conv": "conv"}
+# Its data layout, per benchmark: (annotation file, format, durations file), "{split}" the split.
+LAYOUTS = {
+    "charades": ("charades_sta_{split}.txt", "charades_txt", "Charades_v1_{split}.csv"),
+    "tacos": ("{split}.json", "tacos_video_stems", None),
+    "activitynet": ("{split}.json", "seconds", None),
+}
+
+
+@register_format("tacos_video_stems")
+def read_tacos_stems(path, durations, counts):
+    """TACoS's JSON ("tacos") with each video id's extension dropped ("s13-d21.avi" -> "s13-d21"),
+    as MS-2D-TAN's feature files name the videos."""
+    return [dataclasses.replace(q, video=os.path.splitext(q.video)[0]) for q in read_tacos(path, durations, counts)]
+
+
+def _section(data, *keys):
+    node = data
+    for key in keys:
+        node = (node or {}).get(key) or {}
+    return node
+
+
+def _refuse(path, key, value, expected):
+    raise TanError(f"{path}: {key} is {value!r}; tan's MS_TAN supports {expected}")
+
+
+def _model_settings(path, model):
+    """MODEL.MS_TAN's module keys from its MODEL section."""
+    clip, prop = _section(model, "CLIP_MODULE", "PARAMS"), _section(model, "PROP_MODULE", "PARAMS")
+    fusion, maps = _section(model, "FUSION_MODULE", "PARAMS"), _section(model, "MAP_MODULE", "PARAMS")
+    for key, name, known in (("PROP_MODULE", model["PROP_MODULE"].get("NAME"), PROPS),
+                             ("MAP_MODULE", model["MAP_MODULE"].get("NAME"), MAPS)):
+        if name not in known:
+            _refuse(path, f"MODEL.{key}.NAME", name, ", ".join(known))
+    if model.get("CLIP_MODULE", {}).get("NAME") != "ClipAvgPool" or clip.get("GROUPS", 1) != 1:
+        _refuse(path, "MODEL.CLIP_MODULE", model.get("CLIP_MODULE"), "ClipAvgPool without GROUPS")
+    if model.get("FUSION_MODULE", {}).get("NAME") != "MulNormFusion":
+        _refuse(path, "MODEL.FUSION_MODULE.NAME", model.get("FUSION_MODULE", {}).get("NAME"), "MulNormFusion")
+    hidden = clip["HIDDEN_SIZE"]
+    sizes = {"PROP_MODULE.HIDDEN_SIZE": prop.get("HIDDEN_SIZE", hidden), "FUSION_MODULE.HIDDEN_SIZE": fusion["HIDDEN_SIZE"],
+             "FUSION_MODULE.VIS_INPUT_SIZE": fusion["VIS_INPUT_SIZE"], "MAP_MODULE.INPUT_SIZE": maps["INPUT_SIZE"]}
+    for key, size in sizes.items():
+        if size != hidden:
+            _refuse(path, f"MODEL.{key}", size, f"one hidden size throughout (CLIP_MODULE.HIDDEN_SIZE {hidden})")
+    if any(v != 1 for v in list(maps.get("STRIDES", [])) + list(maps.get("DILATIONS", []))):
+        _refuse(path, "MODEL.MAP_MODULE.STRIDES/DILATIONS", (maps.get("STRIDES"), maps.get("DILATIONS")), "1 only")
+    encoder = fusion.get("TXT_ENCODER", {})
+    if encoder.get("NAME", "LSTM") != "LSTM":
+        _refuse(path, "MODEL.FUSION_MODULE.PARAMS.TXT_ENCODER.NAME", encoder.get("NAME"), "LSTM")
+    return {
+        "CLIP_MODULE": {"INPUT_SIZE": clip["INPUT_SIZE"], "HIDDEN_SIZE": hidden,
+                        "KERNEL_SIZE": clip.get("KERNEL_SIZE", 1), "STRIDE": clip.get("STRIDE", 1)},
+        "PROP_MODULE": {"NAME": PROPS[model["PROP_MODULE"]["NAME"]], "NUM_LAYERS": list(prop["NUM_LAYERS"])},
+        "FUSION_MODULE": {"TXT_HIDDEN_SIZE": fusion["TXT_HIDDEN_SIZE"], "TXT_NUM_LAYERS": encoder.get("NUM_LAYERS", 1),
+                          "TXT_BIDIRECTIONAL": bool(encoder.get("BIDIRECTIONAL", False))},
+        "MAP_MODULE": {"NAME": MAPS[model["MAP_MODULE"]["NAME"]], "HIDDEN_SIZES": list(maps["HIDDEN_SIZES"]),
+                       "KERNEL_SIZES": list(maps["KERNEL_SIZES"]), "PADDINGS": list(maps["PADDINGS"])},
+    }, fusion.get("TXT_INPUT_SIZE", 300)
+
+
+def _check_scales(path, dataset, ms):
+    """Its OUTPUT_NUM_CLIPS and NUM_ANCHORS follow from the model's layers: check they agree."""
+    layers = ms["PROP_MODULE"]["NUM_LAYERS"]
+    clips = ms["NUM_CLIPS"] // ms["CLIP_MODULE"]["STRIDE"]
+    derived = ([clips // 2 ** s for s in range(len(layers))], anchor_counts(layers))
+    given = (dataset.get("OUTPUT_NUM_CLIPS"), dataset.get("NUM_ANCHORS"))
+    given = tuple([v] if isinstance(v, int) else list(v or []) for v in given)
+    if given != tuple(derived):
+        raise TanError(f"{path}: DATASET.OUTPUT_NUM_CLIPS {given[0]} and NUM_ANCHORS {given[1]} do not follow from "
+                       f"the model (INPUT_NUM_CLIPS / CLIP STRIDE and PROP NUM_LAYERS give {derived[0]} and {derived[1]})")
+
+
+def from_experiment_file(data, path):
+    """ForeignConfig of an MS-2D-TAN experiment file, or None when ``data`` is not one."""
+    model = data.get("MODEL")
+    if not isinstance(model, dict) or model.get("NAME") != "MultiScale_TAN":
+        return None
+    dataset, loss = _section(data, "DATASET"), _section(data, "LOSS", "PARAMS")
+    name = str(dataset.get("NAME", "")).lower()
+    if name not in LAYOUTS:
+        _refuse(path, "DATASET.NAME", dataset.get("NAME"), ", ".join(LAYOUTS))
+    settings, query_size = _model_settings(path, model)
+    ms = {"NUM_CLIPS": dataset.get("INPUT_NUM_CLIPS", 256), "SLIDING_WINDOW": bool(dataset.get("SLIDING_WINDOW", False)),
+          "TIME_UNIT": float(dataset.get("TIME_UNIT") or 0.0), "NORMALIZE": bool(dataset.get("NORMALIZE", True)),
+          **settings,
+          "LOSS": {"MIN_IOU": loss.get("MIN_IOU", 0.5), "MAX_IOU": loss.get("MAX_IOU", 1.0), "BIAS": loss.get("BIAS", 0.0)}}
+    _check_scales(path, dataset, ms)
+    splits = ["train"] + ([] if dataset.get("NO_VAL", False) else ["val"]) + ["test"]
+    annotations, fmt, durations = LAYOUTS[name]
+    features = f"{dataset.get('VIS_INPUT_TYPE', 'features')}.hdf5"
+    catalog = {}
+    for split in splits:
+        entry = {"annotations": annotations.format(split=split), "features": features, "format": fmt}
+        if durations:
+            entry["durations"] = durations.format(split=split)
+        catalog[f"ms_tan_{name}_{split}"] = entry
+    optim, train, test = _section(data, "OPTIM"), _section(data, "TRAIN"), _section(data, "TEST")
+    notes = [f"DATASETS.ROOT is the folder of its data (its DATASET.DATA_DIR {dataset.get('DATA_DIR', '')!r} unless "
+             f"--data-root is given), with GloVe 6B 300d in .vector_cache/glove.6B.300d.txt as it keeps it"]
+    if optim.get("NAME", "Adam") != "Adam":
+        notes.append(f"OPTIM.NAME {optim.get('NAME')!r} is trained with Adam here (tan's models train with Adam)")
+    if model.get("CHECKPOINT"):
+        notes.append(f"its checkpoint evaluates with: tan-test --config-file THIS_FILE --ckpt {model['CHECKPOINT']}")
+    notes.append("R@1 and R@5 are reported at IoU 0.1, 0.3, 0.5 and 0.7 (the reference prints its TEST.TIOU only)")
+    config = {
+        "MODEL": {"ARCHITECTURE": "MS_TAN", "MS_TAN": ms},
+        "INPUT": {"PRE_QUERY_SIZE": query_size, "WORD_VECTORS": ".vector_cache/glove.6B.300d.txt"},
+        "DATASETS": {"ROOT": dataset.get("DATA_DIR", "datasets"), "TRAIN": [f"ms_tan_{name}_train"],
+                     "VAL": [f"ms_tan_{name}_val"] if "val" in splits else [], "TEST": [f"ms_tan_{name}_test"]},
+        "SOLVER": {"LR": float(_section(optim, "PARAMS").get("LR", 0.0001)), "BATCH_SIZE": train.get("BATCH_SIZE", 32),
+                   "MAX_EPOCH": train.get("MAX_EPOCH", 100), "MILESTONES": []},
+        "TEST": {"BATCH_SIZE": test.get("BATCH_SIZE", 32), "NMS_THRESH": float(test.get("NMS_THRESH", 0.4))},
+    }
+    return ForeignConfig(config, catalog, tuple(notes))

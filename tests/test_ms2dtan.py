@@ -1,0 +1,302 @@
+"""MS-2D-TAN (MODEL.ARCHITECTURE "MS_TAN") against its own arithmetic
+(tools/benchmarking/reference_ms2dtan.py, written from microsoft/VideoX's
+MS-2D-TAN): the state-dict table of its experiments, losses, gradients and
+scores in float64 for sliding windows (train: windows, short videos; test:
+whole videos of different lengths in one batch) and for sampled clips, the
+evaluation's proposals and table, its experiment files through
+tan-convert-config, and a checkpoint in its release layout through tan-test."""
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from tan.config import load_config
+from tan.config.models import model_class
+from tan.data.collate import BatchCollator
+from tan.data.features.clip_inputs import middle_rows
+from tan.engine.evaluation import evaluate_moments, top_candidates
+from tan.errors import TanError
+from tan.modeling import build_model
+
+from conftest import REPO, run_tool
+import benchmarking.reference_ms2dtan as ref
+
+FIXTURES = os.path.join(REPO, "tests", "fixtures")
+TIME_UNIT = 0.5
+TIOUS, RECALLS = (0.1, 0.3, 0.5, 0.7), (1, 5)
+
+
+def tiny_config(tmp_path, prop="conv", maps="gated", kernel=1, sliding=True, window=16, layers=(4, 2, 2)):
+    settings = {"NUM_CLIPS": window, "SLIDING_WINDOW": sliding, "TIME_UNIT": TIME_UNIT, "NORMALIZE": False,
+                "CLIP_MODULE": {"INPUT_SIZE": 8, "HIDDEN_SIZE": 16, "KERNEL_SIZE": kernel, "STRIDE": kernel},
+                "PROP_MODULE": {"NAME": prop, "NUM_LAYERS": list(layers)},
+                "FUSION_MODULE": {"TXT_HIDDEN_SIZE": 10, "TXT_NUM_LAYERS": 2, "TXT_BIDIRECTIONAL": True},
+                "MAP_MODULE": {"NAME": maps, "HIDDEN_SIZES": [16, 12], "KERNEL_SIZES": [3, 5], "PADDINGS": [1, 2]},
+                "LOSS": {"MIN_IOU": 0.3, "MAX_IOU": 0.9, "BIAS": 0.1}}
+    path = tmp_path / "ms.yaml"
+    path.write_text(yaml.safe_dump({"MODEL": {"ARCHITECTURE": "MS_TAN", "MS_TAN": settings},
+                                    "INPUT": {"PRE_QUERY_SIZE": 6}, "TEST": {"NMS_THRESH": 0.49}}))
+    return load_config(str(path))
+
+
+def reference_of(cfg):
+    ms = cfg.MODEL.MS_TAN
+    return ref.ReferenceMS2DTAN(
+        input_size=ms.CLIP_MODULE.INPUT_SIZE, hidden_size=ms.CLIP_MODULE.HIDDEN_SIZE,
+        num_layers=list(ms.PROP_MODULE.NUM_LAYERS), txt_input_size=cfg.INPUT.PRE_QUERY_SIZE,
+        txt_hidden_size=ms.FUSION_MODULE.TXT_HIDDEN_SIZE, txt_layers=ms.FUSION_MODULE.TXT_NUM_LAYERS,
+        txt_bidirectional=ms.FUSION_MODULE.TXT_BIDIRECTIONAL, map_hidden_sizes=list(ms.MAP_MODULE.HIDDEN_SIZES),
+        map_kernel_sizes=list(ms.MAP_MODULE.KERNEL_SIZES), map_paddings=list(ms.MAP_MODULE.PADDINGS),
+        clip_kernel=ms.CLIP_MODULE.KERNEL_SIZE, clip_stride=ms.CLIP_MODULE.STRIDE,
+        prop={"conv": "MultiScalePropConvTanhBN", "pool": "MultiScalePropMaxPool"}[ms.PROP_MODULE.NAME],
+        map={"gated": "MapGatedConv", "conv": "Conv"}[ms.MAP_MODULE.NAME])
+
+
+def shared_models(cfg):
+    torch.manual_seed(0)
+    ours = build_model(cfg).double()
+    reference = reference_of(cfg).double()
+    reference.load_state_dict(ours.state_dict())  # the same names: its checkpoints load as they are
+    return ours, reference
+
+
+class FixedStart:
+    """A generator stand-in: the window start a test chooses."""
+
+    def __init__(self, start):
+        self.start = start
+
+    def integers(self, high):
+        assert 0 <= self.start < high
+        return self.start
+
+
+def videos(lengths, seed=0):
+    """Raw features, moments on a 1/8 s grid (exact in float32) and word vectors of each query."""
+    gen = torch.Generator().manual_seed(seed)
+    items = []
+    for q, length in enumerate(lengths):
+        feats = torch.rand(length, 8, generator=gen, dtype=torch.float64)
+        duration = length * TIME_UNIT
+        start = float(torch.randint(0, int(duration * 4), (1,), generator=gen)) / 8
+        end = min(duration, start + float(torch.randint(4, 40, (1,), generator=gen)) / 8)
+        words = torch.randn(3 + q, 6, generator=gen, dtype=torch.float64)
+        items.append((feats, (start, end), duration, words))
+    return items
+
+
+def our_batch(model_cfg, items, starts=None):
+    """Items through tan's clip input and collator (``starts``: training windows)."""
+    clips = model_class(model_cfg).clip_input(model_cfg)
+    batch = []
+    for k, (feats, (s, e), duration, words) in enumerate(items):
+        rows, offset, count = clips.take(clips.base(feats.numpy()),
+                                         None if starts is None else FixedStart(starts[k]) if starts[k] else None)
+        batch.append({"feats": torch.as_tensor(rows), "clip_count": count, "clip_offset": offset, "query": words,
+                      "moment": torch.tensor([s, e], dtype=torch.float32),
+                      "windows": torch.tensor([[s, e]], dtype=torch.float32), "duration": duration, "index": k})
+    if not clips.variable_length:
+        for item in batch:
+            del item["clip_count"], item["clip_offset"]
+    return BatchCollator()(batch)
+
+
+def reference_batch(cfg, items, train, starts=None):
+    ms = cfg.MODEL.MS_TAN
+    outs = [ms.NUM_CLIPS // ms.CLIP_MODULE.STRIDE // 2 ** s for s in range(len(ms.PROP_MODULE.NUM_LAYERS))]
+    anchors = [n if s == 0 else 2 * n for s, n in enumerate(ms.PROP_MODULE.NUM_LAYERS)]
+    prepared = []
+    for k, (feats, gt, duration, words) in enumerate(items):
+        if ms.SLIDING_WINDOW:
+            f, m, maps = ref.sliding_window_item(feats, gt, duration, TIME_UNIT, ms.NUM_CLIPS, outs, anchors, train,
+                                                 window_start=(starts or [0] * len(items))[k], normalize=False)
+        else:
+            f, m, maps = ref.sampling_item(feats, gt, duration, ms.NUM_CLIPS, outs, anchors, normalize=False)
+        prepared.append((words, torch.ones(len(words), 1, dtype=torch.float64), f, m, maps))
+    return ref.collate(prepared, dtype=torch.float64)
+
+
+def run_both(ours, reference, cfg, items, train, starts=None):
+    """(our output, loss), (reference predictions, masks, loss), training mode or not."""
+    ours.train(train), reference.train(train)
+    batch = our_batch(cfg, items, starts if train else None)
+    output = ours(batch["feats"].double(), batch["queries"].double(), batch["wordlens"], None,
+                  **({"clip_counts": batch["clip_counts"]} if "clip_counts" in batch else {}))
+    loss = ours.losses(output, batch)["loss"]
+    words, txt_mask, feats, vis_mask, targets = reference_batch(cfg, items, train, starts)
+    predictions, masks = reference(words, txt_mask, feats, vis_mask)
+    ms = cfg.MODEL.MS_TAN.LOSS
+    expected = ref.total_loss(predictions, masks, targets, ms.MIN_IOU, ms.MAX_IOU, ms.BIAS)
+    return (output, loss, batch), (predictions, masks, expected)
+
+
+VARIANTS = [dict(), dict(prop="pool", maps="conv"), dict(kernel=2, window=32), dict(layers=(8,))]
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=["gated", "pool+conv", "clip-stride-2", "one-scale"])
+def test_sliding_windows_losses_gradients_and_scores_equal_ms2dtans_arithmetic(tmp_path, variant):
+    cfg = tiny_config(tmp_path, **variant)
+    ours, reference = shared_models(cfg)
+    window = cfg.MODEL.MS_TAN.NUM_CLIPS
+    # a long video in a window from row 7, one exactly a window, one shorter (padded)
+    items = videos([window + 14, window, window - 5])
+    (output, loss, _), (predictions, masks, expected) = run_both(ours, reference, cfg, items, True, [7, 0, 0])
+    for z, m, p, rm in zip(ours.scores(output), output.masks, predictions, masks):
+        torch.testing.assert_close(m.double(), rm[:, 0])
+        torch.testing.assert_close(z.double(), p[:, 0], rtol=1e-9, atol=1e-10)
+    torch.testing.assert_close(loss, expected, rtol=1e-10, atol=1e-12)
+    ours.zero_grad(), reference.zero_grad()
+    loss.backward(), expected.backward()
+    grads = dict(reference.named_parameters())
+    for name, p in ours.named_parameters():
+        torch.testing.assert_close(p.grad, grads[name].grad, rtol=1e-7, atol=1e-9, msg=lambda m: f"{name}: {m}")
+    for name, value in reference.state_dict().items():  # batch norm's running statistics
+        torch.testing.assert_close(ours.state_dict()[name], value, msg=name)
+
+    # evaluation: whole videos of three lengths in one batch, proposals and the table
+    items = videos([window + 9, window + 3, window - 5], seed=1)
+    with torch.no_grad():
+        (output, loss, batch), (predictions, masks, expected) = run_both(ours, reference, cfg, items, False)
+    torch.testing.assert_close(loss, expected, rtol=1e-10, atol=1e-12)  # the reference's test loss too
+    joined = ref.recover_to_single_map(predictions)
+    assert_same_evaluation(cfg, ours, output, batch, joined, ref.recover_to_single_map(masks), items)
+
+
+def assert_same_evaluation(cfg, ours, output, batch, joined, joined_mask, items):
+    ms = cfg.MODEL.MS_TAN
+    scores = ours.score_map(output, batch["durations"])
+    torch.testing.assert_close(scores.values.double(), joined[:, 0].float().double(), rtol=1e-6, atol=1e-7)
+    kept, _, filled = top_candidates(ours.candidates(output, batch["durations"]), cfg.TEST.NMS_THRESH)
+    if ms.SLIDING_WINDOW:
+        unit = ref.proposal_time_unit(TIME_UNIT, ms.NUM_CLIPS, [ms.NUM_CLIPS // ms.CLIP_MODULE.STRIDE])
+        expected = ref.sliding_window_proposals(joined.float(), joined_mask, unit, cfg.TEST.NMS_THRESH)
+    else:
+        expected = ref.duration_proposals(joined.float(), joined_mask, [it[2] for it in items], cfg.TEST.NMS_THRESH)
+    for row, proposals in enumerate(expected):
+        assert filled[row].sum() == len(proposals)
+        assert kept[row][filled[row]].tolist() == proposals  # the same moments, bit for bit, in order
+    table = ref.evaluate(expected, [list(it[1]) for it in items], TIOUS, RECALLS)
+    ours_table = evaluate_moments(kept, filled, batch["moments"])
+    for i, t in enumerate(TIOUS):
+        for j, r in enumerate(RECALLS):
+            assert ours_table[f"R@{r},IoU@{t}"] == pytest.approx(100 * table["ranks"][i, j], abs=1e-9)
+    assert ours_table["mIoU"] == pytest.approx(100 * table["mIoU"], abs=1e-5)
+
+
+def test_sampled_clips_losses_and_scores_equal_ms2dtans_arithmetic(tmp_path):
+    """SLIDING_WINDOW False (its ActivityNet experiments): the middle row of each bucket,
+    targets over the annotated duration, proposals in fractions of it."""
+    cfg = tiny_config(tmp_path, sliding=False)
+    ours, reference = shared_models(cfg)
+    items = videos([40, 23, 9])  # more rows, fewer, and fewer than NUM_CLIPS (rows repeat)
+    (output, loss, _), (predictions, masks, expected) = run_both(ours, reference, cfg, items, True)
+    torch.testing.assert_close(loss, expected, rtol=1e-10, atol=1e-12)
+    ours.zero_grad(), reference.zero_grad()
+    loss.backward(), expected.backward()
+    grads = dict(reference.named_parameters())
+    for name, p in ours.named_parameters():
+        torch.testing.assert_close(p.grad, grads[name].grad, rtol=1e-7, atol=1e-9, msg=lambda m: f"{name}: {m}")
+    with torch.no_grad():
+        (output, _, batch), (predictions, masks, _) = run_both(ours, reference, cfg, items, False)
+    assert_same_evaluation(cfg, ours, output, batch, ref.recover_to_single_map(predictions),
+                           ref.recover_to_single_map(masks), items)
+
+
+def test_sampling_and_normalisation_are_the_references():
+    for rows, clips in [(40, 16), (16, 16), (9, 16), (1000, 64), (65, 64)]:
+        feats = torch.arange(rows, dtype=torch.float32)[:, None]
+        assert middle_rows(rows, clips).tolist() == ref.feature_temporal_sampling(clips, feats)[:, 0].long().tolist()
+    from tan.data.features.clip_inputs import NativeClips
+    feats = np.random.default_rng(0).normal(size=(30, 8)).astype(np.float32)
+    torch.testing.assert_close(torch.from_numpy(NativeClips(16).base(feats)),
+                               ref.video_features(torch.from_numpy(feats))[0], rtol=1e-6, atol=1e-7)
+
+
+def test_training_windows_are_drawn_from_the_seed_epoch_and_query(tmp_path):
+    """A window start is a function of (SEED, epoch, query): a resumed run draws the same."""
+    from tan.data.features.clip_inputs import NativeClips
+    clips = NativeClips(16)
+    base = np.zeros((40, 2), dtype=np.float32)
+    draws = [clips.take(base, np.random.default_rng([0, epoch, 3]))[1] for epoch in range(6)]
+    assert draws == [clips.take(base, np.random.default_rng([0, epoch, 3]))[1] for epoch in range(6)]
+    assert len(set(draws)) > 1 and all(0 <= d < 40 - 16 for d in draws)
+    assert clips.take(base, None)[1:] == (0, 40)  # evaluation: the whole video
+    assert clips.take(base[:10], None)[0].shape == (16, 2)  # a short one padded to the window
+
+
+# An experiment file laid out as MS-2D-TAN's are (experiments/charades/*.yaml), key for key.
+def experiment(dataset="charades", scales=(64, 32, 16), anchors=(16, 16, 16), layers=(16, 8, 8), clip_input=1024,
+               window=64, prop="MultiScalePropConvTanhBN", maps="MapGatedConv", kernel=17, time_unit=0.64):
+    return {
+        "WORKERS": 16, "MODEL_DIR": "./checkpoints", "RESULT_DIR": "./results", "LOG_DIR": "./log",
+        "DATASET": {"NAME": dataset, "DATA_DIR": f"data/{dataset}", "VIS_INPUT_TYPE": "i3d", "TXT_INPUT_TYPE": "glove",
+                    "NO_VAL": True, "NO_TEST": False, "INPUT_NUM_CLIPS": window, "OUTPUT_NUM_CLIPS": list(scales),
+                    "NUM_ANCHORS": list(anchors), "TIME_UNIT": time_unit, "SLIDING_WINDOW": True},
+        "CUDNN": {"DETERMINISTIC": False, "BENCHMARK": True},
+        "OPTIM": {"NAME": "Adam", "PARAMS": {"LR": 0.0001}},
+        "TRAIN": {"BATCH_SIZE": 32, "MAX_EPOCH": 100, "CONTINUE": False},
+        "LOSS": {"NAME": "bce_rescale_loss", "PARAMS": {"MIN_IOU": 0.5, "MAX_IOU": 1.0, "BIAS": 0.0, "TEMPERATURE": 1.0}},
+        "TEST": {"BATCH_SIZE": 32, "RECALL": [1, 5], "TIOU": [0.5, 0.7], "NMS_THRESH": 0.49},
+        "MODEL": {
+            "NAME": "MultiScale_TAN", "PARAMS": {"NUM_SCALES": len(layers)}, "CHECKPOINT": "release/epoch0039.pkl",
+            "CLIP_MODULE": {"NAME": "ClipAvgPool", "PARAMS": {"INPUT_SIZE": clip_input, "HIDDEN_SIZE": 512,
+                                                               "KERNEL_SIZE": 1, "STRIDE": 1}},
+            "PROP_MODULE": {"NAME": prop, "PARAMS": {"HIDDEN_SIZE": 512, "NUM_LAYERS": list(layers)}},
+            "FUSION_MODULE": {"NAME": "MulNormFusion", "PARAMS": {
+                "HIDDEN_SIZE": 512, "VIS_INPUT_SIZE": 512, "TXT_INPUT_SIZE": 300, "TXT_HIDDEN_SIZE": 512,
+                "TXT_ENCODER": {"NAME": "LSTM", "NUM_LAYERS": 3, "BIDIRECTIONAL": True}}},
+            "MAP_MODULE": {"NAME": maps, "PARAMS": {"INPUT_SIZE": 512, "HIDDEN_SIZES": [512, 512],
+                                                     "KERNEL_SIZES": [kernel, kernel], "STRIDES": [1, 1],
+                                                     "PADDINGS": [kernel // 2] * 2, "DILATIONS": [1, 1]}},
+            "PRED_MODULE": {"NAME": "ProposalHead", "PARAMS": {"INPUT_SIZE": 512}}}}
+
+
+EXPERIMENTS = {
+    "MS-2D-TAN-G-I3D.yaml": experiment(),
+    "MS-2D-TAN-G-C3D-H512N512K5A8k9L2.yaml": experiment("tacos", (512, 256, 128, 64, 32), (8,) * 5, (8, 4, 4, 4, 4),
+                                                        4096, 512, kernel=9, time_unit=1),
+    "DS-2D-TAN-C-C3D.yaml": experiment(scales=(64,), anchors=(64,), layers=(64,), clip_input=4096, maps="Conv",
+                                       time_unit=1),
+}
+
+
+def convert(tmp_path, name, data):
+    source = tmp_path / name
+    source.write_text(yaml.safe_dump(data))
+    out = tmp_path / (name + ".tan.yaml")
+    from tan.cli.convert_config import main
+    main([str(source), "--out", str(out), "--data-root", str(tmp_path / "data")])
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+def test_its_experiment_files_convert_and_give_its_state_dict(tmp_path, name):
+    """tests/fixtures/ms2dtan_state_dict.json lists the names and shapes of its
+    MultiScale_TAN for three experiments, derived from its own model code."""
+    table = json.loads((open(os.path.join(FIXTURES, "ms2dtan_state_dict.json")).read()))[name]
+    cfg = load_config(str(convert(tmp_path, name, EXPERIMENTS[name])))
+    with torch.device("meta"):
+        model = build_model(cfg)
+    assert [[k, list(v.shape)] for k, v in model.state_dict().items()] == table
+    assert cfg.TEST.NMS_THRESH == 0.49 and cfg.SOLVER.LR == 0.0001 and cfg.SOLVER.BATCH_SIZE == 32
+    catalog = yaml.safe_load(open(cfg.DATASETS.CATALOG))
+    assert cfg.DATASETS.TRAIN[0] in catalog and list(cfg.DATASETS.VAL) == []
+
+
+def test_a_file_it_cannot_run_is_refused_and_nothing_is_written(tmp_path):
+    data = experiment(prop="SparsePropConv")
+    with pytest.raises(TanError, match="PROP_MODULE.NAME"):
+        convert(tmp_path, "bad.yaml", data)
+    data = experiment(scales=(64, 32, 8))
+    with pytest.raises(TanError, match="OUTPUT_NUM_CLIPS"):
+        convert(tmp_path, "bad.yaml", data)
+    assert not list(tmp_path.glob("*.tan.yaml"))
+    cfg = tiny_config(tmp_path)
+    cfg.defrost()
+    with pytest.raises(TanError, match="NUM_LAYERS"):
+        load_config(str(tmp_path / "ms.yaml"), ["MODEL.MS_TAN.PROP_MODULE.NUM_LAYERS", "[4, 3, 2]"])
+    with pytest.raises(TanError, match="PADDINGS"):
+        load_config(str(tmp_path / "ms.yaml"), ["MODEL.MS_TAN.MAP_MODULE.PADDINGS", "[1, 1]"])
