@@ -1,9 +1,9 @@
 """Models. This package is the built-in plug-in (tan/config/plugins.py): it
-registers 2D-TAN ("TAN", the default) and MMN, each in its own folder, beside
+registers 2D-TAN ("TAN", the default), MMN and MS-2D-TAN ("MS_TAN"), each in its own folder, beside
 the 2D-map pieces they share (map2d/). A model of another package registers
 itself the same way (docs/models.md)."""
 from ..config.models import MODELS, model_class, register_model, set_default_model
-from . import mmn, tan2d  # noqa: F401  (register MMN and TAN)
+from . import mmn, ms2dtan, tan2d  # noqa: F401  (register MMN, MS_TAN and TAN)
 from .meta_arch import GroundingModel
 
 set_default_model("TAN")
