@@ -228,11 +228,16 @@ def test_training_windows_are_drawn_from_the_seed_epoch_and_query(tmp_path):
 
 
 # An experiment file laid out as MS-2D-TAN's are (experiments/charades/*.yaml), key for key.
+FOLDERS = {"charades": "Charades-STA", "tacos": "TACoS"}
+
+
 def experiment(dataset="charades", scales=(64, 32, 16), anchors=(16, 16, 16), layers=(16, 8, 8), clip_input=1024,
-               window=64, prop="MultiScalePropConvTanhBN", maps="MapGatedConv", kernel=17, time_unit=0.64):
+               window=64, prop="MultiScalePropConvTanhBN", maps="MapGatedConv", kernel=17, time_unit=0.64,
+               vis="charades_i3d_rgb_25fps", hidden=512):
     return {
         "WORKERS": 16, "MODEL_DIR": "./checkpoints", "RESULT_DIR": "./results", "LOG_DIR": "./log",
-        "DATASET": {"NAME": dataset, "DATA_DIR": f"data/{dataset}", "VIS_INPUT_TYPE": "i3d", "TXT_INPUT_TYPE": "glove",
+        "DATASET": {"NAME": dataset, "DATA_DIR": f"data/{FOLDERS[dataset]}", "VIS_INPUT_TYPE": vis,
+                    "TXT_INPUT_TYPE": "glove",
                     "NO_VAL": True, "NO_TEST": False, "INPUT_NUM_CLIPS": window, "OUTPUT_NUM_CLIPS": list(scales),
                     "NUM_ANCHORS": list(anchors), "TIME_UNIT": time_unit, "SLIDING_WINDOW": True},
         "CUDNN": {"DETERMINISTIC": False, "BENCHMARK": True},
@@ -242,24 +247,24 @@ def experiment(dataset="charades", scales=(64, 32, 16), anchors=(16, 16, 16), la
         "TEST": {"BATCH_SIZE": 32, "RECALL": [1, 5], "TIOU": [0.5, 0.7], "NMS_THRESH": 0.49},
         "MODEL": {
             "NAME": "MultiScale_TAN", "PARAMS": {"NUM_SCALES": len(layers)}, "CHECKPOINT": "release/epoch0039.pkl",
-            "CLIP_MODULE": {"NAME": "ClipAvgPool", "PARAMS": {"INPUT_SIZE": clip_input, "HIDDEN_SIZE": 512,
+            "CLIP_MODULE": {"NAME": "ClipAvgPool", "PARAMS": {"INPUT_SIZE": clip_input, "HIDDEN_SIZE": hidden,
                                                                "KERNEL_SIZE": 1, "STRIDE": 1}},
-            "PROP_MODULE": {"NAME": prop, "PARAMS": {"HIDDEN_SIZE": 512, "NUM_LAYERS": list(layers)}},
+            "PROP_MODULE": {"NAME": prop, "PARAMS": {"HIDDEN_SIZE": hidden, "NUM_LAYERS": list(layers)}},
             "FUSION_MODULE": {"NAME": "MulNormFusion", "PARAMS": {
-                "HIDDEN_SIZE": 512, "VIS_INPUT_SIZE": 512, "TXT_INPUT_SIZE": 300, "TXT_HIDDEN_SIZE": 512,
+                "HIDDEN_SIZE": hidden, "VIS_INPUT_SIZE": hidden, "TXT_INPUT_SIZE": 300, "TXT_HIDDEN_SIZE": hidden,
                 "TXT_ENCODER": {"NAME": "LSTM", "NUM_LAYERS": 3, "BIDIRECTIONAL": True}}},
-            "MAP_MODULE": {"NAME": maps, "PARAMS": {"INPUT_SIZE": 512, "HIDDEN_SIZES": [512, 512],
+            "MAP_MODULE": {"NAME": maps, "PARAMS": {"INPUT_SIZE": hidden, "HIDDEN_SIZES": [hidden, hidden],
                                                      "KERNEL_SIZES": [kernel, kernel], "STRIDES": [1, 1],
                                                      "PADDINGS": [kernel // 2] * 2, "DILATIONS": [1, 1]}},
-            "PRED_MODULE": {"NAME": "ProposalHead", "PARAMS": {"INPUT_SIZE": 512}}}}
+            "PRED_MODULE": {"NAME": "ProposalHead", "PARAMS": {"INPUT_SIZE": hidden}}}}
 
 
 EXPERIMENTS = {
     "MS-2D-TAN-G-I3D.yaml": experiment(),
     "MS-2D-TAN-G-C3D-H512N512K5A8k9L2.yaml": experiment("tacos", (512, 256, 128, 64, 32), (8,) * 5, (8, 4, 4, 4, 4),
-                                                        4096, 512, kernel=9, time_unit=1),
+                                                        4096, 512, kernel=9, time_unit=1, vis="tacos_c3d_fc6_nonoverlap"),
     "DS-2D-TAN-C-C3D.yaml": experiment(scales=(64,), anchors=(64,), layers=(64,), clip_input=4096, maps="Conv",
-                                       time_unit=1),
+                                       time_unit=1, vis="charades_c3d_fc6_nonoverlap"),
 }
 
 
@@ -282,8 +287,8 @@ def test_its_experiment_files_convert_and_give_its_state_dict(tmp_path, name):
         model = build_model(cfg)
     assert [[k, list(v.shape)] for k, v in model.state_dict().items()] == table
     assert cfg.TEST.NMS_THRESH == 0.49 and cfg.SOLVER.LR == 0.0001 and cfg.SOLVER.BATCH_SIZE == 32
-    catalog = yaml.safe_load(open(cfg.DATASETS.CATALOG))
-    assert cfg.DATASETS.TRAIN[0] in catalog and list(cfg.DATASETS.VAL) == []
+    assert cfg.DATASETS.TRAIN[0].startswith("ms2dtan_") and list(cfg.DATASETS.VAL) == []
+    assert cfg.DATASETS.ROOT == str(tmp_path / "data") and not cfg.DATASETS.CATALOG
 
 
 def test_a_file_it_cannot_run_is_refused_and_nothing_is_written(tmp_path):
@@ -300,3 +305,93 @@ def test_a_file_it_cannot_run_is_refused_and_nothing_is_written(tmp_path):
         load_config(str(tmp_path / "ms.yaml"), ["MODEL.MS_TAN.PROP_MODULE.NUM_LAYERS", "[4, 3, 2]"])
     with pytest.raises(TanError, match="PADDINGS"):
         load_config(str(tmp_path / "ms.yaml"), ["MODEL.MS_TAN.MAP_MODULE.PADDINGS", "[1, 1]"])
+
+
+def reference_charades(root, synthetic_root, videos=40):
+    """The first synthetic test videos written as MS-2D-TAN's Charades-STA folder keeps them
+    (charades_sta_test.txt, Charades_v1_test.csv, an HDF5 of features, GloVe in .vector_cache);
+    sentences without punctuation, so that its whitespace split and tan's tokens agree.
+    Returns its queries as its loader reads them: (video, [start, end], duration, sentence)."""
+    import h5py
+    import re
+    import shutil
+    annotations = json.load(open(os.path.join(synthetic_root, "synthetic", "annotations", "test.json")))
+    folder = root / "Charades-STA"
+    (folder / ".vector_cache").mkdir(parents=True)
+    shutil.copy(os.path.join(synthetic_root, "synthetic", "word_vectors.txt"),
+                folder / ".vector_cache" / "glove.6B.300d.txt")
+    queries, lines, lengths = [], [], ["id,length"]
+    with h5py.File(os.path.join(synthetic_root, "synthetic", "features", "synthetic_features.hdf5"), "r") as src, \
+            h5py.File(folder / "charades_i3d_rgb_25fps.hdf5", "w") as dst:
+        for video in list(annotations)[:videos]:
+            entry = annotations[video]
+            dst[video] = src[video][:]
+            lengths.append(f"{video},{entry['duration']}")
+            for (start, end), sentence in zip(entry["timestamps"], entry["sentences"]):
+                sentence = re.sub(r"[^a-z ]", "", sentence.lower()).strip()
+                lines.append(f"{video} {start} {end}##{sentence}.")
+                queries.append((video, [start, min(end, entry["duration"])], entry["duration"], sentence))
+    (folder / "charades_sta_test.txt").write_text("\n".join(lines) + "\n")
+    (folder / "Charades_v1_test.csv").write_text("\n".join(lengths) + "\n")
+    return queries
+
+
+def its_evaluation(model, queries, root, window, batch_size=32):
+    """Its test: queries sorted by duration (longest first), batches of its collate, whole
+    videos, proposals of the joined map and its table; word vectors of its whitespace split."""
+    import h5py
+    vectors = {}
+    for line in open(root / "Charades-STA" / ".vector_cache" / "glove.6B.300d.txt"):
+        word, *values = line.rstrip().split(" ")
+        vectors[word] = torch.tensor([float(v) for v in values])
+    order = sorted(range(len(queries)), key=lambda q: queries[q][2], reverse=True)
+    segments = {}
+    model.eval()
+    with h5py.File(root / "Charades-STA" / "charades_i3d_rgb_25fps.hdf5", "r") as features, torch.no_grad():
+        for first in range(0, len(order), batch_size):
+            items = []
+            for q in order[first:first + batch_size]:
+                video, gt, duration, sentence = queries[q]
+                words = torch.stack([vectors.get(w.lower(), torch.zeros(300)) for w in sentence.split()])
+                feats, mask, maps = ref.sliding_window_item(torch.from_numpy(features[video][:]).float(), gt, duration,
+                                                            TIME_UNIT, window, [window], [8], train=False)
+                items.append((words, torch.ones(len(words), 1), feats, mask, maps))
+            words, txt_mask, feats, vis_mask, _ = ref.collate(items)
+            predictions, masks = model(words, txt_mask, feats, vis_mask)
+            joined, joined_mask = ref.recover_to_single_map(predictions), ref.recover_to_single_map(masks)
+            unit = ref.proposal_time_unit(TIME_UNIT, window, [window])
+            for q, proposals in zip(order[first:first + batch_size],
+                                    ref.sliding_window_proposals(joined, joined_mask, unit, 0.49)):
+                segments[q] = proposals
+    return ref.evaluate([segments[q] for q in range(len(queries))], [q[1] for q in queries], TIOUS, RECALLS)
+
+
+def test_a_checkpoint_in_its_release_layout_gives_its_numbers_through_tan_test(tmp_path, synthetic_root):
+    """An experiment file and a bare state dict (.pkl, as its run.py saves) of its model, on data in
+    its Charades-STA layout: tan-test's table equals the one its evaluation computes."""
+    data = tmp_path / "data"
+    queries = reference_charades(data, synthetic_root)
+    window = 32
+    source = experiment(scales=(32, 16, 8), anchors=(8, 8, 8), layers=(8, 4, 4), clip_input=128, window=window,
+                        kernel=5, time_unit=TIME_UNIT, hidden=32)
+    config = convert(tmp_path, "MS-2D-TAN-G-I3D.yaml", source)
+    torch.manual_seed(3)
+    reference = ref.ReferenceMS2DTAN(input_size=128, hidden_size=32, num_layers=[8, 4, 4], txt_input_size=300,
+                                     txt_hidden_size=32, txt_layers=3, txt_bidirectional=True,
+                                     map_hidden_sizes=[32, 32], map_kernel_sizes=[5, 5], map_paddings=[2, 2])
+    for module in reference.modules():  # trained-looking batch-norm statistics
+        if isinstance(module, torch.nn.BatchNorm1d):
+            module.running_mean.uniform_(-0.1, 0.1), module.running_var.uniform_(0.5, 2.0)
+    checkpoint = tmp_path / "epoch0039-0.5664-0.8825.pkl"
+    torch.save(reference.state_dict(), checkpoint)
+    proc = run_tool("test_net", "--config-file", str(config), "--ckpt", str(checkpoint),
+                    "OUTPUT_DIR", str(tmp_path / "out"), "MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [metrics] = list((tmp_path / "out").rglob("metrics.json"))
+    ours = json.loads(metrics.read_text())
+    assert ours["num_queries"] == len(queries)
+    expected = its_evaluation(reference, queries, data, window)
+    for i, t in enumerate(TIOUS):
+        for j, r in enumerate(RECALLS):
+            assert ours[f"R@{r},IoU@{t}"] == pytest.approx(100 * expected["ranks"][i, j], abs=1e-9), (r, t)
+    assert ours["mIoU"] == pytest.approx(100 * expected["mIoU"], abs=1e-4)

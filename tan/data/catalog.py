@@ -67,6 +67,14 @@ for _name, _splits in (("charades", ("train", "test")), ("tacos", ("train", "val
 del _name, _splits
 
 
+def register_builtin(name, splits, entry):
+    """Add built-in datasets ``{name}_{split}`` for each of ``splits`` (a plug-in's: a reference
+    code's data layout under DATASETS.ROOT); "{split}" in a field stands for the split."""
+    if name in BUILTIN_DATASETS and BUILTIN_DATASETS[name] != (tuple(splits), entry):
+        raise TanError(f"built-in dataset {name!r} is registered already, with other files")
+    BUILTIN_DATASETS[name] = (tuple(splits), entry)
+
+
 def builtin_entries():
     """The built-in names, as a new dict on each call (callers may change it)."""
     return {f"{name}_{split}": {key: _format_split(value, split) for key, value in entry.items()}

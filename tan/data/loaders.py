@@ -2,6 +2,7 @@
 loader built once and shared (periodic evaluation uses the final test's)."""
 import bisect
 
+import numpy as np
 import torch
 from torch.utils.data import ConcatDataset, DataLoader
 
@@ -36,9 +37,10 @@ class RunLoaders:
         # sentences of a video are drawn from the epoch too (training only).
         # Training windows of a clip input are drawn from the epoch in the same way.
         sampled = by_video and shuffle and self.run_data.cfg.DATALOADER.SENTENCES_PER_VIDEO > 0
-        windowed = shuffle and not by_video and model_class(self.run_data.cfg).clip_input(self.run_data.cfg).variable_length
+        variable = not by_video and model_class(self.run_data.cfg).clip_input(self.run_data.cfg).variable_length
         sampler = ResumableDistributedSampler(dataset, world, rank, shuffle, self.run_data.cfg.SEED, batch_size,
-                                              keyed_by_epoch=sampled or windowed)
+                                              keyed_by_epoch=sampled or (shuffle and variable),
+                                              order=longest_first(dataset) if variable and not shuffle else None)
         workers = self.run_data.cfg.DATALOADER.NUM_WORKERS
         return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
                           collate_fn=VideoBatchCollator() if by_video else BatchCollator(),
@@ -81,6 +83,12 @@ class RunLoaders:
                 self._evals[key] = self._loader(source, "TEST.BATCH_SIZE", False, distributed, by_video)
             loaders.append(self._evals[key])
         return loaders
+
+
+def longest_first(dataset):
+    """Evaluation order for videos of different lengths: the longest first (stable: ties in
+    file order), so a batch holds videos of similar lengths and little padding."""
+    return np.argsort(-dataset.durations.astype(np.float64), kind="stable")
 
 
 class KeyedConcatDataset(ConcatDataset):

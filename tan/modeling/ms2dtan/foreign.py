@@ -1,30 +1,14 @@
 """MS-2D-TAN's experiment files (its experiments/*/*.yaml) as tan settings, for
-tan-convert-config (docs/ms2dtan.md §8), and the one annotation format its
-data layout needs beyond tan's own."""
-import dataclasses
+tan-convert-config (docs/ms2dtan.md §8)."""
 import os
 
 from ...config.models import ForeignConfig
-from ...data.formats import register_format
-from ...data.formats.tacos import read as read_tacos
 from ...errors import TanError
 from .config import anchor_counts
+from .data_layout import BENCHMARKS, WORD_VECTORS, dataset_name
 
 PROPS = {"MultiScalePropConvTanhBN": "conv", "MultiScalePropMaxPool": "pool"}
 MAPS = {"MapGatedConv": "gated", "Conv": "conv"}
-# Its data layout, per benchmark: (annotation file, format, durations file), "{split}" the split.
-LAYOUTS = {
-    "charades": ("charades_sta_{split}.txt", "charades_txt", "Charades_v1_{split}.csv"),
-    "tacos": ("{split}.json", "tacos_video_stems", None),
-    "activitynet": ("{split}.json", "seconds", None),
-}
-
-
-@register_format("tacos_video_stems")
-def read_tacos_stems(path, durations, counts):
-    """TACoS's JSON ("tacos") with each video id's extension dropped ("s13-d21.avi" -> "s13-d21"),
-    as MS-2D-TAN's feature files name the videos."""
-    return [dataclasses.replace(q, video=os.path.splitext(q.video)[0]) for q in read_tacos(path, durations, counts)]
 
 
 def _section(data, *keys):
@@ -84,6 +68,34 @@ def _check_scales(path, dataset, ms):
                        f"the model (INPUT_NUM_CLIPS / CLIP STRIDE and PROP NUM_LAYERS give {derived[0]} and {derived[1]})")
 
 
+def _datasets(path, dataset, name):
+    """(DATASETS settings, its benchmark folder, DATA_DIR) of its DATASET section: the built-in
+    names of its data layout (tan/modeling/ms2dtan/data_layout.py)."""
+    folder, splits, _, _, _, kinds = BENCHMARKS[name]
+    vis = dataset.get("VIS_INPUT_TYPE", "")
+    kind = {stem: k for k, stem in kinds.items()}.get(vis)
+    if kind is None:
+        raise TanError(f"{path}: DATASET.VIS_INPUT_TYPE {vis!r} is not one of its {name} feature files "
+                       f"({', '.join(kinds.values())})")
+    names = {split: f"{dataset_name(name, kind)}_{split}" for split in splits}
+    with_val = "val" in names and not dataset.get("NO_VAL", False)
+    data_dir = str(dataset.get("DATA_DIR", f"data/{folder}")).rstrip("/")
+    return ({"ROOT": os.path.dirname(data_dir) or ".", "TRAIN": [names["train"]],
+             "VAL": [names["val"]] if with_val else [], "TEST": [names["test"]]}, folder, data_dir)
+
+
+def _notes(data, folder, data_dir):
+    notes = [f"DATASETS.ROOT is its data folder, the one above DATASET.DATA_DIR {data_dir!r} unless --data-root "
+             f"is given; GloVe 6B 300d is read from {folder}/{WORD_VECTORS} there, where its loader caches it"]
+    optim = _section(data, "OPTIM")
+    if optim.get("NAME", "Adam") != "Adam":
+        notes.append(f"OPTIM.NAME {optim.get('NAME')!r} is trained with Adam here (tan's models train with Adam)")
+    if data["MODEL"].get("CHECKPOINT"):
+        notes.append(f"its checkpoint evaluates with: tan-test --config-file THIS_FILE --ckpt {data['MODEL']['CHECKPOINT']}")
+    notes.append("R@1 and R@5 are reported at IoU 0.1, 0.3, 0.5 and 0.7 (the reference prints its TEST.TIOU only)")
+    return tuple(notes)
+
+
 def from_experiment_file(data, path):
     """ForeignConfig of an MS-2D-TAN experiment file, or None when ``data`` is not one."""
     model = data.get("MODEL")
@@ -91,38 +103,22 @@ def from_experiment_file(data, path):
         return None
     dataset, loss = _section(data, "DATASET"), _section(data, "LOSS", "PARAMS")
     name = str(dataset.get("NAME", "")).lower()
-    if name not in LAYOUTS:
-        _refuse(path, "DATASET.NAME", dataset.get("NAME"), ", ".join(LAYOUTS))
+    if name not in BENCHMARKS:
+        _refuse(path, "DATASET.NAME", dataset.get("NAME"), ", ".join(BENCHMARKS))
     settings, query_size = _model_settings(path, model)
     ms = {"NUM_CLIPS": dataset.get("INPUT_NUM_CLIPS", 256), "SLIDING_WINDOW": bool(dataset.get("SLIDING_WINDOW", False)),
           "TIME_UNIT": float(dataset.get("TIME_UNIT") or 0.0), "NORMALIZE": bool(dataset.get("NORMALIZE", True)),
           **settings,
           "LOSS": {"MIN_IOU": loss.get("MIN_IOU", 0.5), "MAX_IOU": loss.get("MAX_IOU", 1.0), "BIAS": loss.get("BIAS", 0.0)}}
     _check_scales(path, dataset, ms)
-    splits = ["train"] + ([] if dataset.get("NO_VAL", False) else ["val"]) + ["test"]
-    annotations, fmt, durations = LAYOUTS[name]
-    features = f"{dataset.get('VIS_INPUT_TYPE', 'features')}.hdf5"
-    catalog = {}
-    for split in splits:
-        entry = {"annotations": annotations.format(split=split), "features": features, "format": fmt}
-        if durations:
-            entry["durations"] = durations.format(split=split)
-        catalog[f"ms_tan_{name}_{split}"] = entry
+    datasets, folder, data_dir = _datasets(path, dataset, name)
     optim, train, test = _section(data, "OPTIM"), _section(data, "TRAIN"), _section(data, "TEST")
-    notes = [f"DATASETS.ROOT is the folder of its data (its DATASET.DATA_DIR {dataset.get('DATA_DIR', '')!r} unless "
-             f"--data-root is given), with GloVe 6B 300d in .vector_cache/glove.6B.300d.txt as it keeps it"]
-    if optim.get("NAME", "Adam") != "Adam":
-        notes.append(f"OPTIM.NAME {optim.get('NAME')!r} is trained with Adam here (tan's models train with Adam)")
-    if model.get("CHECKPOINT"):
-        notes.append(f"its checkpoint evaluates with: tan-test --config-file THIS_FILE --ckpt {model['CHECKPOINT']}")
-    notes.append("R@1 and R@5 are reported at IoU 0.1, 0.3, 0.5 and 0.7 (the reference prints its TEST.TIOU only)")
     config = {
         "MODEL": {"ARCHITECTURE": "MS_TAN", "MS_TAN": ms},
-        "INPUT": {"PRE_QUERY_SIZE": query_size, "WORD_VECTORS": ".vector_cache/glove.6B.300d.txt"},
-        "DATASETS": {"ROOT": dataset.get("DATA_DIR", "datasets"), "TRAIN": [f"ms_tan_{name}_train"],
-                     "VAL": [f"ms_tan_{name}_val"] if "val" in splits else [], "TEST": [f"ms_tan_{name}_test"]},
+        "INPUT": {"PRE_QUERY_SIZE": query_size, "WORD_VECTORS": f"{folder}/{WORD_VECTORS}"},
+        "DATASETS": datasets,
         "SOLVER": {"LR": float(_section(optim, "PARAMS").get("LR", 0.0001)), "BATCH_SIZE": train.get("BATCH_SIZE", 32),
                    "MAX_EPOCH": train.get("MAX_EPOCH", 100), "MILESTONES": []},
         "TEST": {"BATCH_SIZE": test.get("BATCH_SIZE", 32), "NMS_THRESH": float(test.get("NMS_THRESH", 0.4))},
     }
-    return ForeignConfig(config, catalog, tuple(notes))
+    return ForeignConfig(config, None, _notes(data, folder, data_dir))
