@@ -102,6 +102,7 @@ class MomentDataset(Dataset):
         for row, q in enumerate(kept):
             self.windows[row, :len(q.windows)] = q.windows
         self.durations = np.asarray([q.duration for q in kept], dtype=np.float32)
+        self._check_rate(name, kept, shapes)
         self.sentences = [q.sentence for q in kept]
         self.word_offsets = np.cumsum([0] + [len(t) for t in token_ids])
         self.word_ids = np.concatenate(token_ids)
@@ -134,6 +135,14 @@ class MomentDataset(Dataset):
             kept.append(q)
             token_ids.append(ids)
         return kept, token_ids
+
+    def _check_rate(self, name, kept, shapes):
+        """The clip input's view of the videos' seconds per row (a sliding window's time unit)."""
+        duration = {q.video: q.duration for q in kept}
+        problem = self.clip_input.rate_problem(np.asarray([shapes[v][0] for v in duration]),
+                                               np.asarray(list(duration.values())))
+        if problem:
+            raise TanError(f"dataset {name!r}: {problem}")
 
     def _stream_widths(self, video):
         """", streams of width a + b" for concatenated features, to say which stream is off."""

@@ -40,6 +40,11 @@ class ClipInput:
     def describe(self):
         return f"{type(self).__name__}({self.num_clips}{'' if self.normalize else ', not normalised'})"
 
+    def rate_problem(self, rows, durations):
+        """What is wrong with videos of ``rows`` feature rows lasting ``durations`` seconds
+        (arrays, one entry per video) for this input, or None."""
+        return None
+
     def __repr__(self):
         return self.describe()
 
@@ -79,8 +84,26 @@ class NativeClips(ClipInput):
     """The rows at their own rate. A training item is a window of ``num_clips``
     consecutive rows starting at a random row (the first row when the video is
     not longer); an evaluation item is the whole video. Either is padded with
-    zero rows to ``num_clips`` when shorter (``clip_counts`` keeps the real count)."""
+    zero rows to ``num_clips`` when shorter (``clip_counts`` keeps the real count).
+
+    ``seconds_per_row`` (the config key ``unit_key`` sets it) is what the model
+    takes a row to last; the datasets check it against their videos."""
     variable_length = True
+    TOLERANCE = 0.25  # of the median seconds per row: real files differ from duration / rows by a row or two
+
+    def __init__(self, num_clips, normalize=True, seconds_per_row=None, unit_key="the seconds per row"):
+        super().__init__(num_clips, normalize)
+        self.seconds_per_row, self.unit_key = seconds_per_row, unit_key
+
+    def rate_problem(self, rows, durations):
+        if not self.seconds_per_row or not len(rows):
+            return None
+        measured = float(np.median(np.asarray(durations, dtype=np.float64) / np.maximum(rows, 1)))
+        if abs(measured / self.seconds_per_row - 1) <= self.TOLERANCE:
+            return None
+        return (f"its videos last {measured:.4g} s per feature row (median of duration / rows), but {self.unit_key} "
+                f"is {self.seconds_per_row:.4g} s: moments would be placed at the wrong times; set {self.unit_key} "
+                f"to the features' rate")
 
     def take(self, base, rng=None):
         total, start = len(base), 0

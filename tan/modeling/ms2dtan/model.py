@@ -49,8 +49,9 @@ class MultiScaleTAN(GroundingModel):
     @classmethod
     def clip_input(cls, cfg):
         ms = cfg.MODEL.MS_TAN
-        kind = NativeClips if ms.SLIDING_WINDOW else SampledClips
-        return kind(ms.NUM_CLIPS, normalize=ms.NORMALIZE)
+        if ms.SLIDING_WINDOW:
+            return NativeClips(ms.NUM_CLIPS, ms.NORMALIZE, ms.TIME_UNIT, "MODEL.MS_TAN.TIME_UNIT")
+        return SampledClips(ms.NUM_CLIPS, normalize=ms.NORMALIZE)
 
     def __init__(self, cfg):
         super().__init__()
