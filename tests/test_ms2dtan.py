@@ -298,6 +298,8 @@ def test_a_file_it_cannot_run_is_refused_and_nothing_is_written(tmp_path):
     data = experiment(scales=(64, 32, 8))
     with pytest.raises(TanError, match="OUTPUT_NUM_CLIPS"):
         convert(tmp_path, "bad.yaml", data)
+    with pytest.raises(TanError, match="no registered model recognises this experiment file"):
+        convert(tmp_path, "other.yaml", {"MODEL": {"NAME": "SomethingElse"}})
     assert not list(tmp_path.glob("*.tan.yaml"))
     cfg = tiny_config(tmp_path)
     cfg.defrost()
