@@ -37,7 +37,11 @@ class RunLoaders:
         # sentences of a video are drawn from the epoch too (training only).
         # Training windows of a clip input are drawn from the epoch in the same way.
         sampled = by_video and shuffle and self.run_data.cfg.DATALOADER.SENTENCES_PER_VIDEO > 0
-        variable = not by_video and model_class(self.run_data.cfg).clip_input(self.run_data.cfg).variable_length
+        variable = model_class(self.run_data.cfg).clip_input(self.run_data.cfg).variable_length
+        if variable and by_video:
+            raise TanError(f"MODEL.ARCHITECTURE {self.run_data.cfg.MODEL.ARCHITECTURE!r} takes videos of different "
+                           f"lengths (its clip input) and asks for batches of videos; batches of videos need videos "
+                           f"of one length")
         sampler = ResumableDistributedSampler(dataset, world, rank, shuffle, self.run_data.cfg.SEED, batch_size,
                                               keyed_by_epoch=sampled or (shuffle and variable),
                                               order=longest_first(dataset) if variable and not shuffle else None)
