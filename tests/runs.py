@@ -63,3 +63,16 @@ def signal_after_record(out_dir, proc, epoch, it, signum=signal.SIGTERM, timeout
     finally:
         stop_process_group(proc)
     return proc.returncode
+
+
+def final_weights(out_dir):
+    """The model state dict of OUTPUT_DIR's model_final.pth."""
+    import torch
+    return torch.load(os.path.join(out_dir, "model_final.pth"), weights_only=False)["model"]
+
+
+def result_metrics(results, dataset="synthetic_test"):
+    """metrics.json of ``dataset`` under a results folder (OUTPUT_DIR/inference/NAME)."""
+    with open(os.path.join(results, dataset, "metrics.json")) as f:
+        return json.load(f)
+

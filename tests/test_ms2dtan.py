@@ -119,6 +119,14 @@ def reference_batch(cfg, items, train, starts=None):
     return ref.collate(prepared, dtype=torch.float64)
 
 
+def assert_same_gradients(ours, reference, loss, expected):
+    ours.zero_grad(), reference.zero_grad()
+    loss.backward(), expected.backward()
+    grads = dict(reference.named_parameters())
+    for name, p in ours.named_parameters():
+        torch.testing.assert_close(p.grad, grads[name].grad, rtol=1e-7, atol=1e-9, msg=lambda m: f"{name}: {m}")
+
+
 def run_both(ours, reference, cfg, items, train, starts=None):
     """(our output, loss), (reference predictions, masks, loss), training mode or not."""
     ours.train(train), reference.train(train)
@@ -148,11 +156,7 @@ def test_sliding_windows_losses_gradients_and_scores_equal_ms2dtans_arithmetic(t
         torch.testing.assert_close(m.double(), rm[:, 0])
         torch.testing.assert_close(z.double(), p[:, 0], rtol=1e-9, atol=1e-10)
     torch.testing.assert_close(loss, expected, rtol=1e-10, atol=1e-12)
-    ours.zero_grad(), reference.zero_grad()
-    loss.backward(), expected.backward()
-    grads = dict(reference.named_parameters())
-    for name, p in ours.named_parameters():
-        torch.testing.assert_close(p.grad, grads[name].grad, rtol=1e-7, atol=1e-9, msg=lambda m: f"{name}: {m}")
+    assert_same_gradients(ours, reference, loss, expected)
     for name, value in reference.state_dict().items():  # batch norm's running statistics
         torch.testing.assert_close(ours.state_dict()[name], value, msg=name)
 
@@ -194,11 +198,7 @@ def test_sampled_clips_losses_and_scores_equal_ms2dtans_arithmetic(tmp_path):
     items = videos([40, 23, 9])  # more rows, fewer, and fewer than NUM_CLIPS (rows repeat)
     (output, loss, _), (predictions, masks, expected) = run_both(ours, reference, cfg, items, True)
     torch.testing.assert_close(loss, expected, rtol=1e-10, atol=1e-12)
-    ours.zero_grad(), reference.zero_grad()
-    loss.backward(), expected.backward()
-    grads = dict(reference.named_parameters())
-    for name, p in ours.named_parameters():
-        torch.testing.assert_close(p.grad, grads[name].grad, rtol=1e-7, atol=1e-9, msg=lambda m: f"{name}: {m}")
+    assert_same_gradients(ours, reference, loss, expected)
     with torch.no_grad():
         (output, _, batch), (predictions, masks, _) = run_both(ours, reference, cfg, items, False)
     assert_same_evaluation(cfg, ours, output, batch, ref.recover_to_single_map(predictions),

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from conftest import ONE_THREAD, REPO, run_tool
-from runs import stop_process_group, wait_for_training_record
+from runs import final_weights, result_metrics as metrics, stop_process_group, wait_for_training_record
 
 pytestmark = pytest.mark.slow
 
@@ -27,15 +27,6 @@ SHORT = ["MODEL.DEVICE", "cpu", "SOLVER.LOG_PERIOD", "4", "SOLVER.TEST_PERIOD", 
 
 def train_args(root, out, *extra):
     return ["--config-file", CONFIG, "DATASETS.ROOT", root, "OUTPUT_DIR", str(out), *SHORT, *extra]
-
-
-def final_weights(out):
-    return torch.load(os.path.join(out, "model_final.pth"), weights_only=False)["model"]
-
-
-def metrics(folder):
-    with open(os.path.join(folder, "synthetic_test", "metrics.json")) as f:
-        return json.load(f)
 
 
 @pytest.fixture(scope="module")
