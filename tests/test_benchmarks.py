@@ -1,16 +1,23 @@
-"""The real annotation files (../shared/data/annotations) and the stand-ins built from them."""
+"""The real annotation files (../shared/data/annotations) and the stand-ins built from them;
+and tools/benchmark.py's MS-2D-TAN workloads, ours beside the baseline computed its way."""
 import json
 import os
 from collections import Counter
 
 import numpy as np
 import pytest
+import torch
 
 from tan.config import load_config
 from tan.data import RunData, build_datasets
 from tan.data.formats import load_annotations
+from tan.engine.evaluation import top_candidates
+from tan.engine.step import forward_batch
 from tan.standin import make_standin, write_charades_text_form
 
+import benchmark
+from benchmarking import ms2dtan_workloads as MS
+from benchmarking import reference_ms2dtan as ref
 from conftest import REPO
 
 SHARED = os.path.normpath(os.path.join(REPO, "..", "shared", "data", "annotations"))
@@ -149,3 +156,63 @@ def test_missing_word_vector_file_names_the_path_and_what_to_put_there(charades_
     cfg = charades_cfg(charades_standin, "INPUT.WORD_VECTORS", "glove/nothing.txt")
     with pytest.raises(TanError, match="nothing.txt.*not found.*GloVe text file"):
         build_datasets(cfg, ("charades_test",))
+
+
+# ------------------------------------------------------------- tools/benchmark.py on MS_TAN
+
+MS_SYNTHETIC = os.path.join(REPO, "configs", "ms2dtan_synthetic.yaml")
+MS_TINY = ["MODEL.MS_TAN.NUM_CLIPS", "64", "MODEL.MS_TAN.PROP_MODULE.NUM_LAYERS", "[4, 2, 2]",
+           "MODEL.MS_TAN.CLIP_MODULE.INPUT_SIZE", "32", "INPUT.PRE_QUERY_SIZE", "24",
+           "MODEL.MS_TAN.CLIP_MODULE.HIDDEN_SIZE", "16", "MODEL.MS_TAN.FUSION_MODULE.TXT_HIDDEN_SIZE", "16",
+           "MODEL.MS_TAN.MAP_MODULE.HIDDEN_SIZES", "[16, 16]", "MODEL.MS_TAN.MAP_MODULE.KERNEL_SIZES", "[3, 3]",
+           "MODEL.MS_TAN.MAP_MODULE.PADDINGS", "[1, 1]"]
+
+
+def test_ms2dtan_benchmark_runs_on_cpu_and_reports_ours_beside_the_baseline(tmp_path, capsys):
+    out = tmp_path / "ms.json"
+    benchmark.main(["--config-file", MS_SYNTHETIC, "--preset", "cpu-small", "--device", "cpu", "--batch", "2",
+                    "--steps", "1", "--warmup", "0", "--only", "train,inference,eval", "--eval-queries", "16",
+                    "--reference-eval-queries", "8", "--json", str(out), *MS_TINY])
+    printed = capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert report["architecture"] == "MS_TAN" and list(report["results"]) == ["ours", "reference"]
+    for impl, figures in report["results"].items():
+        for key in ("train_samples_per_s", "train_peak_memory_gb", "inference_samples_per_s", "eval_ms_per_query"):
+            assert figures[key] > 0, (impl, key)
+    for label in ("train samples/s", "inference samples/s", "evaluation ms/query"):
+        [line] = [x for x in printed.splitlines() if x.startswith(label)]
+        assert len(line.split()) == len(label.split()) + 3, line  # ours, reference, speed-up
+    assert "model: MS_TAN" in printed and "re-encodes the sentence" in printed
+
+
+def test_ms2dtan_workloads_give_both_sides_the_same_computation():
+    """The benchmark's batches through each side's data path: the same training loss, the
+    same joined test scores and the same top 5 (float64, the reference with our weights; raw
+    features, so that both read the same numbers)."""
+    opts = benchmark.preset_overrides("cpu-small", "MS_TAN") + MS_TINY + ["MODEL.MS_TAN.NORMALIZE", "False"]
+    cfg = benchmark.load_config(MS_SYNTHETIC, opts)
+    device = torch.device("cpu")
+    batches = MS.random_batches(cfg, 5, device, seed=1)
+    train, test, window = batches["train"]["ours"], batches["test"]["ours"], cfg.MODEL.MS_TAN.NUM_CLIPS
+    assert train["clip_offsets"].max() > 0 and train["clip_counts"].min() < window  # windows, and a padded video
+    assert test["feats"].shape[1] > window and test["clip_counts"].tolist() == sorted(test["clip_counts"].tolist(),
+                                                                                       reverse=True)
+    ours, reference = (MS.build(cfg, impl, device).double() for impl in ("ours", "reference"))
+    loss = cfg.MODEL.MS_TAN.LOSS
+    for split, training in (("train", True), ("test", False)):
+        ours.train(training), reference.train(training)
+        batch = {k: v.double() if v.is_floating_point() else v for k, v in batches[split]["ours"].items()}
+        words, txt_mask, feats, vis_mask, targets = (
+            [t.double() for t in x] if isinstance(x, list) else x.double() for x in batches[split]["reference"])
+        with torch.no_grad():
+            output = forward_batch(ours, batch)
+            predictions, masks = reference(words, txt_mask, feats, vis_mask)
+        expected = ref.total_loss(predictions, masks, targets, loss.MIN_IOU, loss.MAX_IOU, loss.BIAS)
+        torch.testing.assert_close(ours.losses(output, batch)["loss"], expected, rtol=1e-9, atol=1e-12)
+    joined = ref.recover_to_single_map(predictions)
+    scores = ours.score_map(output, batch["durations"]).values
+    torch.testing.assert_close(scores.double(), joined[:, 0].float().double(), rtol=1e-6, atol=1e-7)
+    kept, _, filled = top_candidates(ours.candidates(output, batch["durations"]), cfg.TEST.NMS_THRESH)
+    proposals = MS.reference_proposals(cfg, [p.float() for p in predictions], masks, batches["test"]["durations"])
+    # the same moments; equal float32 scores may come in another order (its top-k breaks no ties)
+    assert [sorted(k[f].tolist()) for k, f in zip(kept, filled)] == [sorted(p) for p in proposals]

@@ -23,6 +23,7 @@ from tan.modeling import build_model
 
 from conftest import REPO, run_tool
 import benchmarking.reference_ms2dtan as ref
+from benchmarking.ms2dtan_workloads import reference_model
 
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
 TIME_UNIT = 0.5
@@ -42,23 +43,10 @@ def tiny_config(tmp_path, prop="conv", maps="gated", kernel=1, sliding=True, win
     return load_config(str(path))
 
 
-def reference_of(cfg):
-    ms = cfg.MODEL.MS_TAN
-    return ref.ReferenceMS2DTAN(
-        input_size=ms.CLIP_MODULE.INPUT_SIZE, hidden_size=ms.CLIP_MODULE.HIDDEN_SIZE,
-        num_layers=list(ms.PROP_MODULE.NUM_LAYERS), txt_input_size=cfg.INPUT.PRE_QUERY_SIZE,
-        txt_hidden_size=ms.FUSION_MODULE.TXT_HIDDEN_SIZE, txt_layers=ms.FUSION_MODULE.TXT_NUM_LAYERS,
-        txt_bidirectional=ms.FUSION_MODULE.TXT_BIDIRECTIONAL, map_hidden_sizes=list(ms.MAP_MODULE.HIDDEN_SIZES),
-        map_kernel_sizes=list(ms.MAP_MODULE.KERNEL_SIZES), map_paddings=list(ms.MAP_MODULE.PADDINGS),
-        clip_kernel=ms.CLIP_MODULE.KERNEL_SIZE, clip_stride=ms.CLIP_MODULE.STRIDE,
-        prop={"conv": "MultiScalePropConvTanhBN", "pool": "MultiScalePropMaxPool"}[ms.PROP_MODULE.NAME],
-        map={"gated": "MapGatedConv", "conv": "Conv"}[ms.MAP_MODULE.NAME])
-
-
 def shared_models(cfg):
     torch.manual_seed(0)
     ours = build_model(cfg).double()
-    reference = reference_of(cfg).double()
+    reference = reference_model(cfg).double()
     reference.load_state_dict(ours.state_dict())  # the same names: its checkpoints load as they are
     return ours, reference
 

@@ -7,24 +7,34 @@ Inputs are random tensors of the config's real shapes, so no dataset is
 needed; data loading is measured only when the config's training data is on
 disk. KEY VALUE overrides (SOLVER.AMP bf16, SOLVER.COMPILE True, ...) apply to
 our implementation; the baseline always runs float32 with torch's defaults
-(cuDNN's TF32 convolutions, no autotuning), as the reference does.
+(cuDNN's TF32 convolutions, no autotuning; MS-2D-TAN's with autotuning, as
+its experiment files ask), as the reference does.
+
+The model is the config's MODEL.ARCHITECTURE: 2D-TAN ("TAN"), MMN or
+MS-2D-TAN ("MS_TAN", baseline tools/benchmarking/reference_ms2dtan.py; its
+batches are queries with videos of different lengths: training windows,
+whole test videos); --preset picks that architecture's small setting.
 
 Examples:
   python tools/benchmark.py --config-file configs/2dtan_128x128_pool_k5l8_tacos.yaml --device cuda SOLVER.AMP bf16
   python tools/benchmark.py --preset cpu-small --device cpu --json small.json
   python tools/benchmark.py --config-file configs/2dtan_64x64_pool_k9l4_activitynet.yaml --only eval
   python tools/benchmark.py --preset cpu-small --device cpu --impl ours --only train,inference SOLVER.AMP bf16
+  python tools/benchmark.py --config-file configs/ms2dtan_charades_i3d.yaml --device cuda
+  python tools/benchmark.py --config-file configs/ms2dtan_charades_i3d.yaml --preset cpu-small --device cpu
 """
 import argparse
 import json
 import os
 import platform
 import sys
+import textwrap
 
 import checkout_path  # noqa: F401  (this checkout's tan first on sys.path)
 import torch
 
 from benchmarking import mmn_workloads as M
+from benchmarking import ms2dtan_workloads as MS
 from benchmarking import workloads as W
 from tan.cli.exits import run_cli
 from tan.config import load_config
@@ -34,10 +44,13 @@ from tan.errors import TanError
 from tan.utils.io import atomic_write_text
 
 TACOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "2dtan_128x128_pool_k5l8_tacos.yaml")
-# Presets: keys of every architecture ("NUM_CLIPS" means MODEL.{ARCHITECTURE}.NUM_CLIPS),
-# then keys of one architecture only.
+# Presets: keys shared by the architectures of SHARED_KEYS ("NUM_CLIPS" means
+# MODEL.{ARCHITECTURE}.NUM_CLIPS), then keys of one architecture only.
+SHARED_KEYS = ("TAN", "MMN")  # 2D-TAN's layout of keys (FEAT2D, FEATPOOL, PREDICTOR)
 PRESETS = {
-    # The small CPU setting: N 32, hidden 128, K 5, 4 layers; MMN with the GloVe + LSTM encoder.
+    # The small CPU setting: N 32, hidden 128, K 5, 4 layers; MMN with the GloVe + LSTM encoder;
+    # MS-2D-TAN keeps its config's window, clips, scales and sentence LSTM layers, with 64
+    # channels throughout and 5 x 5 map convs (configs/ms2dtan_synthetic.yaml's sizes).
     "cpu-small": {
         "shared": ["NUM_CLIPS", "32", "FEAT2D.POOLING_COUNTS", "[15, 8]", "FEATPOOL.KERNEL_SIZE", "2",
                    "FEATPOOL.INPUT_SIZE", "500", "FEATPOOL.HIDDEN_SIZE", "128", "PREDICTOR.HIDDEN_SIZE", "128",
@@ -46,6 +59,9 @@ PRESETS = {
         "MMN": ["INPUT.NUM_PRE_CLIPS", "64", "MODEL.MMN.JOINT_SPACE_SIZE", "128",
                 "MODEL.MMN.TEXT_ENCODER.NAME", "LSTM", "MODEL.MMN.TEXT_ENCODER.LSTM.HIDDEN_SIZE", "128",
                 "MODEL.MMN.TEXT_ENCODER.LSTM.NUM_LAYERS", "1"],
+        "MS_TAN": ["MODEL.MS_TAN.CLIP_MODULE.HIDDEN_SIZE", "64", "MODEL.MS_TAN.FUSION_MODULE.TXT_HIDDEN_SIZE", "64",
+                   "MODEL.MS_TAN.MAP_MODULE.HIDDEN_SIZES", "[64, 64]", "MODEL.MS_TAN.MAP_MODULE.KERNEL_SIZES", "[5, 5]",
+                   "MODEL.MS_TAN.MAP_MODULE.PADDINGS", "[2, 2]"],
     },
 }
 
@@ -55,7 +71,10 @@ def preset_overrides(name, architecture):
     if not name:
         return []
     preset = PRESETS[name]
-    shared = preset["shared"]
+    if architecture not in preset:
+        raise TanError(f"--preset {name} has no settings for MODEL.ARCHITECTURE {architecture!r} "
+                       f"(it has {', '.join(k for k in preset if k != 'shared')})")
+    shared = preset["shared"] if architecture in SHARED_KEYS else []
     keys = [f"MODEL.{architecture}.{k}" for k in shared[0::2]]
     return [x for pair in zip(keys, shared[1::2]) for x in pair] + preset[architecture]
 WORKLOADS = ("train", "inference", "predictor", "eval", "data")
@@ -79,7 +98,7 @@ def parse_args(argv=None):
     parser.add_argument("--impl", choices=("both", "ours", "reference"), default="both",
                         help="which implementation(s) to measure (default: both, side by side)")
     parser.add_argument("--batch", type=int, default=None,
-                        help="batch size (default: SOLVER.BATCH_SIZE; queries for 2D-TAN, videos for MMN)")
+                        help="batch size (default: SOLVER.BATCH_SIZE; queries for 2D-TAN and MS-2D-TAN, videos for MMN)")
     parser.add_argument("--sentences-per-video", type=int, default=8,
                         help="MMN only: sentences of each video of a batch (default 8)")
     parser.add_argument("--steps", type=int, default=10, help="timed steps per workload (default 10)")
@@ -100,18 +119,24 @@ def measure(cfg, impl, device, args):
     batch_size = args.batch or cfg.SOLVER.BATCH_SIZE
     timer = W.Timer(device, args.warmup, args.steps)
     out = {}
+    architecture = cfg.MODEL.ARCHITECTURE
     if impl == "reference" and device.type == "cuda":
-        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.benchmark = architecture == "MS_TAN"  # its experiment files' CUDNN.BENCHMARK
         torch.backends.cudnn.allow_tf32 = True
         torch.backends.cuda.matmul.allow_tf32 = False
     elif impl == "ours":
         configure_backends(cfg, device)
-    mmn = cfg.MODEL.ARCHITECTURE == "MMN"
-    steps = M if mmn else W  # the model's workloads; evaluation and data loading are shared
+    mmn = architecture == "MMN"
+    # the model's workloads; data loading is shared, and so is the evaluation except for MS_TAN
+    steps = {"MMN": M, "MS_TAN": MS}.get(architecture, W)
     need_model = {"train", "inference", "predictor"} & set(args.only)
     model = steps.build(cfg, impl, device) if need_model else None
-    batch = (M.random_video_batch(cfg, batch_size, args.sentences_per_video, device) if mmn
-             else W.random_batch(cfg, batch_size, device))
+    if mmn:
+        batch = M.random_video_batch(cfg, batch_size, args.sentences_per_video, device)
+    elif steps is MS:
+        batch = MS.random_batches(cfg, batch_size, device) if need_model else None
+    else:
+        batch = W.random_batch(cfg, batch_size, device)
     if "train" in args.only:
         seconds = timer(steps.train_step_fn(cfg, impl, model, batch, device))
         out["train_samples_per_s"] = batch_size / seconds
@@ -121,7 +146,7 @@ def measure(cfg, impl, device, args):
         seconds = timer(steps.inference_step_fn(cfg, impl, model, batch, device))
         out["inference_samples_per_s"] = batch_size / seconds
         out["inference_peak_memory_gb"] = W.peak_memory_gb(device)
-    if "predictor" in args.only and not mmn:  # TAN's predictor alone
+    if "predictor" in args.only and steps is W:  # TAN's predictor alone
         model.train()
         seconds = timer(W.predictor_step_fn(cfg, impl, model, batch_size, device))
         dense, computed = W.predictor_flops(cfg if impl == "ours" else _dense(cfg))
@@ -132,7 +157,7 @@ def measure(cfg, impl, device, args):
     del model
     if "eval" in args.only:
         queries = args.reference_eval_queries if impl == "reference" else args.eval_queries
-        per_query, _ = W.time_evaluation(cfg, impl, queries, device)
+        per_query, _ = (MS if steps is MS else W).time_evaluation(cfg, impl, queries, device)
         out["eval_ms_per_query"] = per_query * 1e3
         out["eval_seconds_total"] = per_query * args.eval_queries
     if "data" in args.only and impl == "ours":
@@ -153,6 +178,13 @@ def _dense(cfg):
     cfg.defrost()
     cfg.MODEL.TAN.PREDICTOR.STRIP_ROWS = 0
     return cfg
+
+
+def describe_model(cfg):
+    """The report's line about the model's shape."""
+    if cfg.MODEL.ARCHITECTURE == "MS_TAN":
+        return MS.describe(cfg)
+    return f"2D map {cfg.MODEL[cfg.MODEL.ARCHITECTURE].FEAT2D.NAME}"
 
 
 def describe_machine(device):
@@ -176,10 +208,11 @@ def format_report(report):
     impls = list(report["results"])
     unit = (f"videos x {report['sentences_per_video']} sentences" if report.get("sentences_per_video")
             else "queries")
-    lines = [f"model: {report.get('architecture', 'TAN')}, 2D map {report.get('feat2d', 'pool')}",
+    model = report.get("model") or f"2D map {report.get('feat2d', 'pool')}"
+    strips = f", strip rows {report['strip_rows']}" if report.get("strip_rows") is not None else ""
+    lines = [f"model: {report.get('architecture', 'TAN')}, {model}",
              f"device: {report['device']} ({report['machine']}), torch {report['torch']}, batch {report['batch']} "
-             f"{unit} (samples: {unit.split()[0]}), AMP {report['amp']}, strip rows {report['strip_rows']}, "
-             f"compile {report['compile']}",
+             f"{unit} (samples: {unit.split()[0]}), AMP {report['amp']}{strips}, compile {report['compile']}",
              f"{'':38}" + "".join(f"{name:>14}" for name in impls) + ("      speed-up" if len(impls) == 2 else "")]
     for key, label, fmt in ROWS:
         values = [report["results"][i].get(key) for i in impls]
@@ -193,11 +226,14 @@ def format_report(report):
             ratio = f"{r:>13.2f}x"
         lines.append(f"{label:38}{cells}{ratio}")
     if "eval_seconds_total" in report["results"].get(impls[0], {}):
-        lines.append(f"(evaluation: {report['eval_queries']} queries; the baseline's per-query loop is timed on "
+        baseline = "the baseline" if report.get("architecture") == "MS_TAN" else "the baseline's per-query loop"
+        lines.append(f"(evaluation: {report['eval_queries']} queries; {baseline} is timed on "
                      f"{report['reference_eval_queries']} and scaled)")
     skipped = report["results"].get("ours", {}).get("data_skipped")
     if skipped:
         lines.append(f"data loading not measured: {skipped}")
+    lines += [textwrap.fill(note, 118, initial_indent="note: ", subsequent_indent="  ")
+              for note in report.get("notes", ())]
     return "\n".join(lines)
 
 
@@ -212,14 +248,18 @@ def main(argv=None):
     if amp_is_emulated(cfg.SOLVER.AMP, device):
         print(f"warning: {slow_amp_warning(cfg.SOLVER.AMP)}", file=sys.stderr, flush=True)
     impls = ["ours", "reference"] if args.impl == "both" else [args.impl]
+    ms_tan = cfg.MODEL.ARCHITECTURE == "MS_TAN"
     report = {"config": os.path.relpath(args.config_file), "preset": args.preset, "overrides": list(args.opts),
               "device": str(device), "machine": describe_machine(device), "torch": torch.__version__,
-              "architecture": cfg.MODEL.ARCHITECTURE, "feat2d": cfg.MODEL[cfg.MODEL.ARCHITECTURE].FEAT2D.NAME,
+              "architecture": cfg.MODEL.ARCHITECTURE, "model": describe_model(cfg),
+              "feat2d": None if ms_tan else cfg.MODEL[cfg.MODEL.ARCHITECTURE].FEAT2D.NAME,
               "sentences_per_video": args.sentences_per_video if cfg.MODEL.ARCHITECTURE == "MMN" else None,
               "batch": args.batch or cfg.SOLVER.BATCH_SIZE, "amp": cfg.SOLVER.AMP,
-              "strip_rows": cfg.MODEL[cfg.MODEL.ARCHITECTURE].PREDICTOR.STRIP_ROWS, "compile": cfg.SOLVER.COMPILE,
+              "strip_rows": None if ms_tan else cfg.MODEL[cfg.MODEL.ARCHITECTURE].PREDICTOR.STRIP_ROWS,
+              "compile": cfg.SOLVER.COMPILE,
               "channels_last": cfg.MODEL.CHANNELS_LAST, "steps": args.steps, "eval_queries": args.eval_queries,
-              "reference_eval_queries": args.reference_eval_queries, "results": {}}
+              "reference_eval_queries": args.reference_eval_queries, "notes": list(MS.NOTES) if ms_tan else [],
+              "results": {}}
     for impl in impls:
         report["results"][impl] = measure(cfg, impl, device, args)
         print(f"measured {impl}", file=sys.stderr, flush=True)
