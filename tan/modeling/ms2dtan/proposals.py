@@ -8,6 +8,7 @@ columns of scale s - 1 (the same moments), the second half continue the
 chain from scale s - 1's last output, with a (3, 2) layer and then (2, 1)
 layers. A cell is valid when every clip it spans is a real one.
 """
+import torch
 from torch import nn
 from torch.nn import functional as F
 
@@ -50,23 +51,22 @@ class MultiScaleProposals(nn.Module):
                                     for scale in self.steps)
 
     def forward(self, x, real):
-        b, h, n = x.shape
+        n = x.shape[-1]
         maps, masks = [], []
         for scale, (layers, steps) in enumerate(zip(self.layers, self.steps)):
             rows = n // 2 ** scale
-            copied = 0 if scale == 0 else len(layers)
-            cells = x.new_zeros(b, h, rows, copied + len(layers))
-            valid = x.new_zeros(b, 1, rows, copied + len(layers))
-            if copied:  # the finer scale's moments of an even number of its cells, on every other row
-                cells[..., :copied] = maps[-1][:, :, :2 * rows:2, 1::2]
-                valid[..., :copied] = masks[-1][:, :, :2 * rows:2, 1::2]
-            for column, (layer, (kernel, stride)) in enumerate(zip(layers, steps), copied):
+            # the finer scale's moments of an even number of its cells, on every other row
+            cells = [maps[-1][:, :, :2 * rows:2, 1::2]] if scale else []
+            valid = [masks[-1][:, :, :2 * rows:2, 1::2]] if scale else []
+            columns, column_masks = [], []
+            for layer, (kernel, stride) in zip(layers, steps):
                 # a span is real when all its clips are: the mask pooled as the chain pools
                 real = (F.avg_pool1d(real, kernel, stride) == 1).to(x.dtype)
                 x = layer(x) * real
-                length = x.shape[-1]
-                cells[:, :, :length, column] = x
-                valid[:, :, :length, column] = real[..., :length]
-            maps.append(cells)
-            masks.append(valid)
+                # one column per layer, zero past the chain's end: stacked once rather than
+                # written in place (each write would copy the whole map's gradient back)
+                columns.append(F.pad(x, (0, rows - x.shape[-1])))
+                column_masks.append(F.pad(real[..., :x.shape[-1]], (0, rows - x.shape[-1])))
+            maps.append(torch.cat(cells + [torch.stack(columns, dim=-1)], dim=-1))
+            masks.append(torch.cat(valid + [torch.stack(column_masks, dim=-1)], dim=-1))
         return maps, masks
