@@ -188,7 +188,8 @@ def test_the_package_has_no_import_cycle():
 # Words that name a model (the built-in ones and their parts): the core speaks of
 # "the model" and asks it (tan/config/models.py); only tan/modeling and the models'
 # own files may name one.
-MODEL_WORDS = re.compile(r"\b(TAN|MMN|2D-TAN|BERT|DistilBERT|tan2d)\b|modeling\.(mmn|tan2d)")
+MODEL_WORDS = re.compile(r"\b(TAN|MMN|2D-TAN|BERT|DistilBERT|tan2d|MS_TAN|MS-2D-TAN|ms2dtan|TAN_MSRA|tan_msra)\b"
+                         r"|modeling\.(mmn|tan2d|ms2dtan|tan_msra)")
 CORE = ("config", "data", "engine", "cli")
 
 
@@ -205,7 +206,8 @@ def test_every_key_a_model_adds_has_a_comment():
     """As tests/test_config.py checks tan/config/defaults.py: each built-in model's and the example
     project's settings, one comment (or a comment block) above each key."""
     files = [os.path.join(TAN, "modeling", "map2d", "config.py"), os.path.join(TAN, "modeling", "tan2d", "config.py"),
-             os.path.join(TAN, "modeling", "mmn", "config.py"), os.path.join(REPO, "projects", "dot_map", "config.py")]
+             os.path.join(TAN, "modeling", "mmn", "config.py"), os.path.join(REPO, "projects", "dot_map", "config.py"),
+             os.path.join(TAN, "modeling", "tan_msra", "config.py"), os.path.join(TAN, "modeling", "ms2dtan", "config.py")]
     undocumented = []
     for path in files:
         with open(path) as f:

@@ -29,17 +29,18 @@ def top_candidates(candidates, nms_thresh, topk=5, units="seconds"):
     than topk).
 
     Equal to the full greedy definition: candidates are those scoring above 0
-    in order of descending score (ties: lower index first); a candidate is kept
+    (or those the candidates mark valid) in order of descending score (ties:
+    lower index first); a candidate is kept
     unless its IoU with an already kept one exceeds ``nms_thresh``. Each step
     keeps the best candidate still alive and drops those it suppresses, which
     is the same sequence of decisions, done for the whole batch at once.
     """
     if units not in NMS_UNITS:
         raise ValueError(f"units must be one of {NMS_UNITS}, got {units!r}")
-    flat_scores, seconds, spans = candidates
+    flat_scores, seconds, spans = candidates.scores, candidates.seconds, candidates.spans
     b = flat_scores.shape[0]
     measured = seconds if units == "seconds" else spans.expand(b, -1, -1)
-    alive = flat_scores > 0
+    alive = flat_scores > 0 if candidates.valid is None else candidates.valid.clone()
     rows = torch.arange(b, device=flat_scores.device)
     kept_cells = torch.zeros(b, topk, dtype=torch.long, device=flat_scores.device)
     kept_scores = flat_scores.new_zeros(b, topk)

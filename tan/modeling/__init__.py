@@ -3,7 +3,7 @@ registers 2D-TAN ("TAN", the default), MMN and MS-2D-TAN ("MS_TAN"), each in its
 the 2D-map pieces they share (map2d/). A model of another package registers
 itself the same way (docs/models.md)."""
 from ..config.models import MODELS, model_class, register_model, set_default_model
-from . import mmn, ms2dtan, tan2d  # noqa: F401  (register MMN, MS_TAN and TAN)
+from . import mmn, ms2dtan, tan2d, tan_msra  # noqa: F401  (register MMN, MS_TAN, TAN and TAN_MSRA)
 from .meta_arch import GroundingModel
 
 set_default_model("TAN")

@@ -14,13 +14,15 @@ from .moments import candidate_moments, cell_seconds, cell_spans
 
 
 class Candidates(NamedTuple):
-    """``scores`` [B, C] (a score <= 0 is no candidate); ``seconds`` [B, C, 2] the
-    moments as reported, in the dtype of the model's arithmetic (the NMS measures
-    IoU in it); ``spans`` [C, 2] or [B, C, 2] the same moments' exact bounds in
-    clip units (TEST.NMS_UNITS "clips"). Ties in score go to the lower index."""
+    """``scores`` [B, C]; ``seconds`` [B, C, 2] the moments as reported, in the dtype
+    of the model's arithmetic (the NMS measures IoU in it); ``spans`` [C, 2] or
+    [B, C, 2] the same moments' exact bounds in clip units (TEST.NMS_UNITS
+    "clips"); ``valid`` [B, C] bool, which are candidates (None: those scoring
+    above 0). Ties in score go to the lower index."""
     scores: torch.Tensor
     seconds: torch.Tensor
     spans: torch.Tensor
+    valid: torch.Tensor = None
 
 
 class ScoreMap(NamedTuple):
