@@ -299,11 +299,10 @@ def test_a_file_it_cannot_run_is_refused_and_nothing_is_written(tmp_path):
 
 def reference_charades(root, synthetic_root, videos=40):
     """The first synthetic test videos written as MS-2D-TAN's Charades-STA folder keeps them
-    (charades_sta_test.txt, Charades_v1_test.csv, an HDF5 of features, GloVe in .vector_cache);
-    sentences without punctuation, so that its whitespace split and tan's tokens agree.
+    (charades_sta_test.txt, Charades_v1_test.csv, an HDF5 of features, GloVe in .vector_cache),
+    their sentences as they are ("after that, a man ...": its words split at white space).
     Returns its queries as its loader reads them: (video, [start, end], duration, sentence)."""
     import h5py
-    import re
     import shutil
     annotations = json.load(open(os.path.join(synthetic_root, "synthetic", "annotations", "test.json")))
     folder = root / "Charades-STA"
@@ -318,9 +317,10 @@ def reference_charades(root, synthetic_root, videos=40):
             dst[video] = src[video][:]
             lengths.append(f"{video},{entry['duration']}")
             for (start, end), sentence in zip(entry["timestamps"], entry["sentences"]):
-                sentence = re.sub(r"[^a-z ]", "", sentence.lower()).strip()
-                lines.append(f"{video} {start} {end}##{sentence}.")
-                queries.append((video, [start, min(end, entry["duration"])], entry["duration"], sentence))
+                lines.append(f"{video} {start} {end}##{sentence}")
+                # its reader cuts the line at ".\n": the final period goes, a comma stays on its word
+                read = sentence[:-1] if sentence.endswith(".") else sentence
+                queries.append((video, [start, min(end, entry["duration"])], entry["duration"], read))
     (folder / "charades_sta_test.txt").write_text("\n".join(lines) + "\n")
     (folder / "Charades_v1_test.csv").write_text("\n".join(lengths) + "\n")
     return queries

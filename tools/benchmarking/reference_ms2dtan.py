@@ -366,10 +366,13 @@ def proposal_time_unit(time_unit, input_num_clips, output_num_clips):
 
 def _top_cells(score_map, mask_map):
     # k is the number of valid cells of the batch's FIRST map, for every map:
-    # other maps lose valid cells or gain zero-score invalid ones (ties in any order)
+    # other maps lose valid cells or gain zero-score invalid ones. Its torch.topk
+    # leaves the order of equal scores unspecified (saturated tanh features give
+    # exact ties); here they are in cell order, as tan orders them, so that the
+    # two can be compared at all.
     b = score_map.shape[0]
     k = torch.sum(mask_map[0] > 0).item()
-    return torch.topk(score_map.detach().cpu().reshape(b, -1), k, dim=1)[1]
+    return torch.sort(score_map.detach().cpu().reshape(b, -1), dim=1, descending=True, stable=True)[1][:, :k]
 
 
 def _nms_each(starts, ends, nms_thresh, top_k):

@@ -7,6 +7,7 @@ from ...config.models import need
 from ...config.setup import is_int
 
 PROP_NAMES = ("conv", "pool")
+TOKEN_RULES = ("tan", "whitespace")
 MAP_NAMES = ("gated", "conv")
 
 
@@ -24,7 +25,22 @@ def add_ms_tan_config(cfg):
     node.TIME_UNIT = 0.64
     # L2-normalise each feature row before anything else.
     node.NORMALIZE = True
+    # How a sentence becomes words: "tan", tan's tokens (punctuation split off, as its
+    # TACoS and ActivityNet readers' NLTK tokens nearly do); "whitespace", the words of
+    # sentence.split(), lower-cased, as its Charades-STA reader reads them.
+    node.TOKENS = "tan"
+    add_module_keys(node)
+    node.LOSS = CN()
+    # Temporal IoU mapped to target 0 (and below).
+    node.LOSS.MIN_IOU = 0.5
+    # Temporal IoU mapped to target 1 (and above).
+    node.LOSS.MAX_IOU = 1.0
+    # Added to every positive target (then capped at 1): the loss's BIAS.
+    node.LOSS.BIAS = 0.0
 
+
+def add_module_keys(node):
+    """The modules' keys, named as its experiment files name them (docs/ms2dtan.md §2)."""
     node.CLIP_MODULE = CN()
     # D_in: width of the clip features.
     node.CLIP_MODULE.INPUT_SIZE = 1024
@@ -63,14 +79,6 @@ def add_ms_tan_config(cfg):
     # Zero padding of each; a map keeps its size, so 2 * PADDING + 1 = KERNEL.
     node.MAP_MODULE.PADDINGS = [8, 8]
 
-    node.LOSS = CN()
-    # Temporal IoU mapped to target 0 (and below).
-    node.LOSS.MIN_IOU = 0.5
-    # Temporal IoU mapped to target 1 (and above).
-    node.LOSS.MAX_IOU = 1.0
-    # Added to every positive target (then capped at 1): the loss's BIAS.
-    node.LOSS.BIAS = 0.0
-
 
 def anchor_counts(num_layers):
     """Durations of each scale's map: NUM_LAYERS[0], then 2 * NUM_LAYERS[s] (half copied from the finer scale)."""
@@ -95,6 +103,7 @@ def validate_ms_tan_config(cfg):
                  "CLIP_MODULE.STRIDE", "FUSION_MODULE.TXT_HIDDEN_SIZE", "FUSION_MODULE.TXT_NUM_LAYERS"):
         value = node[name.split(".")[0]] if "." not in name else node[name.split(".")[0]][name.split(".")[1]]
         need(is_int(value) and value > 0, key + name, f"expected a positive integer, got {value!r}")
+    need(node.TOKENS in TOKEN_RULES, key + "TOKENS", f"expected one of {', '.join(TOKEN_RULES)}, got {node.TOKENS!r}")
     need(node.PROP_MODULE.NAME in PROP_NAMES, key + "PROP_MODULE.NAME",
          f"expected one of {', '.join(PROP_NAMES)}, got {node.PROP_MODULE.NAME!r}")
     need(node.MAP_MODULE.NAME in MAP_NAMES, key + "MAP_MODULE.NAME",

@@ -108,6 +108,8 @@ def from_experiment_file(data, path):
     settings, query_size = _model_settings(path, model)
     ms = {"NUM_CLIPS": dataset.get("INPUT_NUM_CLIPS", 256), "SLIDING_WINDOW": bool(dataset.get("SLIDING_WINDOW", False)),
           "TIME_UNIT": float(dataset.get("TIME_UNIT") or 0.0), "NORMALIZE": bool(dataset.get("NORMALIZE", True)),
+          # its Charades-STA reader splits at white space; the others tokenise with NLTK, as tan's tokens nearly do
+          "TOKENS": "whitespace" if name == "charades" else "tan",
           **settings,
           "LOSS": {"MIN_IOU": loss.get("MIN_IOU", 0.5), "MAX_IOU": loss.get("MAX_IOU", 1.0), "BIAS": loss.get("BIAS", 0.0)}}
     _check_scales(path, dataset, ms)

@@ -44,7 +44,8 @@ class MultiScaleTAN(GroundingModel):
 
     @classmethod
     def text_input(cls, cfg):
-        return TextInputChoice("word_vectors")
+        """Word vectors of tan's tokens, or of the words split at white space (TOKENS)."""
+        return TextInputChoice("whitespace_words" if cfg.MODEL.MS_TAN.TOKENS == "whitespace" else "word_vectors")
 
     @classmethod
     def clip_input(cls, cfg):

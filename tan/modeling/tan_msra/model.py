@@ -69,7 +69,7 @@ class TanMsra(GroundingModel):
     def text_input(cls, cfg):
         if cfg.INPUT.SENTENCE_FEATURES or cfg.MODEL.TAN_MSRA.TOKENS == "tan":
             return super().text_input(cfg)
-        return TextInputChoice(ReferenceWords.NAME)  # "tan_msra_words", registered by importing it
+        return TextInputChoice(ReferenceWords.NAME)  # "whitespace_words", registered by importing it
 
     @classmethod
     def clip_input(cls, cfg):

@@ -1,10 +1,11 @@
-"""The reference's words as a text input, "tan_msra_words" (MODEL.TAN_MSRA.TOKENS "whitespace").
+"""The reference codes' words as a text input, "whitespace_words" (MODEL.TAN_MSRA.TOKENS and
+MODEL.MS_TAN.TOKENS "whitespace").
 
-Its datasets look each word of ``sentence.split()``, lower-cased, up in GloVe
+Their datasets look each word of ``sentence.split()``, lower-cased, up in GloVe
 (unknown words: zero vectors); punctuation stays attached to its word, so
-"pan." is a word of its own, which GloVe does not have. Its Charades-STA
-reader cuts each line at ".\\n", so a sentence of the charades_txt format
-loses its final "." first. No sentence is dropped for having no known word.
+"pan." is a word of its own, which GloVe does not have. Their Charades-STA
+readers cut each line at ".\\n", so a sentence of the charades_txt format
+loses its final "." first (the charades_txt_trimmed format has lost it already). No sentence is dropped for having no known word.
 The vectors come from INPUT.WORD_VECTORS through tan's cache, as for the
 "word_vectors" input (docs/data.md §4), which this one extends.
 """
@@ -41,7 +42,7 @@ class ReferenceVocabulary(Vocabulary):
         return None if len(ids) else "sentence without words"
 
 
-@register_text_input("tan_msra_words")
+@register_text_input("whitespace_words")
 class ReferenceWords(WordVectors):
     """INPUT.WORD_VECTORS, read for the words of ``sentence.split()`` of the run's datasets."""
 
