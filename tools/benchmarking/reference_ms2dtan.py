@@ -201,16 +201,16 @@ class ReferenceMS2DTAN(nn.Module):
 # ----------------------------------------------------------------- the loss
 
 def bce_rescale_loss(scores, masks, targets, min_iou=0.5, max_iou=1.0, bias=0.0):
-    """IoU targets rescaled from [min_iou, max_iou] to [0, 1] (plus ``bias`` where
-    positive), BCE summed over the masked cells, over the whole mask's sum. The
-    scores and mask are cut to the target's rows (a no-op in the experiments)."""
-    target = (targets - min_iou) * (1 - bias) / (max_iou - min_iou)
-    target[target > 0] += bias
-    target[target > 1] = 1
-    target[target < 0] = 0
-    rows = target.shape[2]
-    loss = F.binary_cross_entropy(scores[:, :, :rows], target, reduction="none") * masks[:, :, :rows]
-    return torch.sum(loss) / torch.sum(masks)
+    """Its loss on probabilities: each cell's IoU mapped linearly so that min_iou
+    gives 0 and max_iou gives 1, positives raised by ``bias``, all clamped to
+    [0, 1]; the BCE of every masked cell summed and divided by the number of
+    masked cells (the mask counted over all its rows; the scores and mask are
+    first cut to the target's rows, which changes nothing in its experiments)."""
+    wanted = (targets - min_iou) * (1 - bias) / (max_iou - min_iou)  # its order of operations
+    wanted = torch.where(wanted > 0, wanted + bias, wanted).clamp(0, 1)
+    kept = targets.shape[2]
+    per_cell = F.binary_cross_entropy(scores[:, :, :kept], wanted, reduction="none")
+    return (per_cell * masks[:, :, :kept]).sum() / masks.sum()
 
 
 def total_loss(predictions, masks, targets_list, min_iou=0.5, max_iou=1.0, bias=0.0):
@@ -249,13 +249,14 @@ def video_features(feats, normalize=True):
 
 
 def feature_temporal_sampling(num_samples, feats):
-    """[T, ...] -> [num_samples, ...]: row (s + e) // 2 of each of num_samples
-    bins, the bounds i / num_samples * T rounded (half to even) in float32,
-    capped at T - 1 (so rows repeat when T < num_samples)."""
-    n = feats.shape[0]
-    bounds = torch.arange(0, num_samples + 1, 1.0, dtype=torch.float32) / num_samples * n
-    bounds = torch.min(torch.round(bounds).long(), torch.tensor(n - 1))
-    return feats[(bounds[:-1] + bounds[1:]) // 2]
+    """[T, ...] -> [num_samples, ...]: for bucket k the row halfway between its
+    bounds, the bounds being k T / num_samples computed in float32 (k / num_samples
+    first), rounded half to even and capped at T - 1, so rows repeat when T is
+    smaller than num_samples."""
+    length = feats.shape[0]
+    edges = (torch.arange(num_samples + 1, dtype=torch.float32) / num_samples * length).round().long()
+    edges = edges.clamp(max=length - 1)
+    return feats[torch.div(edges[:-1] + edges[1:], 2, rounding_mode="floor")]
 
 
 def pairwise_iou(pred, gt):
@@ -267,21 +268,22 @@ def pairwise_iou(pred, gt):
 
 
 def iou_map(gt_times, duration, num_clips, num_anchors):
-    """get_iou_map: [num_clips, num_anchors] float64 tensor, cell (i, a) the moment
-    [i, i + a + 1) * duration / num_clips. Those times and the ground truth are
-    float32; the IoU is float64. Cells that end past the grid are zeroed, except
-    on row 0 (the reference's loop stops at min(num_anchors, num_clips) - 1), so
-    with num_anchors > num_clips row 0 keeps IoUs of moments longer than the grid."""
-    starts = torch.arange(0, num_clips, dtype=torch.float32) * duration / num_clips
-    starts = starts[:, None].expand(-1, num_anchors)
-    lengths = torch.arange(1, num_anchors + 1, dtype=torch.float32) * duration / num_clips
-    ends = starts + lengths[None, :].expand(num_clips, -1)
-    gt = torch.tensor([gt_times[0], gt_times[1]], dtype=torch.float32).tolist()
-    cells = torch.stack([starts, ends], dim=2).view(-1, 2).tolist()
-    overlaps = pairwise_iou(cells, [gt])[:, 0].reshape(num_clips, num_anchors)
-    for i in range(1, min(num_anchors, num_clips)):
-        overlaps[num_clips - i, i:] = 0
-    return torch.from_numpy(overlaps)
+    """[num_clips, num_anchors] float64 tensor: cell (r, a) is the moment from
+    r * duration / num_clips lasting (a + 1) * duration / num_clips, those times
+    and the ground truth in float32, the IoU in float64. A cell ending past the
+    grid is 0, except on row 0: its code clears rows num_clips - 1 down to 1
+    only, so with num_anchors > num_clips row 0 keeps IoUs of moments longer
+    than the grid."""
+    row = torch.arange(num_clips, dtype=torch.float32)
+    span = torch.arange(1, num_anchors + 1, dtype=torch.float32)
+    first = (row * duration / num_clips)[:, None].expand(num_clips, num_anchors)
+    last = first + (span * duration / num_clips)[None, :]
+    truth = [float(t) for t in torch.tensor(list(gt_times[:2]), dtype=torch.float32)]
+    pairs = torch.stack([first, last], dim=-1).reshape(-1, 2).tolist()
+    grid = pairwise_iou(pairs, [truth])[:, 0].reshape(num_clips, num_anchors)
+    r, a = np.meshgrid(np.arange(num_clips), np.arange(num_anchors), indexing="ij")
+    grid[(r >= 1) & (r + a >= num_clips)] = 0  # past the end, row 0 spared
+    return torch.from_numpy(grid)
 
 
 def sliding_window_item(feats, gt, duration, time_unit, input_num_clips, output_num_clips, num_anchors,
@@ -408,23 +410,29 @@ def duration_proposals(score_map, mask_map, durations, nms_thresh=0.49, top_k=5)
 
 
 def nms(dets, thresh=0.4, top_k=-1):
-    """eval.py's NMS on [start, end] already in score order: keep the first, drop
-    the rest overlapping it by IoU > thresh, repeat; stop at top_k kept."""
-    if len(dets) == 0:
+    """Its numpy NMS over [start, end] pairs already in score order (float64):
+    walk them in order, keep one unless its IoU with a moment kept before it
+    exceeds ``thresh``, stop once ``top_k`` are kept. (Its code drops, after
+    each kept one, the rest that it overlaps; the decisions are the same.)"""
+    if not len(dets):
         return []
-    dets = np.array(dets)
-    x1, x2 = dets[:, 0], dets[:, 1]
-    lengths = x2 - x1
-    assert all(lengths > 0)
-    order, keep = np.arange(len(dets)), []
-    while order.size > 0:
-        i, rest = order[0], order[1:]
-        keep.append(i)
-        if len(keep) == top_k:
+    moments = np.asarray(dets, dtype=np.float64)
+    assert (moments[:, 1] > moments[:, 0]).all()
+    alive = np.ones(len(moments), dtype=bool)
+    kept = []
+    for index in range(len(moments)):
+        if not alive[index]:
+            continue
+        kept.append(index)
+        if len(kept) == top_k:
             break
-        inter = np.maximum(0.0, np.minimum(x2[i], x2[rest]) - np.maximum(x1[i], x1[rest]))
-        order = rest[inter / (lengths[i] + lengths[rest] - inter) <= thresh]
-    return dets[keep].tolist()
+        later = np.arange(index + 1, len(moments))
+        overlap = np.maximum(0.0, np.minimum(moments[index, 1], moments[later, 1])
+                             - np.maximum(moments[index, 0], moments[later, 0]))
+        length = moments[index, 1] - moments[index, 0]
+        others = moments[later, 1] - moments[later, 0]
+        alive[later[overlap / (length + others - overlap) > thresh]] = False
+    return moments[kept].tolist()
 
 
 def evaluate(segments, gt_times_list, tious=(0.5, 0.7), recalls=(1, 5)):
