@@ -31,7 +31,7 @@ TIOUS, RECALLS = (0.1, 0.3, 0.5, 0.7), (1, 5)
 
 
 def tiny_config(tmp_path, prop="conv", maps="gated", kernel=1, sliding=True, window=16, layers=(4, 2, 2)):
-    settings = {"NUM_CLIPS": window, "SLIDING_WINDOW": sliding, "TIME_UNIT": TIME_UNIT, "NORMALIZE": False,
+    settings = {"NUM_CLIPS": window, "SLIDING_WINDOW": sliding, "TIME_UNIT": TIME_UNIT, "NORMALIZE": True,
                 "CLIP_MODULE": {"INPUT_SIZE": 8, "HIDDEN_SIZE": 16, "KERNEL_SIZE": kernel, "STRIDE": kernel},
                 "PROP_MODULE": {"NAME": prop, "NUM_LAYERS": list(layers)},
                 "FUSION_MODULE": {"TXT_HIDDEN_SIZE": 10, "TXT_NUM_LAYERS": 2, "TXT_BIDIRECTIONAL": True},
@@ -100,9 +100,9 @@ def reference_batch(cfg, items, train, starts=None):
     for k, (feats, gt, duration, words) in enumerate(items):
         if ms.SLIDING_WINDOW:
             f, m, maps = ref.sliding_window_item(feats, gt, duration, TIME_UNIT, ms.NUM_CLIPS, outs, anchors, train,
-                                                 window_start=(starts or [0] * len(items))[k], normalize=False)
+                                                 window_start=(starts or [0] * len(items))[k])
         else:
-            f, m, maps = ref.sampling_item(feats, gt, duration, ms.NUM_CLIPS, outs, anchors, normalize=False)
+            f, m, maps = ref.sampling_item(feats, gt, duration, ms.NUM_CLIPS, outs, anchors)
         prepared.append((words, torch.ones(len(words), 1, dtype=torch.float64), f, m, maps))
     return ref.collate(prepared, dtype=torch.float64)
 
@@ -193,14 +193,15 @@ def test_sampled_clips_losses_and_scores_equal_ms2dtans_arithmetic(tmp_path):
                            ref.recover_to_single_map(masks), items)
 
 
-def test_sampling_and_normalisation_are_the_references():
+def test_sampling_and_normalisation_are_the_references_bit_for_bit():
     for rows, clips in [(40, 16), (16, 16), (9, 16), (1000, 64), (65, 64)]:
         feats = torch.arange(rows, dtype=torch.float32)[:, None]
         assert middle_rows(rows, clips).tolist() == ref.feature_temporal_sampling(clips, feats)[:, 0].long().tolist()
-    from tan.data.features.clip_inputs import NativeClips
-    feats = np.random.default_rng(0).normal(size=(30, 8)).astype(np.float32)
-    torch.testing.assert_close(torch.from_numpy(NativeClips(16).base(feats)),
-                               ref.video_features(torch.from_numpy(feats))[0], rtol=1e-6, atol=1e-7)
+    from tan.modeling.ms2dtan.clips import MiddleRowClips, WindowClips
+    feats = np.random.default_rng(0).normal(size=(300, 1024)).astype(np.float32)
+    expected = ref.video_features(torch.from_numpy(feats))[0]
+    assert torch.equal(torch.from_numpy(WindowClips(16).base(feats)), expected)  # its float32 rounding, bit for bit
+    assert torch.equal(torch.from_numpy(MiddleRowClips(64).base(feats)), ref.feature_temporal_sampling(64, expected))
 
 
 def test_training_windows_are_drawn_from_the_seed_epoch_and_query(tmp_path):
@@ -285,6 +286,14 @@ def test_a_file_it_cannot_run_is_refused_and_nothing_is_written(tmp_path):
         convert(tmp_path, "bad.yaml", data)
     data = experiment(scales=(64, 32, 8))
     with pytest.raises(TanError, match="OUTPUT_NUM_CLIPS"):
+        convert(tmp_path, "bad.yaml", data)
+    data = experiment()
+    del data["MODEL"]["MAP_MODULE"]["PARAMS"]["HIDDEN_SIZES"]
+    with pytest.raises(TanError, match="reference, but key 'HIDDEN_SIZES' is missing"):
+        convert(tmp_path, "bad.yaml", data)
+    data = experiment()
+    data["DATASET"]["INPUT_NUM_CLIPS"] = "lots"
+    with pytest.raises(TanError, match="reference, but invalid literal"):
         convert(tmp_path, "bad.yaml", data)
     with pytest.raises(TanError, match="no registered model recognises this experiment file"):
         convert(tmp_path, "other.yaml", {"MODEL": {"NAME": "SomethingElse"}})

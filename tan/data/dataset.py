@@ -1,5 +1,6 @@
 """One item per query: prepared video features, the sentence (as the run's
 text input encodes it) and the moment."""
+import zlib
 from collections import Counter, OrderedDict
 from typing import NamedTuple
 
@@ -65,7 +66,7 @@ class MomentDataset(Dataset):
         tan/data/text/inputs.py)."""
         self.name = name
         self.clip_input = as_clip_input(features.clips)
-        self.seed = features.seed
+        self.seed, self.name_key = features.seed, zlib.crc32(name.encode())
         self.vocabulary = vocabulary
         self.features = open_features(features.features, features.feature_key, features.length_tolerance)
         self.cache_size = features.cache_size
@@ -192,10 +193,11 @@ class MomentDataset(Dataset):
 
     def clips_of(self, index, epoch=None):
         """(rows, first clip, real rows) of query ``index``'s video; ``epoch`` (a training
-        item) draws the clip input's window from (SEED, epoch, index), so a resumed run
-        draws what an uninterrupted one would, in any worker."""
+        item) draws the clip input's window from (SEED, epoch, the dataset, index), so a
+        resumed run draws what an uninterrupted one would, in any worker."""
         base = self.video_features(self.videos[self.video_ids[index]])
-        rng = None if epoch is None else np.random.default_rng([self.seed % 2 ** 32, epoch, index])
+        # the dataset's name in the key: datasets trained on together draw apart
+        rng = None if epoch is None else np.random.default_rng([self.seed % 2 ** 32, epoch, self.name_key, index])
         return self.clip_input.take(base, rng)
 
     def __getitem__(self, key):

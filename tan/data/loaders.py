@@ -37,14 +37,16 @@ class RunLoaders:
         # sentences of a video are drawn from the epoch too (training only).
         # Training windows of a clip input are drawn from the epoch in the same way.
         sampled = by_video and shuffle and self.run_data.cfg.DATALOADER.SENTENCES_PER_VIDEO > 0
-        variable = model_class(self.run_data.cfg).clip_input(self.run_data.cfg).variable_length
+        clips = model_class(self.run_data.cfg).clip_input(self.run_data.cfg)
+        variable = clips.variable_length
         if variable and by_video:
             raise TanError(f"MODEL.ARCHITECTURE {self.run_data.cfg.MODEL.ARCHITECTURE!r} takes videos of different "
                            f"lengths (its clip input) and asks for batches of videos; batches of videos need videos "
                            f"of one length")
         sampler = ResumableDistributedSampler(dataset, world, rank, shuffle, self.run_data.cfg.SEED, batch_size,
                                               keyed_by_epoch=sampled or (shuffle and variable),
-                                              order=longest_first(dataset) if variable and not shuffle else None)
+                                              order=longest_first(dataset) if clips.longest_first and not shuffle
+                                              and not by_video else None)
         workers = self.run_data.cfg.DATALOADER.NUM_WORKERS
         return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
                           collate_fn=VideoBatchCollator() if by_video else BatchCollator(),
@@ -90,8 +92,9 @@ class RunLoaders:
 
 
 def longest_first(dataset):
-    """Evaluation order for videos of different lengths: the longest first (stable: ties in
-    file order), so a batch holds videos of similar lengths and little padding."""
+    """Evaluation order of a clip input that asks for it (videos of different lengths):
+    the longest first (stable: ties in the dataset's order), so a batch holds videos of
+    similar lengths and little padding."""
     return np.argsort(-dataset.durations.astype(np.float64), kind="stable")
 
 

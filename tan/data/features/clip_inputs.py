@@ -10,7 +10,8 @@ features through it, so that training and inference see the same input.
   draws a window of consecutive clips, evaluation reads the whole video; a
   video shorter than the window is padded. Batches then hold videos of
   different lengths, with ``clip_counts`` (real rows) and ``clip_offsets``
-  (the window's first clip) beside the features.
+  (the window's first clip) beside the features; evaluation takes the
+  longest videos first, so that a batch holds videos of similar lengths.
 
 A clip input has two steps: :meth:`base` turns the rows read from disk into
 what is cached per video; :meth:`take` gives one item's rows from it, with a
@@ -22,16 +23,23 @@ from .rows import l2_normalize_rows, resample
 
 
 class ClipInput:
-    """Fixed-length inputs (every item [num_clips, D]) unless ``variable_length``."""
+    """Fixed-length inputs (every item [num_clips, D]) unless ``variable_length``.
+    ``longest_first``: evaluate the longest videos first (tan.data.loaders), as a
+    reference code that sorts its test queries by duration batches them."""
     variable_length = False
 
-    def __init__(self, num_clips, normalize=True):
+    def __init__(self, num_clips, normalize=True, longest_first=False):
         self.num_clips = int(num_clips)
         self.normalize = bool(normalize)
+        self.longest_first = bool(longest_first)
+
+    def normalized(self, feats):
+        """Rows L2-normalised (a model may use its reference's arithmetic instead)."""
+        return l2_normalize_rows(feats).astype(feats.dtype, copy=False)
 
     def base(self, feats):
         """Rows [T, D] float32 -> what is cached for the video."""
-        return l2_normalize_rows(feats).astype(np.float32, copy=False) if self.normalize else feats
+        return self.normalized(feats) if self.normalize else feats
 
     def take(self, base, rng=None):
         """(rows [T', D] float32, index of the first clip taken, number of real rows) of one item."""
@@ -91,8 +99,9 @@ class NativeClips(ClipInput):
     variable_length = True
     TOLERANCE = 0.25  # of the median seconds per row: real files differ from duration / rows by a row or two
 
-    def __init__(self, num_clips, normalize=True, seconds_per_row=None, unit_key="the seconds per row"):
-        super().__init__(num_clips, normalize)
+    def __init__(self, num_clips, normalize=True, seconds_per_row=None, unit_key="the seconds per row",
+                 longest_first=True):
+        super().__init__(num_clips, normalize, longest_first)
         self.seconds_per_row, self.unit_key = seconds_per_row, unit_key
 
     def rate_problem(self, rows, durations):

@@ -10,8 +10,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from ...config.models import TextInputChoice, register_model
-from ...data.features.clip_inputs import NativeClips, SampledClips
+from ..map2d import whitespace_words  # noqa: F401  (registers the "whitespace_words" text input of TOKENS)
 from ..meta_arch import GroundingModel
+from .clips import MiddleRowClips, WindowClips
 from .config import add_ms_tan_config, anchor_counts, validate_ms_tan_config
 from .foreign import from_experiment_file
 from .fusion import SentenceMapFusion
@@ -51,8 +52,8 @@ class MultiScaleTAN(GroundingModel):
     def clip_input(cls, cfg):
         ms = cfg.MODEL.MS_TAN
         if ms.SLIDING_WINDOW:
-            return NativeClips(ms.NUM_CLIPS, ms.NORMALIZE, ms.TIME_UNIT, "MODEL.MS_TAN.TIME_UNIT")
-        return SampledClips(ms.NUM_CLIPS, normalize=ms.NORMALIZE)
+            return WindowClips(ms.NUM_CLIPS, ms.NORMALIZE, ms.TIME_UNIT, "MODEL.MS_TAN.TIME_UNIT")
+        return MiddleRowClips(ms.NUM_CLIPS, ms.NORMALIZE, longest_first=True)
 
     def __init__(self, cfg):
         super().__init__()
@@ -72,7 +73,9 @@ class MultiScaleTAN(GroundingModel):
 
     @property
     def mask2d(self):
-        raise AttributeError("MS_TAN has no fixed N x N map: its maps follow each batch's videos (candidates())")
+        # not AttributeError: nn.Module would replace the message with its own
+        raise NotImplementedError("MS_TAN has no fixed N x N map: its maps follow each batch's videos "
+                                  "(candidates(), score_map())")
 
     def encode_video(self, feats, clip_counts=None):
         """feats [V, T, D_in] (rows past ``clip_counts`` [V] are padding) -> EncodedVideos."""
