@@ -44,8 +44,17 @@ def build_parser():
 
 def recognise(data, path):
     """(model name, ForeignConfig) of the one registered model that recognises ``data``."""
-    found = [(name, converted) for name in MODELS.names()
-             for converted in [MODELS.get(name).from_foreign_config(data, path)] if converted is not None]
+    found = []
+    for name in MODELS.names():
+        try:
+            converted = MODELS.get(name).from_foreign_config(data, path)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
+            # a file of the model's reference with a key missing or of the wrong kind
+            what = f"key {error.args[0]!r} is missing" if isinstance(error, KeyError) else str(error)
+            raise TanError(f"{path}: an experiment file of model {name}'s reference, but {what} "
+                           f"({type(error).__name__}); compare it with the reference's own files") from None
+        if converted is not None:
+            found.append((name, converted))
     if not found:
         raise TanError(f"{path}: no registered model recognises this experiment file (models: "
                        f"{', '.join(MODELS.names())}; a plug-in's model needs --plugin MODULE)")

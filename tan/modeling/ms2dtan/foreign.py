@@ -32,6 +32,8 @@ def _model_settings(path, model):
             _refuse(path, f"MODEL.{key}.NAME", name, ", ".join(known))
     if model.get("CLIP_MODULE", {}).get("NAME") != "ClipAvgPool" or clip.get("GROUPS", 1) != 1:
         _refuse(path, "MODEL.CLIP_MODULE", model.get("CLIP_MODULE"), "ClipAvgPool without GROUPS")
+    if model.get("PRED_MODULE", {}).get("NAME", "ProposalHead") != "ProposalHead":
+        _refuse(path, "MODEL.PRED_MODULE.NAME", model["PRED_MODULE"]["NAME"], "ProposalHead")
     if model.get("FUSION_MODULE", {}).get("NAME") != "MulNormFusion":
         _refuse(path, "MODEL.FUSION_MODULE.NAME", model.get("FUSION_MODULE", {}).get("NAME"), "MulNormFusion")
     hidden = clip["HIDDEN_SIZE"]
@@ -92,6 +94,8 @@ def _notes(data, folder, data_dir):
         notes.append(f"OPTIM.NAME {optim.get('NAME')!r} is trained with Adam here (tan's models train with Adam)")
     if data["MODEL"].get("CHECKPOINT"):
         notes.append(f"its checkpoint evaluates with: tan-test --config-file THIS_FILE --ckpt {data['MODEL']['CHECKPOINT']}")
+    if _section(data, "TRAIN").get("CONTINUE"):
+        notes.append("TRAIN.CONTINUE is not carried over: tan resumes a run from its OUTPUT_DIR by itself")
     notes.append("R@1 and R@5 are reported at IoU 0.1, 0.3, 0.5 and 0.7 (the reference prints its TEST.TIOU only)")
     return tuple(notes)
 
@@ -102,11 +106,15 @@ def from_experiment_file(data, path):
     if not isinstance(model, dict) or model.get("NAME") != "MultiScale_TAN":
         return None
     dataset, loss = _section(data, "DATASET"), _section(data, "LOSS", "PARAMS")
+    if _section(data, "LOSS").get("NAME", "bce_loss") != "bce_rescale_loss":
+        _refuse(path, "LOSS.NAME", _section(data, "LOSS").get("NAME", "bce_loss"), "bce_rescale_loss")
+    if dataset.get("TXT_INPUT_TYPE", "glove") != "glove":
+        _refuse(path, "DATASET.TXT_INPUT_TYPE", dataset.get("TXT_INPUT_TYPE"), "glove")
     name = str(dataset.get("NAME", "")).lower()
     if name not in BENCHMARKS:
         _refuse(path, "DATASET.NAME", dataset.get("NAME"), ", ".join(BENCHMARKS))
     settings, query_size = _model_settings(path, model)
-    ms = {"NUM_CLIPS": dataset.get("INPUT_NUM_CLIPS", 256), "SLIDING_WINDOW": bool(dataset.get("SLIDING_WINDOW", False)),
+    ms = {"NUM_CLIPS": int(dataset.get("INPUT_NUM_CLIPS", 256)), "SLIDING_WINDOW": bool(dataset.get("SLIDING_WINDOW", False)),
           "TIME_UNIT": float(dataset.get("TIME_UNIT") or 0.0), "NORMALIZE": bool(dataset.get("NORMALIZE", True)),
           # its Charades-STA reader splits at white space; the others tokenise with NLTK, as tan's tokens nearly do
           "TOKENS": "whitespace" if name == "charades" else "tan",
@@ -119,8 +127,9 @@ def from_experiment_file(data, path):
         "MODEL": {"ARCHITECTURE": "MS_TAN", "MS_TAN": ms},
         "INPUT": {"PRE_QUERY_SIZE": query_size, "WORD_VECTORS": f"{folder}/{WORD_VECTORS}"},
         "DATASETS": datasets,
-        "SOLVER": {"LR": float(_section(optim, "PARAMS").get("LR", 0.0001)), "BATCH_SIZE": train.get("BATCH_SIZE", 32),
-                   "MAX_EPOCH": train.get("MAX_EPOCH", 100), "MILESTONES": []},
-        "TEST": {"BATCH_SIZE": test.get("BATCH_SIZE", 32), "NMS_THRESH": float(test.get("NMS_THRESH", 0.4))},
+        # a key the file leaves out takes its code's default
+        "SOLVER": {"LR": float(_section(optim, "PARAMS")["LR"]), "BATCH_SIZE": int(train.get("BATCH_SIZE", 4)),
+                   "MAX_EPOCH": int(train.get("MAX_EPOCH", 20)), "MILESTONES": []},
+        "TEST": {"BATCH_SIZE": int(test.get("BATCH_SIZE", 1)), "NMS_THRESH": float(test.get("NMS_THRESH", 0.4))},
     }
     return ForeignConfig(config, None, _notes(data, folder, data_dir))
