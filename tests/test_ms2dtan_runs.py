@@ -168,3 +168,34 @@ def test_features_from_a_folder_give_the_items_of_the_hdf5_file(synthetic_root, 
         video = from_folder.videos[from_folder.video_ids[q]]
         mine, theirs = from_folder[q], from_hdf5[index[(video, from_folder.sentences[q])]]
         assert torch.equal(mine["feats"], theirs["feats"]) and mine["clip_count"] == theirs["clip_count"]
+
+
+def test_features_from_two_streams_are_windows_of_their_concatenated_rows(synthetic_root, tmp_path):
+    """The synthetic features split into two streams of 64 channels (an HDF5 file and a folder):
+    each stream normalised, concatenated, then the model's own normalisation, at the rows' rate."""
+    from tan.data import RunData
+    from tan.data.features.rows import l2_normalize_rows
+    from tan.modeling.ms2dtan.clips import torch_normalized
+    folder, rows = tmp_path / "second", {}
+    folder.mkdir()
+    with h5py.File(os.path.join(synthetic_root, "synthetic", "features", "synthetic_features.hdf5"), "r") as f, \
+            h5py.File(tmp_path / "first.hdf5", "w") as first:
+        for video in list(f)[:60]:
+            rows[video] = f[video][:]
+            first[video] = rows[video][:, :64]
+            np.save(folder / f"{video}.npy", rows[video][:, 64:])
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text(f"streams_test:\n  annotations: {synthetic_root}/synthetic/annotations/test.json\n"
+                       f"  features: [{tmp_path / 'first.hdf5'}, {folder}]\n  format: seconds\n")
+    cfg = short_config(synthetic_root, "DATASETS.CATALOG", str(catalog), "DATASETS.TEST", "('streams_test',)")
+    dataset = RunData(cfg).dataset("streams_test")
+    for q in range(0, len(dataset), 11):
+        video = dataset.videos[dataset.video_ids[q]]
+        joined = np.concatenate([l2_normalize_rows(rows[video][:, :64]), l2_normalize_rows(rows[video][:, 64:])], 1)
+        item = dataset[q]
+        assert item["clip_count"] == len(joined) and item["feats"].shape[1] == 128
+        assert torch.equal(item["feats"][:len(joined)], torch.from_numpy(torch_normalized(joined)))
+        window = dataset[(q, 1)]  # a training item: a window of NUM_CLIPS rows from its drawn start
+        start = window["clip_offset"]
+        if len(joined) > 128:
+            assert torch.equal(window["feats"], torch.from_numpy(torch_normalized(joined))[start:start + 128])
