@@ -33,7 +33,7 @@ from tan.modeling.map2d.strips import build_weight_maps
 from tan.modeling.tan_msra.clips import AveragedClips
 from tan.modeling.tan_msra.config import pooling_counts
 from tan.modeling.tan_msra.map_conv import masked_weights
-from tan.modeling.tan_msra.words import ReferenceVocabulary, reference_words
+from tan.modeling.map2d.whitespace_words import ReferenceVocabulary, reference_words
 from tan.utils.checkpoint import load_model_weights, model_state_from, read_checkpoint
 
 FIXTURES = os.path.join(REPO, "tests", "fixtures")

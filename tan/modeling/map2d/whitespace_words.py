@@ -1,5 +1,5 @@
-"""The reference codes' words as a text input, "whitespace_words" (MODEL.TAN_MSRA.TOKENS and
-MODEL.MS_TAN.TOKENS "whitespace").
+"""The reference codes' words (microsoft's 2D-TAN, MS-2D-TAN) as a text input,
+"whitespace_words" (MODEL.TAN_MSRA.TOKENS and MODEL.MS_TAN.TOKENS "whitespace").
 
 Their datasets look each word of ``sentence.split()``, lower-cased, up in GloVe
 (unknown words: zero vectors); punctuation stays attached to its word, so

@@ -25,7 +25,7 @@ from .map_conv import MapConv
 from .maps import build_prop_map
 from .ranking import ranked_candidates
 from .weights import adapt_reference_state
-from .words import ReferenceWords
+from ..map2d.whitespace_words import ReferenceWords
 
 
 class RescaledIoULoss(ScaledIoULoss):
