@@ -11,9 +11,9 @@ Done its way, in whatever dtype the module is in (nothing is moved to a GPU):
 - the features pass a 1 x 1 conv, relu and an average pool;
 - the 2D map is built scale by scale: each scale's chain of layers (a kernel-1
   max-pool or a 1 x 1 conv first in scale 0, a kernel-3 stride-2 layer first
-  in a later scale, kernel-2 stride-1 layers after) fills the diagonals of a
-  map of that scale, and the maps are copied into the full map at the
-  scale's stride and accumulated offset;
+  in a later scale, kernel-2 stride-1 layers after) yields one diagonal per
+  layer, written into the full map at the scale's stride and accumulated
+  offset (its code goes through a map per scale; the cells are the same);
 - the sentence's LSTM runs over the padded words (no packing), its outputs
   are multiplied by the word mask and read at the last real word;
 - fusion is F.normalize(linear(sentence) * conv1x1(map)) * mask;
@@ -70,39 +70,35 @@ class SparseProp(nn.Module):
             self.layers = scale_layers(num_scale_layers, lambda k, s: nn.Conv1d(hidden_size, hidden_size, k, s))
 
     def forward(self, x):
-        map_h_list, map_mask_list = [], []
-        for scale_layers_ in self.layers:
-            batch_size, hidden_size, num_scale_clips = x.shape
-            num_scale_clips = num_scale_clips // layer_stride(scale_layers_[0])
-            map_h = x.new_zeros(batch_size, hidden_size, num_scale_clips, num_scale_clips)
-            map_mask = x.new_zeros(batch_size, 1, num_scale_clips, num_scale_clips)
-            for i, layer in enumerate(scale_layers_):
-                x = layer(x)
-                s_idxs = list(range(0, num_scale_clips - i))
-                e_idxs = [s + i for s in s_idxs]
-                map_h[:, :, s_idxs, e_idxs] = x
-                map_mask[:, :, s_idxs, e_idxs] = 1
-            map_h_list.append(map_h)
-            map_mask_list.append(map_mask)
-        return self.recover_to_original_map(map_h_list, map_mask_list)
+        """[B, C, N] clips -> the [B, C, N, N] map and its [B, 1, N, N] mask (both of x's dtype).
 
-    def recover_to_original_map(self, h_list, mask_list):
-        batch_size, hidden_size, ori_num_clips, _ = h_list[0].shape
-        ori_map_h = h_list[0].new_zeros(batch_size, hidden_size, ori_num_clips, ori_num_clips)
-        ori_map_mask = mask_list[0].new_zeros(batch_size, 1, ori_num_clips, ori_num_clips)
-        acum_layers, stride = 0, 1
-        for scale_layers_, h in zip(self.layers, h_list):
-            num_scale_clips = h.shape[-1]
-            for i, layer in enumerate(scale_layers_):
-                stride = stride * layer_stride(layer)
-                s_idxs = list(range(0, num_scale_clips - i))
-                e_idxs = [s + i for s in s_idxs]
-                ori_s_idxs = list(range(0, ori_num_clips - acum_layers - i * stride, stride))
-                ori_e_idxs = [s + acum_layers + i * stride for s in ori_s_idxs]
-                ori_map_h[:, :, ori_s_idxs, ori_e_idxs] = h[:, :, s_idxs, e_idxs]
-                ori_map_mask[:, :, ori_s_idxs, ori_e_idxs] = 1
-            acum_layers += stride * (len(scale_layers_) + 1)
-        return ori_map_h, ori_map_mask
+        The scales' chains run one after the other, each on the last output of the one
+        before. In the full map a cell of the current scale is ``step`` clips wide (the
+        product of every stride met so far) and its diagonal ``depth`` lies ``offset +
+        depth * step`` clips right of the main diagonal, ``offset`` growing by ``step *
+        (chain length + 1)`` after each scale. So the s-th value of layer ``depth``'s
+        output goes to row ``s * step`` of that diagonal, for every row left of
+        ``N - (offset + depth * step)``. Its code first fills one map per scale and then
+        copies that map's diagonals into the full one; the values are the same, placed
+        here directly and in the same order (a later write over an earlier one). An
+        output of one value is spread over the scale's ``cells - depth`` cells, as its
+        per-scale assignment broadcasts it.
+        """
+        batch, channels, side = x.shape
+        full = x.new_zeros(batch, channels, side, side)
+        valid = x.new_zeros(batch, 1, side, side)
+        offset, step = 0, 1
+        for chain in self.layers:
+            cells = x.shape[-1] // layer_stride(chain[0])  # the scale's own map is cells x cells
+            for depth, layer in enumerate(chain):
+                x = layer(x)
+                step *= layer_stride(layer)
+                shift = offset + depth * step
+                rows = torch.arange(0, max(side - shift, 0), step, device=x.device)
+                full[:, :, rows, rows + shift] = x.expand(-1, -1, max(cells - depth, 0))
+                valid[:, :, rows, rows + shift] = 1
+            offset += step * (len(chain) + 1)
+        return full, valid
 
 
 class BaseFusion(nn.Module):
@@ -114,18 +110,34 @@ class BaseFusion(nn.Module):
         self.vis_conv = nn.Conv2d(hidden_size, hidden_size, 1, 1)
 
     def forward(self, textual_input, textual_mask, map_h, map_mask):
-        txt_h = self.textual_encoder(textual_input)[0] * textual_mask
-        txt_h = torch.stack([txt_h[i][torch.sum(mask).long() - 1] for i, mask in enumerate(textual_mask)])
-        txt_h = self.tex_linear(txt_h)[:, :, None, None]
-        map_h = self.vis_conv(map_h)
-        return F.normalize(txt_h * map_h) * map_mask
+        """normalize(sentence vector x conv1x1(map), over the channels) x map mask.
+
+        The LSTM reads the padded words unpacked; its outputs, multiplied by the word
+        mask [B, L, 1], are taken at the last real word, index (number of ones) - 1, so
+        a sentence with an empty mask takes the last position, as index -1 does.
+        """
+        states = self.textual_encoder(textual_input)[0] * textual_mask  # [B, L, H]
+        last_word = textual_mask.flatten(1).sum(dim=1).long() - 1
+        sentence = self.tex_linear(states[torch.arange(states.shape[0]), last_word])  # [B, hidden]
+        product = sentence[:, :, None, None] * self.vis_conv(map_h)
+        return F.normalize(product, dim=1) * map_mask
 
 
 def get_padded_mask_and_weight(mask, conv):
-    masked_weight = torch.round(F.conv2d(mask.clone().float(), torch.ones(1, 1, *conv.kernel_size),
-                                         stride=conv.stride, padding=conv.padding, dilation=conv.dilation))
-    masked_weight[masked_weight > 0] = 1 / masked_weight[masked_weight > 0]
-    return masked_weight > 0, masked_weight
+    """(next mask, weight map) of ``conv``'s output, from the mask of its input.
+
+    A cell's count is the number of valid input cells under its kernel:
+    round(conv2d(mask as float32, float32 ones of ``conv.kernel_size``)) with ``conv``'s
+    stride, padding and dilation. Its weight is the float32 reciprocal 1 / count where
+    the count is positive (in torch ``1 / tensor`` is ``tensor.reciprocal()``; its code
+    takes it on the GPU), and the other cells keep their count, 0. The next mask is
+    weight > 0. tan's build_weight_maps and masked_weights must give these values
+    exactly (tests/test_tan_msra.py).
+    """
+    ones = torch.ones(1, 1, *conv.kernel_size, dtype=torch.float32, device=mask.device)
+    counts = F.conv2d(mask.float(), ones, stride=conv.stride, padding=conv.padding, dilation=conv.dilation).round()
+    weights = torch.where(counts > 0, counts.reciprocal(), counts)
+    return weights > 0, weights
 
 
 class MapConv(nn.Module):
@@ -136,11 +148,11 @@ class MapConv(nn.Module):
                                    for i, (k, s, p, d) in enumerate(zip(kernel_sizes, strides, paddings, dilations)))
 
     def forward(self, x, mask):
-        padded_mask = mask
-        for pred in self.convs:
-            x = F.relu(pred(x))
-            padded_mask, masked_weight = get_padded_mask_and_weight(padded_mask, pred)
-            x = x * masked_weight.to(x.dtype)
+        """relu(conv(x)) times that conv's weight map, layer by layer; the weight maps are
+        recomputed from the mask on every call, each from the mask the previous one left."""
+        for conv in self.convs:
+            mask, weights = get_padded_mask_and_weight(mask, conv)
+            x = F.relu(conv(x)) * weights.to(x.dtype)
         return x
 
 
@@ -160,62 +172,71 @@ class TAN(nn.Module):
         self.pred_layer = nn.Conv2d(maps.HIDDEN_SIZES[-1], 1, 1, 1)
 
     def forward(self, textual_input, textual_mask, visual_input):
-        vis_h = self.frame_layer(visual_input.transpose(1, 2))
-        map_h, map_mask = self.prop_layer(vis_h)
-        fused_h = self.fusion_layer(textual_input, textual_mask, map_h, map_mask)
-        fused_h = self.map_layer(fused_h, map_mask)
-        prediction = self.pred_layer(fused_h) * map_mask
-        return prediction, map_mask
+        """(logits [B, 1, N, N], zero outside the mask; the map mask [B, 1, N, N])."""
+        clips = self.frame_layer(visual_input.transpose(1, 2))  # [B, hidden, N]
+        cells, valid = self.prop_layer(clips)
+        joint = self.map_layer(self.fusion_layer(textual_input, textual_mask, cells, valid), valid)
+        return self.pred_layer(joint) * valid, valid
 
 
 def bce_rescale_loss(scores, masks, targets, min_iou, max_iou, bias):
-    joint_prob = torch.sigmoid(scores) * masks
-    target_prob = (targets - min_iou) * (1 - bias) / (max_iou - min_iou)
-    target_prob[target_prob > 0] += bias
-    target_prob[target_prob > 1] = 1
-    target_prob[target_prob < 0] = 0
-    loss = F.binary_cross_entropy(joint_prob, target_prob, reduction='none') * masks
-    return torch.sum(loss) / torch.sum(masks), joint_prob
+    """(loss, sigmoid(scores) x masks). The IoU targets are mapped linearly so that
+    ``min_iou`` -> 0 and ``max_iou`` -> 1 - ``bias``, ``bias`` is added to every positive
+    value and the result is cut to [0, 1]; the loss is the elementwise BCE of the masked
+    probabilities against them, masked, summed and divided by the mask's sum."""
+    probs = torch.sigmoid(scores) * masks
+    scaled = (targets - min_iou) * (1 - bias) / (max_iou - min_iou)
+    raised = torch.where(scaled > 0, scaled + bias, scaled)
+    soft = raised.masked_fill(raised > 1, 1.0).masked_fill(raised < 0, 0.0)
+    elementwise = F.binary_cross_entropy(probs, soft, reduction="none") * masks
+    return elementwise.sum() / masks.sum(), probs
 
 
 # ---------------------------------------------------------------- data
 
 def normalize_and_average(features, num_sample_clips, normalize=True):
-    """Its get_video_features (F.normalize when DATASET.NORMALIZE) then average_to_fixed_length."""
-    visual_input = F.normalize(features, dim=1) if normalize else features
-    num_clips = visual_input.shape[0]
-    idxs = torch.arange(0, num_sample_clips + 1, 1.0) / num_sample_clips * num_clips
-    idxs = torch.min(torch.round(idxs).long(), torch.tensor(num_clips - 1))
-    new_visual_input = []
-    for i in range(num_sample_clips):
-        s_idx, e_idx = idxs[i].item(), idxs[i + 1].item()
-        if s_idx < e_idx:
-            new_visual_input.append(torch.mean(visual_input[s_idx:e_idx], dim=0))
-        else:
-            new_visual_input.append(visual_input[s_idx])
-    return torch.stack(new_visual_input, dim=0)
+    """Its datasets' clip features: the rows [T, C] L2-normalised by F.normalize (when
+    DATASET.NORMALIZE), then averaged into ``num_sample_clips`` = P buckets
+    (average_to_fixed_length).
+
+    Bucket k holds rows [b_k, b_k+1): b_k = round(k / P * T) in float32 tensors, the
+    quotient k / P rounded to float32 before the product (a true division on the CPU,
+    where its datasets run), rounded half to even and clamped to T - 1, so the last
+    row belongs to no bucket unless an empty one falls on it. A bucket with rows is
+    torch.mean of its own slice along dim 0, one call per bucket: a running sum, or a
+    mean over another layout, can round differently in the last bit. An empty bucket
+    (b_k >= b_k+1) is row b_k itself. tan's AveragedClips must equal this bit for bit.
+    """
+    rows = F.normalize(features, dim=1) if normalize else features
+    total = rows.shape[0]
+    positions = torch.arange(num_sample_clips + 1, dtype=torch.float32) / num_sample_clips * total
+    edges = torch.round(positions).long().clamp(max=total - 1)
+    first, stop = edges[:-1], edges[1:]
+    empty = first >= stop
+    clips = rows.new_empty(num_sample_clips, *rows.shape[1:])
+    clips[empty] = rows[first[empty]]
+    for k, (lo, hi) in enumerate(zip(first.tolist(), stop.tolist())):
+        if lo < hi:
+            clips[k] = rows[lo:hi].mean(dim=0)
+    return clips
 
 
 def iou(pred, gt):
-    """Its core/eval.py iou: lists of [start, end] (or one), numpy float64."""
-    pred_is_list, gt_is_list = isinstance(pred[0], list), isinstance(gt[0], list)
-    if not pred_is_list:
-        pred = [pred]
-    if not gt_is_list:
-        gt = [gt]
-    pred, gt = np.array(pred), np.array(gt)
-    inter_left = np.maximum(pred[:, 0, None], gt[None, :, 0])
-    inter_right = np.minimum(pred[:, 1, None], gt[None, :, 1])
-    inter = np.maximum(0.0, inter_right - inter_left)
-    union_left = np.minimum(pred[:, 0, None], gt[None, :, 0])
-    union_right = np.maximum(pred[:, 1, None], gt[None, :, 1])
-    union = np.maximum(0.0, union_right - union_left)
-    overlap = 1.0 * inter / union
-    if not gt_is_list:
-        overlap = overlap[:, 0]
-    if not pred_is_list:
-        overlap = overlap[0]
-    return overlap
+    """Its lib/core/eval.py iou, in numpy (float64 for Python floats): ``pred`` and ``gt``
+    are one [start, end] or a list of them; the result is [P, G], [P], [G] or a number.
+
+    The intersection is min(ends) - max(starts) and the union the hull max(ends) -
+    min(starts), both cut at 0 below (for disjoint moments the hull is not their union,
+    but the intersection is 0, so the ratio is too); the ratio is rounded once.
+    """
+    many_preds, many_gts = isinstance(pred[0], list), isinstance(gt[0], list)
+    a = np.array(pred if many_preds else [pred])  # [P, 2]
+    b = np.array(gt if many_gts else [gt])  # [G, 2]
+    a_start, a_end = a[:, :1], a[:, 1:]  # [P, 1], against b's [G]
+    common = np.maximum(0.0, np.minimum(a_end, b[:, 1]) - np.maximum(a_start, b[:, 0]))
+    hull = np.maximum(0.0, np.maximum(a_end, b[:, 1]) - np.minimum(a_start, b[:, 0]))
+    ratio = common / hull
+    return ratio[slice(None) if many_preds else 0, slice(None) if many_gts else 0]
 
 
 def overlap_map(duration, gt_s_time, gt_e_time, num_clips, dtype=torch.float32):
@@ -231,40 +252,51 @@ def overlap_map(duration, gt_s_time, gt_e_time, num_clips, dtype=torch.float32):
 # ---------------------------------------------------------------- evaluation
 
 def get_proposal_results(scores, durations, target_size):
-    """Its test.py: per map, every cell i <= j in numpy's reversed argsort order, as float32
-    ``[i, j + 1] / target_size * duration``."""
-    out_sorted_times = []
+    """Its test loop's proposals: per map, every cell (i, j) with i <= j, masked cells
+    included, as the float32 seconds [i, j + 1] / target_size * duration (lists).
+
+    The order is that of numpy's argsort (default kind) of the flattened map in its own
+    dtype, reversed; equal scores come in whatever order that sort leaves them, so the
+    same call has to be made to get the same order (tan's ranking makes it). The
+    division is a true division by a Python number on the CPU; its code divides on the
+    GPU, which multiplies by the float32 reciprocal instead (tan's reference_seconds
+    does that). The two agree whenever target_size is a power of two, as in every map
+    the tests evaluate (16 x 16), and can differ in the last bit otherwise.
+    """
+    proposals = []
     for score, duration in zip(scores, durations):
-        T = score.shape[-1]
-        sorted_indexs = np.dstack(np.unravel_index(np.argsort(score.cpu().detach().numpy().ravel())[::-1],
-                                                   (T, T))).tolist()
-        sorted_indexs = np.array([item for item in sorted_indexs[0] if item[0] <= item[1]]).astype(float)
-        sorted_indexs[:, 1] = sorted_indexs[:, 1] + 1
-        sorted_indexs = torch.from_numpy(sorted_indexs)
-        out_sorted_times.append((sorted_indexs.float() / target_size * duration).tolist())
-    return out_sorted_times
+        side = score.shape[-1]
+        descending = np.argsort(score.cpu().detach().numpy().ravel())[::-1]
+        i, j = np.unravel_index(descending, (side, side))
+        upper = i <= j
+        spans = np.stack([i[upper], j[upper] + 1], axis=1).astype(np.float32)  # small integers: exact
+        proposals.append((torch.from_numpy(spans) / target_size * duration).tolist())
+    return proposals
 
 
 def nms(dets, thresh=0.4, top_k=-1):
+    """Its eval.py nms: greedy over ``dets`` (moments [start, end], best first) in numpy
+    (float64 for Python floats). A moment is kept unless its overlap with one already
+    kept, inter / (len_kept + len_it - inter), is greater than ``thresh`` or NaN; it
+    stops after ``top_k`` kept. Returns the kept moments [K, 2] (``[]`` for no moments).
+    """
     if len(dets) == 0:
         return []
-    order = np.arange(0, len(dets), 1)
-    dets = np.array(dets)
-    x1, x2 = dets[:, 0], dets[:, 1]
-    lengths = x2 - x1
-    keep = []
-    while order.size > 0:
-        i = order[0]
-        keep.append(i)
-        if len(keep) == top_k:
+    moments = np.array(dets)
+    starts, ends = moments[:, 0], moments[:, 1]
+    lengths = ends - starts
+    alive = np.ones(len(moments), dtype=bool)
+    chosen = []
+    for head in range(len(moments)):
+        if not alive[head]:
+            continue
+        chosen.append(head)
+        if len(chosen) == top_k:
             break
-        xx1 = np.maximum(x1[i], x1[order[1:]])
-        xx2 = np.minimum(x2[i], x2[order[1:]])
-        inter = np.maximum(0.0, xx2 - xx1)
-        ovr = inter / (lengths[i] + lengths[order[1:]] - inter)
-        inds = np.where(ovr <= thresh)[0]
-        order = order[inds + 1]
-    return dets[keep]
+        rest = head + 1 + np.flatnonzero(alive[head + 1:])  # the moments no kept one has suppressed yet
+        shared = np.maximum(0.0, np.minimum(ends[head], ends[rest]) - np.maximum(starts[head], starts[rest]))
+        alive[rest] = shared / (lengths[head] + lengths[rest] - shared) <= thresh
+    return moments[chosen]
 
 
 def evaluate(segments, gt_times, nms_thresh, tious=(0.1, 0.3, 0.5, 0.7), recalls=(1, 5)):

@@ -21,15 +21,25 @@ class AveragedClips(ClipInput):
     """``num_clips`` clips, each the torch float32 mean of its bucket of (normalised) rows."""
 
     def base(self, feats):
+        """[T, C] rows -> [num_clips, C] float32, the reference's values bit for bit.
+
+        The edges e_k = round(k / P * T) (P = ``num_clips``) are computed in float32
+        tensors, k / P rounded before the product as its CPU datasets compute it, and
+        clamped to T - 1: no clip averages the last row (an empty one may copy it).
+        The rows before the last edge are cut at the inner edges, and each non-empty
+        piece is reduced by its own torch ``mean`` over dim 0 (the very slice its code
+        averages, hence the same float32 sums); an empty piece (e_k >= e_k+1) stands
+        for row e_k.
+        """
         rows = torch.from_numpy(np.ascontiguousarray(feats, dtype=np.float32))
         if self.normalize:
             rows = F.normalize(rows, dim=1)
-        total = rows.shape[0]
-        bounds = torch.arange(0, self.num_clips + 1, 1.0) / self.num_clips * total
-        bounds = torch.clamp(torch.round(bounds).long(), max=total - 1).tolist()
-        clips = [rows[start] if start >= end else rows[start:end].mean(dim=0)
-                 for start, end in zip(bounds[:-1], bounds[1:])]
-        return torch.stack(clips).numpy()
+        count = rows.shape[0]
+        edges = torch.arange(self.num_clips + 1, dtype=torch.float32).div(self.num_clips).mul(count)
+        edges = edges.round().long().clamp(max=count - 1).tolist()
+        pieces = torch.tensor_split(rows[:edges[-1]], edges[1:-1])
+        return torch.stack([piece.mean(dim=0) if len(piece) else rows[edge]
+                            for piece, edge in zip(pieces, edges)]).numpy()
 
     def take(self, base, rng=None):
         return base, 0, len(base)
