@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 CONFIG = os.path.join(REPO, "configs", "ms2dtan_synthetic.yaml")
 SHORT = ["MODEL.DEVICE", "cpu", "SOLVER.LOG_PERIOD", "4", "SOLVER.TEST_PERIOD", "0", "SOLVER.MAX_EPOCH", "3",
-         "SOLVER.ITERS_PER_EPOCH", "30", "SOLVER.MILESTONES", "(3,)", "SOLVER.LR", "0.003"]
+         "SOLVER.ITERS_PER_EPOCH", "20", "SOLVER.MILESTONES", "(3,)", "SOLVER.LR", "0.005"]
 
 
 def train_args(root, out, *extra):
@@ -31,7 +31,7 @@ def train_args(root, out, *extra):
 
 @pytest.fixture(scope="module")
 def trained(synthetic_root, tmp_path_factory):
-    """Three short epochs of MS_TAN (90 iterations, about 20 s), then the test of the final model."""
+    """Three short epochs of MS_TAN (60 iterations, about 20 s), then the test of the final model."""
     out = tmp_path_factory.mktemp("ms2dtan") / "out"
     proc = run_tool("train_net", *train_args(synthetic_root, out), env=ONE_THREAD, cwd=str(out.parent))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
@@ -45,7 +45,7 @@ def test_it_trains_beats_its_untrained_model_and_its_checkpoint_tests_alone(trai
                     str(tmp_path / "untrained"), *SHORT, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     untrained = metrics(tmp_path / "untrained" / "inference" / "untrained")
-    assert final["R@1,IoU@0.5"] > untrained["R@1,IoU@0.5"] + 10, (final, untrained)
+    assert final["R@1,IoU@0.5"] > untrained["R@1,IoU@0.5"] + 8, (final, untrained)  # 26.9 against 14.0 here
     proc = run_tool("test_net", "--ckpt", str(trained / "model_final.pth"), "DATASETS.ROOT", synthetic_root,
                     "OUTPUT_DIR", str(tmp_path / "again"), cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
