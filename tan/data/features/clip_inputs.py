@@ -42,8 +42,9 @@ class ClipInput:
         return self.normalized(feats) if self.normalize else feats
 
     def take(self, base, rng=None):
-        """(rows [T', D] float32, index of the first clip taken, number of real rows) of one item."""
-        raise NotImplementedError
+        """(rows [T', D] float32, index of the first clip taken, number of real rows) of one item:
+        for a fixed-length input, the cached rows themselves."""
+        return base, 0, len(base)
 
     def describe(self):
         return f"{type(self).__name__}({self.num_clips}{'' if self.normalize else ', not normalised'})"
@@ -63,9 +64,6 @@ class ResampledClips(ClipInput):
     def base(self, feats):
         return resample(super().base(feats), self.num_clips)
 
-    def take(self, base, rng=None):
-        return base, 0, len(base)
-
 
 def middle_rows(num_rows, num_clips):
     """The row standing for each of ``num_clips`` buckets over ``num_rows`` rows: bucket
@@ -83,9 +81,6 @@ class SampledClips(ClipInput):
     def base(self, feats):
         feats = super().base(feats)
         return np.ascontiguousarray(feats[middle_rows(len(feats), self.num_clips)])
-
-    def take(self, base, rng=None):
-        return base, 0, len(base)
 
 
 class NativeClips(ClipInput):

@@ -52,7 +52,7 @@ def duration_seconds(n, durations):
     return torch.stack([starts, starts + lengths[:, None, :]], dim=-1)
 
 
-def map_candidates(scores, valid, seconds):
+def joined_candidates(scores, valid, seconds):
     """Candidates of joined maps: ``scores`` [B, N, N] (0 where invalid), ``seconds`` [N, N, 2] or
     [B, N, N, 2]; only the cells some scale covers (``valid`` [N, N], any row of the batch)."""
     b, n, _ = scores.shape
@@ -62,7 +62,7 @@ def map_candidates(scores, valid, seconds):
     return Candidates(scores.reshape(b, n * n)[:, cells].float(), seconds, spans)
 
 
-def picture(scores, valid, seconds):
+def joined_picture(scores, valid, seconds):
     """The ScoreMap of joined maps (start x duration, as the model has them)."""
     seconds = seconds if seconds.dim() == 4 else seconds[None].expand(scores.shape[0], -1, -1, -1)
     return ScoreMap(scores, valid, seconds[..., 0], seconds[..., 1], row_label="start clip i",

@@ -16,7 +16,8 @@ from .clips import MiddleRowClips, WindowClips
 from .config import add_ms_tan_config, anchor_counts, validate_ms_tan_config
 from .foreign import from_experiment_file
 from .fusion import SentenceMapFusion
-from .layout import duration_seconds, iou_targets, joined_map, map_candidates, picture, rescaled, window_seconds
+from .layout import (duration_seconds, iou_targets, joined_candidates, joined_map, joined_picture, rescaled,
+                     window_seconds)
 from .map_convs import MAP_CONVS, ProposalHead
 from .proposals import ClipPool, MultiScaleProposals
 
@@ -115,11 +116,11 @@ class MultiScaleTAN(GroundingModel):
 
     def candidates(self, output, durations):
         scores, valid = self._joined(output)
-        return map_candidates(scores, valid.any(dim=0), self._seconds(scores.shape[-1], durations))
+        return joined_candidates(scores, valid.any(dim=0), self._seconds(scores.shape[-1], durations))
 
     def score_map(self, output, durations):
         scores, valid = self._joined(output)
-        return picture(scores, valid, self._seconds(scores.shape[-1], durations))
+        return joined_picture(scores, valid, self._seconds(scores.shape[-1], durations))
 
     def losses(self, output, batch):
         """The rescaled BCE of every scale, summed (docs/ms2dtan.md §7)."""

@@ -40,6 +40,3 @@ class AveragedClips(ClipInput):
         pieces = torch.tensor_split(rows[:edges[-1]], edges[1:-1])
         return torch.stack([piece.mean(dim=0) if len(piece) else rows[edge]
                             for piece, edge in zip(pieces, edges)]).numpy()
-
-    def take(self, base, rng=None):
-        return base, 0, len(base)
