@@ -36,6 +36,7 @@ import torch
 from benchmarking import mmn_workloads as M
 from benchmarking import ms2dtan_workloads as MS
 from benchmarking import workloads as W
+from benchmarking.memory import step_memory
 from tan.cli.exits import run_cli
 from tan.config import load_config
 from tan.data import RunData
@@ -77,7 +78,7 @@ def preset_overrides(name, architecture):
     shared = preset["shared"] if architecture in SHARED_KEYS else []
     keys = [f"MODEL.{architecture}.{k}" for k in shared[0::2]]
     return [x for pair in zip(keys, shared[1::2]) for x in pair] + preset[architecture]
-WORKLOADS = ("train", "inference", "predictor", "eval", "data")
+WORKLOADS = ("train", "memory", "inference", "predictor", "eval", "data")
 
 
 def _workloads(text):
@@ -129,7 +130,7 @@ def measure(cfg, impl, device, args):
     mmn = architecture == "MMN"
     # the model's workloads; data loading is shared, and so is the evaluation except for MS_TAN
     steps = {"MMN": M, "MS_TAN": MS}.get(architecture, W)
-    need_model = {"train", "inference", "predictor"} & set(args.only)
+    need_model = {"train", "memory", "inference", "predictor"} & set(args.only)
     model = steps.build(cfg, impl, device) if need_model else None
     if mmn:
         batch = M.random_video_batch(cfg, batch_size, args.sentences_per_video, device)
@@ -142,6 +143,9 @@ def measure(cfg, impl, device, args):
         out["train_samples_per_s"] = batch_size / seconds
         out["train_peak_memory_gb"] = W.peak_memory_gb(device)
         model = steps.build(cfg, impl, device)  # fresh weights for the next workloads
+    if "memory" in args.only and steps is not MS:
+        out.update(measure_memory(steps.train_step_fn(cfg, impl, model, batch, device), batch_size, device))
+        model = steps.build(cfg, impl, device)
     if "inference" in args.only:
         seconds = timer(steps.inference_step_fn(cfg, impl, model, batch, device))
         out["inference_samples_per_s"] = batch_size / seconds
@@ -173,6 +177,15 @@ def measure(cfg, impl, device, args):
     return out
 
 
+def measure_memory(step, batch_size, device):
+    """Activation memory per sample of a training step (after one untimed step: the
+    optimizer's state exists), from the allocator's records (benchmarking/memory.py)."""
+    step()
+    kept, peak = step_memory(step, device)
+    per_sample = (lambda b: b / batch_size / 1e9 if b is not None else None)
+    return {"train_activation_gb_per_sample": per_sample(kept), "train_peak_growth_gb_per_sample": per_sample(peak)}
+
+
 def _dense(cfg):
     cfg = cfg.clone()
     cfg.defrost()
@@ -194,6 +207,8 @@ def describe_machine(device):
 
 
 ROWS = [("train_samples_per_s", "train samples/s", "{:.1f}"), ("train_peak_memory_gb", "train peak memory GB", "{:.2f}"),
+        ("train_activation_gb_per_sample", "train activations kept GB/sample", "{:.3f}"),
+        ("train_peak_growth_gb_per_sample", "train step peak growth GB/sample", "{:.3f}"),
         ("inference_samples_per_s", "inference samples/s", "{:.1f}"),
         ("inference_peak_memory_gb", "inference peak memory GB", "{:.2f}"),
         ("predictor_train_samples_per_s", "predictor fwd+bwd samples/s", "{:.1f}"),
@@ -221,7 +236,7 @@ def format_report(report):
         cells = "".join(f"{(fmt.format(v) if v is not None else '-'):>14}" for v in values)
         ratio = ""
         if len(impls) == 2 and None not in values and values[1]:
-            lower_is_better = "memory" in key or "eval_" in key
+            lower_is_better = "memory" in key or "eval_" in key or "_gb_per_sample" in key
             r = values[1] / values[0] if lower_is_better else values[0] / values[1]
             ratio = f"{r:>13.2f}x"
         lines.append(f"{label:38}{cells}{ratio}")

@@ -51,6 +51,10 @@ def add_map_config(node, input_size=4096):
     # docs/mmn.md §2.1); 0 runs the dense convs of the reference. Same results
     # up to float rounding.
     node.PREDICTOR.STRIP_ROWS = 16
+    # With strips, in training: drop the layers' stored activations after the
+    # forward and recompute them in the backward (activation checkpointing).
+    # Same gradients, exactly; less memory, one more forward of the stack.
+    node.PREDICTOR.RECOMPUTE = False
 
     node.LOSS = CN()
     # Temporal IoU mapped to target 0 (and below).
@@ -61,7 +65,7 @@ def add_map_config(node, input_size=4096):
 
 
 # The shared keys that may change between the runs of a folder (the same convolutions, computed where needed).
-MAP_RUNTIME_KEYS = ("PREDICTOR.STRIP_ROWS",)
+MAP_RUNTIME_KEYS = ("PREDICTOR.STRIP_ROWS", "PREDICTOR.RECOMPUTE")
 
 
 def valid_cells(n, pooling_counts):

@@ -1,7 +1,9 @@
 """Sentence encoding and fusion with the 2D map (docs/model.md §4)."""
+import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..map2d.band import to_band, to_dense
 from ..map2d.sentence import last_word_states
 
 
@@ -19,9 +21,16 @@ class SentenceMapFusion(nn.Module):
         # queries: [B, L, E], wordlens: [B] -> [B, Hq] (output at the last real word)
         return last_word_states(self.lstm, queries, wordlens)
 
+    def sentence(self, queries, wordlens):
+        """[B, H]: the sentence in the map's channels."""
+        return self.fc(self.encode_sentence(queries, wordlens))
+
     def forward(self, queries, wordlens, map2d):
-        sentence = self.fc(self.encode_sentence(queries, wordlens))  # [B, H]
-        map2d = self.conv(map2d)  # [B, H, N, N]
+        return self.fuse(self.sentence(queries, wordlens), map2d)
+
+    def fuse(self, sentence, map2d):
+        """sentence [B, H], map2d [B, H, N, N] -> the fused map [B, H, N, N]."""
+        map2d = self.conv(map2d)
         fused = F.normalize(sentence[:, :, None, None] * map2d, dim=1)
         # Under autocast the norm runs in float32; keep the big map in the conv's dtype.
         return fused.to(map2d.dtype)
@@ -32,3 +41,86 @@ def build_integrator(cfg):
     return SentenceMapFusion(cfg.INPUT.PRE_QUERY_SIZE, tan.INTEGRATOR.QUERY_HIDDEN_SIZE,
                              tan.FEATPOOL.HIDDEN_SIZE, tan.INTEGRATOR.LSTM.NUM_LAYERS,
                              tan.INTEGRATOR.LSTM.BIDIRECTIONAL)
+
+
+class FusedBand(torch.autograd.Function):
+    """:meth:`SentenceMapFusion.fuse` on the map's valid cells, returning the fused map's
+    band (the padded map at the predictor's ``band_in``), and saving only its inputs.
+
+    Its backward recomputes the fusion and runs, step by step, the operations
+    autograd would run for it (so float32 gradients are bit for bit those of the
+    stored path), freeing each full map as soon as it is no longer needed: at most
+    three or four of them exist at once instead of the seven autograd keeps.
+    ``where`` = (valid cells' flat index, N, the sentences' videos or None,
+    padding, band_in)."""
+
+    @staticmethod
+    def forward(ctx, cells, sentence, weight, bias, where):
+        m = F.conv2d(_map(cells, where), weight, bias)
+        fused = F.normalize(sentence[:, :, None, None] * m, dim=1).to(m.dtype)
+        ctx.where, ctx.dtype = where, m.dtype
+        ctx.save_for_backward(cells, sentence, weight, bias)
+        _, _, _, padding, band_in = where
+        return to_band(F.pad(fused, [padding] * 4), band_in)
+
+    @staticmethod
+    def backward(ctx, grad_band):
+        cells, sentence, weight, bias = ctx.saved_tensors
+        where, dtype = ctx.where, ctx.dtype
+        _, n, _, padding, band_in = where
+        with torch.autocast(grad_band.device.type, enabled=False):
+            weight, bias = weight.to(dtype), bias.to(dtype)
+            s4 = sentence[:, :, None, None]
+            p = s4 * F.conv2d(_map(cells, where).to(dtype), weight, bias)
+            grad_p = _normalize_backward(p, _unpad(grad_band, band_in, n, padding)).to(p.dtype)
+            del p
+            m = F.conv2d(_map(cells, where).to(dtype), weight, bias)
+            grad_s4 = (grad_p * m).sum_to_size(s4.shape)
+            del m
+            grad_m = grad_p.mul_(s4)
+            x = _map(cells, where).to(dtype)
+            gx, gw, gb = torch.ops.aten.convolution_backward(grad_m, x, weight, [weight.shape[0]], [1, 1], [0, 0],
+                                                             [1, 1], False, [0, 0], 1,
+                                                             [ctx.needs_input_grad[0], True, True])
+        grad_cells = _map_backward(gx, where, cells.shape[0]).to(cells.dtype) if gx is not None else None
+        return grad_cells, grad_s4.view(sentence.shape).to(sentence.dtype), gw, gb, None
+
+
+def _map(cells, where):
+    """The dense map of each sentence [B, H, N, N] from the videos' valid cells [V, H, C]."""
+    valid, n, video_index, _, _ = where
+    map2d = to_dense(cells, valid, n)
+    return map2d[video_index] if video_index is not None else map2d
+
+
+def _map_backward(grad_map, where, videos):
+    """The valid cells' gradient [V, H, C] from that of the sentences' maps."""
+    valid, _, video_index, _, _ = where
+    if video_index is not None:  # the gather's backward: each video sums its sentences'
+        grad_map = grad_map.new_zeros((videos,) + grad_map.shape[1:]).index_put_((video_index,), grad_map,
+                                                                                accumulate=True)
+    return to_band(grad_map, valid)
+
+
+def _unpad(grad_band, band_in, n, padding):
+    """The gradient of the unpadded fused map [B, H, N, N] from that of its band."""
+    b, h, _ = grad_band.shape
+    side = n + 2 * padding
+    grad = grad_band.new_zeros(b, h, side * side).index_add_(2, band_in, grad_band).view(b, h, side, side)
+    return grad[:, :, padding:padding + n, padding:padding + n]
+
+
+def _normalize_backward(p, grad, eps=1e-12):
+    """Gradient of F.normalize(p, dim=1) [B, H, N, N] in float32 at least, from that of its output:
+    autograd's formulas for the division, the clamp and the norm, in its order."""
+    exact = torch.promote_types(p.dtype, torch.float32)  # float32 at least (float64 stays)
+    p, grad = p.to(exact), grad.to(exact)
+    norm = torch.linalg.vector_norm(p, 2, dim=1, keepdim=True)
+    denom = norm.clamp_min(eps).expand_as(p)
+    t = p / denom
+    grad_denom = t.div_(denom).mul_(grad).neg_().sum_to_size(norm.shape)
+    del t
+    grad_p = grad / denom
+    del grad
+    grad_norm = torch.where(norm >= eps, grad_denom, torch.zeros((), device=p.device))
+    return grad_p.add_(grad_norm * (p / norm).masked_fill_(norm == 0, 0))

@@ -2,13 +2,14 @@
 import torch
 
 from ...config.models import register_model
+from ..map2d.band import to_band
 from ..map2d.config import MAP_RUNTIME_KEYS
 from ..map2d.feat2d import build_feat2d
 from ..map2d.featpool import build_featpool
 from ..map2d.iou_loss import ScaledIoULoss
 from ..meta_arch import GroundingModel
 from .config import add_tan_config, validate_tan_config
-from .integrator import build_integrator
+from .integrator import FusedBand, build_integrator
 from .predictor import build_predictor
 
 
@@ -40,10 +41,22 @@ class TAN(GroundingModel):
         """map2d [V, H, N, N], queries [B, L, E], wordlens [B] -> logits [B, N, N].
         Sentence b asks about video ``video_index[b]``; without an index, about
         video b, or about the only one (V = 1, shared through broadcasting)."""
+        if self.predictor.stores_bands:
+            return self._ground_in_bands(map2d, queries, wordlens, video_index)
         if video_index is not None:
             map2d = map2d[video_index]
         fused = self.integrator(queries, wordlens, map2d)  # [B, H, N, N]
         return self.predictor(fused)
+
+    def _ground_in_bands(self, map2d, queries, wordlens, video_index):
+        """:meth:`ground` for training: the same operations, but what autograd keeps is
+        compact: the map's valid cells, the sentence and one band per predictor layer."""
+        predictor = self.predictor
+        cells = to_band(map2d, predictor.valid_cells)  # the map is zero elsewhere
+        sentence = self.integrator.sentence(queries, wordlens)
+        where = (predictor.valid_cells, self.mask2d.shape[-1], video_index, predictor.padding, predictor.band_in)
+        band = FusedBand.apply(cells, sentence, self.integrator.conv.weight, self.integrator.conv.bias, where)
+        return predictor.forward_band(band)
 
     def scores(self, logits):
         """Inference scores: sigmoid, zero outside the valid cells."""

@@ -3,20 +3,26 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..map2d.band import BandConv, BandLayer, needed_band, to_band, to_dense
+from ..map2d.recompute import recomputed
 from ..map2d.strips import build_weight_maps, needed_cells, strip_conv, strip_plan
 
 
 class ProposalConv(nn.Module):
     """``strip_rows`` > 0 computes each conv only on row strips that cover the
     cells the valid outputs depend on (about half of the dense work for the
-    reference settings). The valid cells' logits and all gradients are those of
-    the dense stack (up to the order of float sums); other cells of the
-    returned logits are not meaningful, as in the reference they are masked."""
+    reference settings), and in training stores only those cells for the
+    backward (:mod:`tan.modeling.map2d.band`). The valid cells' logits and all
+    gradients are those of the dense stack (up to the order of float sums);
+    other cells of the returned logits are not meaningful, as in the reference
+    they are masked."""
 
-    def __init__(self, input_size, hidden_size, kernel_size, num_stack_layers, mask2d, strip_rows=0):
+    def __init__(self, input_size, hidden_size, kernel_size, num_stack_layers, mask2d, strip_rows=0,
+                 recompute=False):
         super().__init__()
         self.padding = (kernel_size - 1) * num_stack_layers // 2
         self.kernel_size = kernel_size
+        self.recompute = recompute
         convs = [nn.Conv2d(input_size, hidden_size, kernel_size, padding=self.padding)]
         convs += [nn.Conv2d(hidden_size, hidden_size, kernel_size) for _ in range(num_stack_layers - 1)]
         self.convs = nn.ModuleList(convs)
@@ -27,9 +33,31 @@ class ProposalConv(nn.Module):
         self.plans = None
         if strip_rows > 0:
             self.plans = [strip_plan(n, strip_rows) for n in needed_cells(mask2d, weight_maps, kernel_size)]
+            band_in, bands = needed_band(mask2d, weight_maps, kernel_size, self.padding)
+            self.register_buffer("band_in", band_in, persistent=False)
+            for index, (cells, weight) in enumerate(zip(bands, weight_maps)):
+                self.register_buffer(f"band_{index}", cells, persistent=False)
+                self.register_buffer(f"band_weights_{index}", weight.flatten()[cells], persistent=False)
+            sizes = [w.shape[-1] for w in weight_maps]
+            inputs = [(band_in, sizes[0] + kernel_size - 1)] + list(zip(bands[:-1], sizes[:-1]))
+            self._layers = [BandLayer(cells, in_size, out, size, plan, kernel_size)
+                            for (cells, in_size), out, size, plan in zip(inputs, bands, sizes, self.plans)]
+            self._layers_on = {}  # device -> the layers with their index tensors there
+
+    @property
+    def valid_cells(self):
+        """The valid cells' flat row-major index (the last layer's band), with strips."""
+        return getattr(self, f"band_{len(self.convs) - 1}")
+
+    @property
+    def stores_bands(self):
+        """Whether a forward now keeps only the bands for its backward (strips, autograd recording)."""
+        return self.plans is not None and torch.is_grad_enabled()
 
     def forward(self, x):
         # x: [B, H, N, N]
+        if self.stores_bands:
+            return self.forward_band(to_band(F.pad(x, [self.padding] * 4), self.band_in))
         if self.plans is not None:
             x = F.pad(x, [self.padding] * 4)
         for index, conv in enumerate(self.convs):
@@ -39,13 +67,42 @@ class ProposalConv(nn.Module):
             else:
                 x = strip_conv(conv, x, self.plans[index], weight.shape[-1])
             x = x.relu() * weight.to(x.dtype)  # stay in the autocast dtype (a float32 map would promote)
-        # The 1 x 1 scoring conv runs in float32 under mixed precision: bf16
-        # logits (8 significant bits) would tie many candidates and blur the ranking.
+        return self.score(x)
+
+    def score(self, x):
+        """[B, H, N, N] last activations -> logits [B, N, N]. The 1 x 1 scoring conv runs in
+        float32 under mixed precision: bf16 logits (8 significant bits) would tie many
+        candidates and blur the ranking."""
         with torch.autocast(x.device.type, enabled=False):
             return self.pred(x.to(self.pred.weight.dtype)).squeeze(1)  # [B, N, N], batch kept for B = 1
+
+    def band_layers(self):
+        """The layers' band geometry on the model's device."""
+        device = self.band_in.device
+        if device not in self._layers_on:
+            self._layers_on[device] = [layer.to(device) for layer in self._layers]
+        return self._layers_on[device]
+
+    def forward_band(self, band):
+        """The input's band (the padded input at ``band_in``, [B, H, M]) -> logits [B, N, N],
+        storing one band per layer for the backward (or, with ``recompute``, none)."""
+        if self.recompute:
+            return recomputed(self._stack, band)
+        return self._stack(band)
+
+    def _stack(self, band):
+        for index, (conv, layer) in enumerate(zip(self.convs, self.band_layers())):
+            band = BandConv.apply(band, conv.weight, conv.bias, getattr(self, f"band_weights_{index}"), layer)
+        # the scoring conv on the dense map it always read, rebuilt in its backward (1 channel out: cheap)
+        return recomputed(self._score_band, band)
+
+    def _score_band(self, band):
+        last = len(self.convs) - 1
+        return self.score(to_dense(band, getattr(self, f"band_{last}"), getattr(self, f"weight_map_{last}").shape[-1]))
 
 
 def build_predictor(cfg, mask2d):
     tan = cfg.MODEL.TAN
     return ProposalConv(tan.FEATPOOL.HIDDEN_SIZE, tan.PREDICTOR.HIDDEN_SIZE, tan.PREDICTOR.KERNEL_SIZE,
-                        tan.PREDICTOR.NUM_STACK_LAYERS, mask2d, tan.PREDICTOR.STRIP_ROWS)
+                        tan.PREDICTOR.NUM_STACK_LAYERS, mask2d, tan.PREDICTOR.STRIP_ROWS,
+                        tan.PREDICTOR.RECOMPUTE)

@@ -1,0 +1,311 @@
+"""Band storage for a stack of masked 2D convolutions in training
+(docs/model.md §5.5, docs/mmn.md §2.2).
+
+Autograd, left alone, keeps for every layer a zero-filled full map, the
+ReLU's output and the padded input of each strip: several dense maps per
+layer, most of it zeros or copies. Here each layer is one autograd function
+whose output is the layer's *band*: its values at the cells that later
+layers and the loss can depend on, stored as ``[B, C, M]`` (M cells, in the
+row-major order of a flat index). The function saves its input band, which
+is the previous layer's output (the same storage), so a stack keeps one band
+per layer. Dense maps exist only inside a function, for the duration of its
+forward or backward: the strips are convolved as in
+:func:`tan.modeling.map2d.strips.strip_conv`, on a map rebuilt from the band.
+
+Two kinds of layer:
+
+* :class:`BandConv`: conv -> ReLU -> weight map (2D-TAN), or the conv alone
+  (MMN's first layer). The band holds the activations; their sign is the
+  ReLU's mask, so one tensor per layer serves the backward of all three steps.
+* :class:`NormalizedBandConv`: batch norm -> ReLU -> weight map of the
+  previous layer, then conv (MMN). The band holds the raw conv outputs; the
+  normalisation is recomputed from them (element-wise, cheap), and the batch
+  statistics come from :class:`BandStatistics`, whose backward is the exact
+  derivative of the closed form that counts the cells outside the band as
+  the conv's bias.
+
+Both compute every product and sum the dense stack computes at the cells
+that matter; their gradients equal the dense stack's up to the order of
+float sums (tests/test_band.py, in float64).
+"""
+import torch
+from torch.autograd.function import once_differentiable
+from torch.nn import functional as F
+
+from .strips import needed_cells
+
+CONV_ARGS = ([1, 1], [0, 0], [1, 1], False, [0, 0], 1)  # stride, padding, dilation, transposed, output padding, groups
+
+
+def flat_cells(mask):
+    """[S, S] bool -> the flat row-major indices of its true cells (int64)."""
+    return mask.flatten().nonzero().flatten()
+
+
+def window_reach(mask, kernel_size):
+    """[S, S] bool output cells -> [S + K - 1, S + K - 1] bool: the input cells their K x K windows read."""
+    ones = torch.ones(1, 1, kernel_size, kernel_size)
+    return F.conv_transpose2d(mask.float()[None, None], ones)[0, 0] > 0
+
+
+class BandLayer:
+    """One layer's geometry: its input band (``in_cells`` of an ``in_size`` square), its
+    output band (``out_cells`` of an ``out_size`` square) and the strips (r0, r1, c0, c1)
+    of the output that are convolved. For each strip it holds which band cells fall in
+    the input window the strip reads and in the strip itself (their positions in the
+    band and inside the window), so that a strip's input is assembled from the band
+    directly and no full map is ever built."""
+
+    def __init__(self, in_cells, in_size, out_cells, out_size, plan, kernel_size):
+        k = kernel_size
+        self.plan = list(plan) if plan is not None else [(0, out_size, 0, out_size)]
+        self.kernel_size, self.in_size, self.out_size = k, in_size, out_size
+        self.num_in, self.num_out = len(in_cells), len(out_cells)
+        ins = [_cells_in(in_cells, in_size, (r0, r1 + k - 1, c0, c1 + k - 1)) for r0, r1, c0, c1 in self.plan]
+        outs = [_cells_in(out_cells, out_size, rect) for rect in self.plan]
+        if sum(len(p) for p, _ in outs) != len(out_cells):
+            raise ValueError("the strips do not cover every cell of the output band")
+        self.in_counts = [len(p) for p, _ in ins]
+        self.out_counts = [len(p) for p, _ in outs]
+        self.tensors = {"in_pos": torch.cat([p for p, _ in ins]), "in_local": torch.cat([q for _, q in ins]),
+                        "out_pos": torch.cat([p for p, _ in outs]), "out_local": torch.cat([q for _, q in outs])}
+
+    def to(self, device):
+        """This geometry with its index tensors on ``device`` (a shallow copy)."""
+        moved = object.__new__(BandLayer)
+        moved.__dict__.update(self.__dict__)
+        moved.tensors = {k: v.to(device) for k, v in self.tensors.items()}
+        return moved
+
+    def pieces(self, reverse=False):
+        """Per strip: (rectangle, input positions, their places in the window, output positions, places)."""
+        t = self.tensors
+        ins = zip(t["in_pos"].split(self.in_counts), t["in_local"].split(self.in_counts))
+        outs = zip(t["out_pos"].split(self.out_counts), t["out_local"].split(self.out_counts))
+        pieces = [(rect, *i, *o) for rect, i, o in zip(self.plan, ins, outs)]
+        return reversed(pieces) if reverse else pieces
+
+
+def _cells_in(cells, size, rect):
+    """(positions in ``cells`` of those inside ``rect`` = (r0, r1, c0, c1), their flat index in the rectangle)."""
+    r0, r1, c0, c1 = rect
+    rows, cols = cells // size, cells % size
+    inside = ((rows >= r0) & (rows < r1) & (cols >= c0) & (cols < c1)).nonzero().flatten()
+    return inside, (rows[inside] - r0) * (c1 - c0) + (cols[inside] - c0)
+
+
+def compute_dtype(x):
+    """The dtype the convolutions run in: autocast's where it is on, else the input's."""
+    device = x.device.type
+    if torch.is_autocast_enabled(device):
+        return torch.get_autocast_dtype(device)
+    return x.dtype
+
+
+def to_dense(band, cells, size):
+    """[B, C, M] values of ``cells`` -> [B, C, size, size], zero elsewhere."""
+    b, c, _ = band.shape
+    dense = band.new_zeros(b, c, size * size)
+    dense.index_copy_(2, cells, band)
+    return dense.view(b, c, size, size)
+
+
+def to_band(dense, cells):
+    """[B, C, S, S] -> [B, C, M]: the values of ``cells``."""
+    return dense.flatten(2).index_select(2, cells)
+
+
+def _window(band, positions, places, rows, cols):
+    """The band's values in a rows x cols window, zero elsewhere: [B, C, rows, cols]."""
+    b, c, _ = band.shape
+    window = band.new_zeros(b, c, rows * cols)
+    window.index_copy_(2, places, band.index_select(2, positions))
+    return window.view(b, c, rows, cols)
+
+
+def conv_strips(band, weight, bias, layer, activate=False):
+    """The layer's conv (then ReLU if ``activate``) at its output band, strip by strip: [B, C_out, M_out]."""
+    k = layer.kernel_size
+    out = band.new_empty(band.shape[0], weight.shape[0], layer.num_out)
+    for (r0, r1, c0, c1), in_pos, in_places, out_pos, out_places in layer.pieces():
+        y = F.conv2d(_window(band, in_pos, in_places, r1 - r0 + k - 1, c1 - c0 + k - 1), weight, bias)
+        if activate:
+            y = y.relu_()
+        out.index_copy_(2, out_pos, y.flatten(2).index_select(2, out_places))
+    return out
+
+
+def conv_strips_backward(grad, band, weight, layer, need_input):
+    """Gradients of :func:`conv_strips` (input band or None, weight, bias) from that of its
+    output band. The strips are taken last to first, the order in which autograd sums
+    them for the dense strip path, so that float32 results are bit for bit the same."""
+    k = layer.kernel_size
+    grad_band = band.new_zeros(band.shape) if need_input else None
+    grad_w = grad_b = None
+    for (r0, r1, c0, c1), in_pos, in_places, out_pos, out_places in layer.pieces(reverse=True):
+        rows, cols = r1 - r0 + k - 1, c1 - c0 + k - 1
+        gx, gw, gb = torch.ops.aten.convolution_backward(
+            _window(grad, out_pos, out_places, r1 - r0, c1 - c0), _window(band, in_pos, in_places, rows, cols),
+            weight, [weight.shape[0]], *CONV_ARGS, [need_input, True, True])
+        grad_w = gw if grad_w is None else grad_w.add_(gw)
+        grad_b = gb if grad_b is None else grad_b.add_(gb)
+        if need_input:
+            grad_band.index_add_(2, in_pos, gx.flatten(2).index_select(2, in_places))
+    return grad_band, grad_w, grad_b
+
+
+class BandConv(torch.autograd.Function):
+    """in band [B, C_in, M_in] -> the layer's conv at its output band [B, C_out, M_out];
+    with ``cell_weights`` [M_out], followed by ReLU and the weight map (2D-TAN's layer)."""
+
+    @staticmethod
+    def forward(ctx, band, weight, bias, cell_weights, layer):
+        dtype = compute_dtype(band)
+        activated = cell_weights is not None
+        with torch.autocast(band.device.type, enabled=False):
+            out = conv_strips(band.to(dtype), weight.to(dtype), bias.to(dtype), layer, activate=activated)
+            if activated:
+                out = out.mul_(cell_weights.to(dtype))
+        ctx.layer, ctx.dtype, ctx.activated = layer, dtype, activated
+        # The output is saved for the ReLU's mask only (its sign); a raw layer needs none.
+        ctx.save_for_backward(band, weight, cell_weights, out if activated else None)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out):
+        band, weight, cell_weights, out = ctx.saved_tensors
+        dtype = ctx.dtype
+        grad = grad_out.to(dtype)
+        if ctx.activated:  # weight map, then the ReLU's mask: the dense stack's two steps, in its order.
+            # In place: the incoming gradient is the next layer's fresh input gradient, used nowhere else.
+            grad = grad.mul_(cell_weights.to(dtype)).masked_fill_(out <= 0, 0)
+        grad_band, gw, gb = conv_strips_backward(grad, band.to(dtype), weight.to(dtype), ctx.layer,
+                                                 ctx.needs_input_grad[0])
+        if grad_band is not None:
+            grad_band = grad_band.to(band.dtype)
+        return grad_band, gw.to(weight.dtype), gb.to(weight.dtype), None, None
+
+
+def _exact(x):
+    """``x`` in float32 at least (batch-norm arithmetic; float64 stays float64)."""
+    return x.to(torch.promote_types(x.dtype, torch.float32))
+
+
+def activate(y, mean, invstd, gamma, beta, cell_weights):
+    """Batch norm with the given statistics, ReLU, weight map, on a band [B, C, M].
+    Returns (the float32 normalised values, the activations in y's dtype)."""
+    scale = _exact(gamma) * invstd
+    shift = _exact(beta) - mean * scale
+    a = _exact(y) * scale[:, None] + shift[:, None]
+    return a, a.to(y.dtype).relu() * cell_weights.to(y.dtype)
+
+
+def activate_backward(grad_x, y, a, mean, invstd, gamma, cell_weights):
+    """Gradients of :func:`activate` for (y, mean, invstd, gamma, beta), from that of its activations."""
+    grad_a = torch.where(a > 0, _exact(grad_x) * _exact(cell_weights), torch.zeros((), device=a.device))
+    scale = _exact(gamma) * invstd
+    y32 = _exact(y)
+    grad_shift = grad_a.sum(dim=(0, 2))
+    grad_scale = (grad_a * y32).sum(dim=(0, 2)) - grad_shift * mean
+    grad_y = (grad_a * scale[:, None]).to(y.dtype)
+    return grad_y, -grad_shift * scale, grad_scale * _exact(gamma), grad_scale * invstd, grad_shift
+
+
+class NormalizedCells(torch.autograd.Function):
+    """:func:`activate` as one autograd step that saves only its input band."""
+
+    @staticmethod
+    def forward(ctx, y, mean, invstd, gamma, beta, cell_weights):
+        ctx.save_for_backward(y, mean, invstd, gamma, beta, cell_weights)
+        return activate(y, mean, invstd, gamma, beta, cell_weights)[1]
+
+    @staticmethod
+    def backward(ctx, grad_x):
+        y, mean, invstd, gamma, beta, cell_weights = ctx.saved_tensors
+        a, _ = activate(y, mean, invstd, gamma, beta, cell_weights)
+        return (*activate_backward(grad_x, y, a, mean, invstd, gamma, cell_weights), None)
+
+
+class BandStatistics(torch.autograd.Function):
+    """Training batch-norm statistics (mean, 1 / std, float32 [C]) of a conv output known
+    at its band ``y`` [B, C, M] of a ``size`` x ``size`` map, every other cell being
+    exactly the conv's ``bias`` (docs/mmn.md §2.1). Updates ``bn``'s running
+    statistics as BatchNorm2d does, unless ``update`` is False (a recomputation)."""
+
+    @staticmethod
+    def forward(ctx, y, bias, size, bn, update):
+        y32, b = _exact(y), _exact(bias)
+        total = y.shape[0] * size * size
+        missing = total - y.shape[0] * y.shape[2]
+        mean = (y32.sum(dim=(0, 2)) + missing * b) / total
+        var = ((y32 - mean[:, None]).pow(2).sum(dim=(0, 2)) + missing * (b - mean).pow(2)) / total
+        invstd = torch.rsqrt(var + bn.eps)
+        if update and bn.track_running_stats:
+            momentum = bn.momentum if bn.momentum is not None else 1.0 / float(bn.num_batches_tracked + 1)
+            bn.running_mean.mul_(1 - momentum).add_(momentum * mean)
+            bn.running_var.mul_(1 - momentum).add_(momentum * var * total / max(total - 1, 1))
+            bn.num_batches_tracked.add_(1)
+        ctx.total, ctx.missing = total, missing
+        ctx.save_for_backward(y, bias, mean, invstd)
+        return mean, invstd
+
+    @staticmethod
+    def backward(ctx, grad_mean, grad_invstd):
+        y, bias, mean, invstd = ctx.saved_tensors
+        total, missing = ctx.total, ctx.missing
+        # d var / d y = 2 (y - mean) / n: the terms through the mean cancel, since the
+        # deviations (band and bias cells together) sum to zero.
+        grad_var = grad_invstd * -0.5 * invstd.pow(3)
+        grad_y = (grad_mean / total)[:, None] + (2 * grad_var / total)[:, None] * (_exact(y) - mean[:, None])
+        grad_bias = (grad_mean + 2 * grad_var * (_exact(bias) - mean)) * missing / total
+        return grad_y.to(y.dtype), grad_bias.to(bias.dtype), None, None, None
+
+
+class NormalizedBandConv(torch.autograd.Function):
+    """Previous layer's raw band [B, C_in, M_in] -> batch norm (given statistics), ReLU and
+    its weight map, then this layer's conv: the raw conv outputs at its band [B, C_out, M_out]."""
+
+    @staticmethod
+    def forward(ctx, band, mean, invstd, gamma, beta, cell_weights, weight, bias, layer):
+        dtype = compute_dtype(band)
+        with torch.autocast(band.device.type, enabled=False):
+            _, x = activate(band, mean, invstd, gamma, beta, cell_weights)
+            out = conv_strips(x.to(dtype), weight.to(dtype), bias.to(dtype), layer)
+        ctx.layer, ctx.dtype = layer, dtype
+        ctx.save_for_backward(band, mean, invstd, gamma, beta, cell_weights, weight)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out):
+        band, mean, invstd, gamma, beta, cell_weights, weight = ctx.saved_tensors
+        layer, dtype = ctx.layer, ctx.dtype
+        a, x = activate(band, mean, invstd, gamma, beta, cell_weights)
+        gx, gw, gb = conv_strips_backward(grad_out.to(dtype), x.to(dtype), weight.to(dtype), layer, True)
+        grads = activate_backward(gx, band, a, mean, invstd, gamma, cell_weights)
+        grad_band, grad_mean, grad_invstd, grad_gamma, grad_beta = grads
+        return (grad_band, grad_mean, grad_invstd, grad_gamma.to(gamma.dtype), grad_beta.to(beta.dtype), None,
+                gw.to(weight.dtype), gb.to(weight.dtype), None)
+
+
+def needed_band(mask2d, weight_maps, kernel_size, padding):
+    """A stack without batch norm (2D-TAN): (the first layer's input band, as cells of
+    the padded input; each layer's output band). Layer l keeps the cells a valid
+    final cell depends on (:func:`needed_cells`); the first layer reads the input
+    wherever those cells' windows reach inside the N x N map (the padding is zero)."""
+    needed = needed_cells(mask2d, weight_maps, kernel_size)
+    n = mask2d.shape[-1]
+    inside = torch.zeros(n + 2 * padding, n + 2 * padding, dtype=torch.bool)
+    inside[padding:padding + n, padding:padding + n] = True
+    return flat_cells(window_reach(needed[0], kernel_size) & inside), [flat_cells(x) for x in needed]
+
+
+def live_band(mask2d, weight_maps, padding):
+    """A stack with batch norm in training (MMN): every cell of non-zero weight enters
+    the statistics, so layer l keeps the cells where W_l > 0; the first layer's input
+    (the 2D map) is zero outside the valid cells."""
+    n = mask2d.shape[-1]
+    padded = torch.zeros(n + 2 * padding, n + 2 * padding, dtype=torch.bool)
+    padded[padding:padding + n, padding:padding + n] = mask2d.cpu().bool()
+    return flat_cells(padded), [flat_cells(w.cpu() > 0) for w in weight_maps]
