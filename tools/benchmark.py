@@ -35,6 +35,7 @@ import torch
 
 from benchmarking import mmn_workloads as M
 from benchmarking import ms2dtan_workloads as MS
+from benchmarking import sweep
 from benchmarking import workloads as W
 from benchmarking.memory import step_memory
 from tan.cli.exits import run_cli
@@ -111,6 +112,10 @@ def parse_args(argv=None):
     parser.add_argument("--reference-eval-queries", type=int, default=200,
                         help="queries for the baseline's per-query loop (it is slow; the figure is per query)")
     parser.add_argument("--data-batches", type=int, default=50, help="batches read for the data-loading figure")
+    parser.add_argument("--sweep-n", type=sweep.parse_sizes, metavar="LIST",
+                        help="measure training (speed and memory) at each N of LIST (e.g. 64,128,256,512) instead, "
+                             "pooling counts extending TACoS's (tools/benchmarking/sweep.py)")
+    parser.add_argument("--plot", metavar="PNG", help="with --sweep-n: also draw the sweep (needs matplotlib)")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH ('-' for stdout)")
     parser.add_argument("opts", nargs=argparse.REMAINDER, metavar="KEY VALUE", help="config overrides")
     return parser.parse_args(argv)
@@ -263,6 +268,8 @@ def main(argv=None):
     if amp_is_emulated(cfg.SOLVER.AMP, device):
         print(f"warning: {slow_amp_warning(cfg.SOLVER.AMP)}", file=sys.stderr, flush=True)
     impls = ["ours", "reference"] if args.impl == "both" else [args.impl]
+    if args.sweep_n:
+        return run_sweep(args, opts, cfg, impls, device)
     ms_tan = cfg.MODEL.ARCHITECTURE == "MS_TAN"
     report = {"config": os.path.relpath(args.config_file), "preset": args.preset, "overrides": list(args.opts),
               "device": str(device), "machine": describe_machine(device), "torch": torch.__version__,
@@ -279,10 +286,34 @@ def main(argv=None):
         report["results"][impl] = measure(cfg, impl, device, args)
         print(f"measured {impl}", file=sys.stderr, flush=True)
     print(format_report(report))
-    if args.json == "-":
+    write_json(args.json, report)
+
+
+def write_json(path, report):
+    if path == "-":
         print(json.dumps(report, indent=2))
-    elif args.json:
-        atomic_write_text(args.json, json.dumps(report, indent=2) + "\n")
+    elif path:
+        atomic_write_text(path, json.dumps(report, indent=2) + "\n")
+
+
+def run_sweep(args, opts, cfg, impls, device):
+    """--sweep-n: training speed and memory at each N, ours beside the baseline."""
+    args.only = ["train", "memory"]
+    report = {"config": os.path.relpath(args.config_file), "preset": args.preset, "overrides": list(args.opts),
+              "architecture": cfg.MODEL.ARCHITECTURE, "device": str(device), "machine": describe_machine(device),
+              "torch": torch.__version__, "batch": args.batch or cfg.SOLVER.BATCH_SIZE, "amp": cfg.SOLVER.AMP,
+              "steps": args.steps, "impls": impls, "points": []}
+    for n in args.sweep_n:
+        cfg_n = load_config(args.config_file, opts + sweep.sweep_overrides(cfg, n))
+        point = {"n": n, "pooling_counts": sweep.long_video_counts(n), "results": {}}
+        for impl in impls:
+            point["results"][impl] = measure(cfg_n, impl, device, args)
+            print(f"measured {impl} at N {n}", file=sys.stderr, flush=True)
+        report["points"].append(point)
+    print(sweep.format_sweep(report))
+    write_json(args.json, report)
+    if args.plot:
+        sweep.plot_sweep(report, args.plot)
 
 
 if __name__ == "__main__":

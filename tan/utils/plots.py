@@ -14,7 +14,8 @@ SCORE_MAP_SIZE = (13, 5.5)  # inches: 1300 x 550 pixels
 CURVES_SIZE = (15, 4.5)  # 1500 x 450 pixels
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib's pyplot on the file-only Agg backend, or an error saying how to install it."""
     try:
         import matplotlib
     except ImportError:
@@ -25,7 +26,8 @@ def _pyplot():
     return plt
 
 
-def _save(fig, path):
+def save_figure(fig, path):
+    """``fig`` as a PNG at ``path``, written atomically."""
     from .io import atomic_write_bytes
     import io
     buffer = io.BytesIO()
@@ -37,7 +39,7 @@ def draw_score_map(path, picture, duration, gt, moments, moment_scores, title=""
     """``picture``: one query's map as its model draws it (values, valid, starts and ends
     [R, C] seconds, row and column labels; tan.structures.candidates.ScoreMap), gt (start,
     end) seconds, moments [k, 2] seconds (ranked)."""
-    plt = _pyplot()
+    plt = pyplot()
     from matplotlib.patches import Rectangle
     scores, valid = np.asarray(picture.values, dtype=np.float64), np.asarray(picture.valid, dtype=bool)
     starts, ends = np.asarray(picture.starts, dtype=np.float64), np.asarray(picture.ends, dtype=np.float64)
@@ -77,7 +79,7 @@ def draw_score_map(path, picture, duration, gt, moments, moment_scores, title=""
     if title:
         fig.suptitle(title, fontsize=11)
     fig.subplots_adjust(left=0.04, right=0.98, bottom=0.11, top=0.86, wspace=0.32)
-    _save(fig, path)
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -120,7 +122,7 @@ def read_metrics(path):
 
 def draw_curves(path, train, val, metrics=("R@1,IoU@0.5", "R@1,IoU@0.7", "R@5,IoU@0.5", "mIoU")):
     """Loss and learning rate per iteration; validation metrics per epoch."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, (ax_loss, ax_lr, ax_val) = plt.subplots(1, 3, figsize=CURVES_SIZE)
     if train:
         its = [r["iteration"] for r in train]
@@ -148,5 +150,5 @@ def draw_curves(path, train, val, metrics=("R@1,IoU@0.5", "R@1,IoU@0.7", "R@5,Io
     ax_val.set_ylabel("percent")
     ax_val.set_title("validation", fontsize=10)
     fig.subplots_adjust(left=0.05, right=0.98, bottom=0.14, top=0.9, wspace=0.25)
-    _save(fig, path)
+    save_figure(fig, path)
     plt.close(fig)

@@ -69,10 +69,27 @@ class SparseMaxPool2D(nn.Module):
             nxt = torch.maximum(prev[..., : n - w], prev[..., w:])  # windows of 2**k clips
             levels.append(nn.functional.pad(nxt, (0, n - nxt.shape[-1])))
         table = torch.cat(levels, dim=-1)  # [B, H, levels * N]
-        values = torch.maximum(table[..., self.left], table[..., self.right])  # [B, H, C]
+        values = PairMax.apply(table[..., self.left], table[..., self.right])  # [B, H, C]
         map2d = x.new_zeros(b, h, n * n)
         map2d[..., self.cells] = values
         return map2d.view(b, h, n, n)  # [B, H, N, N]
+
+
+class PairMax(torch.autograd.Function):
+    """torch.maximum(a, b) that keeps for its backward which of the two is larger
+    (one byte per value) instead of both operands. The gradient is autograd's
+    for maximum, exactly: to the larger, halved between the two on a tie."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward((a > b).to(torch.int8) - (a < b).to(torch.int8))
+        return torch.maximum(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (order,) = ctx.saved_tensors
+        shared = torch.where(order == 0, grad / 2, grad)
+        return shared.masked_fill(order < 0, 0), shared.masked_fill(order > 0, 0)
 
 
 class SparseConv2D(nn.Module):

@@ -22,6 +22,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..map2d.band import BandConv, BandLayer, BandStatistics, NormalizedBandConv, NormalizedCells, live_band, to_band
+from ..map2d.recompute import Recomputation, recomputed
 from ..map2d.strips import build_weight_maps, needed_cells, strip_conv, strip_plan
 
 
@@ -45,8 +47,11 @@ def worth_it(plan, size):
 
 
 class JointProposalConv(nn.Module):
-    def __init__(self, input_size, hidden_size, kernel_size, num_stack_layers, joint_size, mask2d, strip_rows=0):
+    def __init__(self, input_size, hidden_size, kernel_size, num_stack_layers, joint_size, mask2d, strip_rows=0,
+                 recompute=False):
         super().__init__()
+        self.recompute = recompute
+        self.recomputation = Recomputation()
         self.padding = (kernel_size - 1) * num_stack_layers // 2
         self.bn = nn.ModuleList(nn.BatchNorm2d(hidden_size) for _ in range(num_stack_layers))
         convs = [nn.Conv2d(input_size, hidden_size, kernel_size, padding=self.padding)]
@@ -71,14 +76,50 @@ class JointProposalConv(nn.Module):
                 self.uncovered.append(int((~mask).sum()) if mask is not None else 0)
                 if mask is not None:
                     self.register_buffer(f"covered_{index}", mask, persistent=False)
+            self._init_bands(mask2d, weight_maps, kernel_size)
+
+    def _init_bands(self, mask2d, weight_maps, kernel_size):
+        """What training keeps (:mod:`tan.modeling.map2d.band`): per layer, its raw conv
+        outputs at the cells of non-zero weight (all of them enter the batch statistics)."""
+        band_in, bands = live_band(mask2d, weight_maps, self.padding)
+        sizes = [w.shape[-1] for w in weight_maps]
+        inputs = [(band_in, sizes[0] + kernel_size - 1)] + list(zip(bands[:-1], sizes[:-1]))
+        self._layers = [BandLayer(cells, in_size, out, size, plan, kernel_size)
+                        for (cells, in_size), out, size, plan in zip(inputs, bands, sizes, self.train_plans)]
+        self._layers_on = {}
+        self.band_sizes = sizes
+        for index, (cells, weight) in enumerate(zip(bands, weight_maps)):
+            self.register_buffer(f"band_weights_{index}", weight.flatten()[cells], persistent=False)
+        # where the valid cells sit in the last band (they all have non-zero weight)
+        position = torch.full((sizes[-1] ** 2,), -1, dtype=torch.long)
+        position[bands[-1]] = torch.arange(len(bands[-1]))
+        self.register_buffer("valid_in_band", position[self.cells.cpu()], persistent=False)
 
     @staticmethod
     def _embed(head, x):
         # A 1 x 1 conv over the selected cells: x [V, H, C] -> [V, J, C].
         return F.conv1d(x, head.weight[..., 0], head.bias)
 
+    @property
+    def stores_bands(self):
+        """Whether this forward keeps only the bands for its backward (strips, training, autograd recording)."""
+        return self.train_plans is not None and self.training and torch.is_grad_enabled()
+
+    def band_layers(self):
+        device = self.cells.device
+        if device not in self._layers_on:
+            self._layers_on[device] = [layer.to(device) for layer in self._layers]
+        return self._layers_on[device]
+
     def forward(self, x):
         """x [V, H_in, N, N] -> (matching, IoU) cell embeddings, each [V, J, C] over the C valid cells."""
+        if self.stores_bands:
+            cells = to_band(x, self.cells)  # the map is zero elsewhere
+            if self.recompute:
+                cells = recomputed(self._band_stack, cells, recomputation=self.recomputation)
+            else:
+                cells = self._band_stack(cells)
+            return self._embed(self.conv1x1_contrastive, cells), self._embed(self.conv1x1_iou, cells)
         if self.train_plans is None:
             for index, (conv, bn) in enumerate(zip(self.convs, self.bn)):
                 x = bn(conv(x)).relu() * getattr(self, f"weight_map_{index}").to(x.dtype)
@@ -86,6 +127,23 @@ class JointProposalConv(nn.Module):
             x = self._strips(x)
         cells = x.flatten(2).index_select(2, self.cells)  # [V, H, C]
         return self._embed(self.conv1x1_contrastive, cells), self._embed(self.conv1x1_iou, cells)
+
+    def _band_stack(self, cells):
+        """The valid cells [V, H_in, C] -> their activations after the last layer [V, H, C],
+        keeping one band of raw conv outputs per layer."""
+        layers, update = self.band_layers(), not self.recomputation.active
+        y = BandConv.apply(cells, self.convs[0].weight, self.convs[0].bias, None, layers[0])
+        for index in range(1, len(self.convs)):
+            previous = index - 1
+            bn = self.bn[previous]
+            mean, invstd = BandStatistics.apply(y, self.convs[previous].bias, self.band_sizes[previous], bn, update)
+            conv = self.convs[index]
+            y = NormalizedBandConv.apply(y, mean, invstd, bn.weight, bn.bias, getattr(self, f"band_weights_{previous}"),
+                                         conv.weight, conv.bias, layers[index])
+        last, bn = len(self.convs) - 1, self.bn[-1]
+        mean, invstd = BandStatistics.apply(y, self.convs[last].bias, self.band_sizes[last], bn, update)
+        weights = getattr(self, f"band_weights_{last}").index_select(0, self.valid_in_band)
+        return NormalizedCells.apply(y.index_select(2, self.valid_in_band), mean, invstd, bn.weight, bn.bias, weights)
 
     def _strips(self, x):
         batch_statistics = self.training

@@ -108,7 +108,8 @@ class MMN(GroundingModel):
         mask2d = self.feat2d.mask2d
         self.proposal_conv = JointProposalConv(mmn.FEATPOOL.HIDDEN_SIZE, mmn.PREDICTOR.HIDDEN_SIZE,
                                                mmn.PREDICTOR.KERNEL_SIZE, mmn.PREDICTOR.NUM_STACK_LAYERS,
-                                               mmn.JOINT_SPACE_SIZE, mask2d, mmn.PREDICTOR.STRIP_ROWS)
+                                               mmn.JOINT_SPACE_SIZE, mask2d, mmn.PREDICTOR.STRIP_ROWS,
+                                               mmn.PREDICTOR.RECOMPUTE)
         self.text_encoder = build_text_encoder(cfg)
         self.criterion = MutualMatchingLoss(cfg, mask2d)
         self.num_clips = mmn.NUM_CLIPS

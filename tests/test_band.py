@@ -1,0 +1,180 @@
+"""Training keeps one band per predictor layer (tan/modeling/map2d/band.py):
+the gradients are those of the dense stack (float64) and, for 2D-TAN, bit for
+bit those of the strip path it replaces (float32); recomputation changes
+nothing; and what a step keeps for its backward is a fraction of the dense
+stack's, measured from the allocator's records."""
+import pytest
+import torch
+
+from benchmarking.memory import step_memory
+from benchmarking.mmn_workloads import random_video_batch
+from tan.config import load_config
+from tan.engine.step import forward_batch
+from tan.modeling import build_model
+from tan.modeling.mmn.joint_conv import JointProposalConv
+from tan.modeling.tan2d.predictor import ProposalConv
+
+from conftest import SYNTHETIC_CONFIG
+
+MMN_CONFIG = SYNTHETIC_CONFIG.replace("2dtan_synthetic", "mmn_synthetic")
+# (N, pooling counts, K, layers, strip rows): one strip, many, ActivityNet's K 9 x 4, strips of one row
+SETTINGS = [(16, [7, 4], 3, 4, 16), (32, [15, 8], 5, 4, 8), (64, [15, 8, 8], 9, 4, 16), (16, [15], 3, 4, 1)]
+
+
+def map_opts(arch, n, counts, k, layers, strip_rows, hidden=8):
+    keys = {"NUM_CLIPS": n, "FEAT2D.POOLING_COUNTS": counts, "PREDICTOR.KERNEL_SIZE": k,
+            "PREDICTOR.NUM_STACK_LAYERS": layers, "PREDICTOR.STRIP_ROWS": strip_rows, "FEATPOOL.KERNEL_SIZE": 2,
+            "FEATPOOL.INPUT_SIZE": 24, "FEATPOOL.HIDDEN_SIZE": hidden, "PREDICTOR.HIDDEN_SIZE": hidden}
+    opts = ["INPUT.NUM_PRE_CLIPS", str(2 * n), "INPUT.PRE_QUERY_SIZE", "12"]
+    for key, value in keys.items():
+        opts += [f"MODEL.{arch}.{key}", str(value)]
+    return opts
+
+
+def tan_model(setting, dtype, *opts):
+    cfg = load_config(SYNTHETIC_CONFIG, map_opts("TAN", *setting) + ["MODEL.TAN.INTEGRATOR.QUERY_HIDDEN_SIZE", "8",
+                                                                     *opts])
+    torch.manual_seed(0)
+    return cfg, build_model(cfg).to(dtype)
+
+
+def tan_batch(cfg, batch, dtype, sentences_per_video=1):
+    gen = torch.Generator().manual_seed(1)
+    videos = batch // sentences_per_video
+    durations = (torch.rand(videos, generator=gen) * 40 + 5).repeat_interleave(sentences_per_video)
+    starts = torch.rand(batch, generator=gen) * 0.6 * durations
+    moments = torch.stack([starts, starts + (0.1 + 0.3 * torch.rand(batch, generator=gen)) * durations], dim=1)
+    out = dict(feats=torch.randn(videos, cfg.INPUT.NUM_PRE_CLIPS, 24, generator=gen).abs(),
+               queries=torch.randn(batch, 7, 12, generator=gen), wordlens=torch.randint(2, 8, (batch,), generator=gen),
+               durations=durations, moments=moments, windows=moments[:, None])
+    if sentences_per_video > 1:
+        out["video_index"] = torch.arange(videos).repeat_interleave(sentences_per_video)
+    return {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in out.items()}
+
+
+def gradients(model, batch):
+    """(loss, gradient of every parameter, running statistics) of one forward and backward."""
+    model.zero_grad(set_to_none=True)
+    output = forward_batch(model, batch)
+    loss = sum(model.losses(output, batch).values())
+    loss.backward()
+    stats = {n: b.clone() for n, b in model.named_buffers() if "running" in n or "batches" in n}
+    return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}, stats
+
+
+def without_bands(monkeypatch, module_class):
+    """The strip path of before: autograd keeps what it keeps."""
+    monkeypatch.setattr(module_class, "stores_bands", property(lambda self: False))
+
+
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_tan_bands_give_the_strip_paths_float32_gradients_bit_for_bit(setting, monkeypatch):
+    cfg, model = tan_model(setting, torch.float32)
+    batch = tan_batch(cfg, 4, torch.float32)
+    loss, grads, _ = gradients(model, batch)
+    assert model.predictor.stores_bands
+    with monkeypatch.context() as m:
+        without_bands(m, ProposalConv)
+        strip_loss, strip_grads, _ = gradients(model, batch)
+    assert torch.equal(loss, strip_loss)
+    assert sorted(grads) == sorted(strip_grads)
+    differ = [name for name in grads if not torch.equal(grads[name], strip_grads[name])]
+    assert not differ, differ
+
+
+@pytest.mark.parametrize("setting", SETTINGS[:3])
+def test_tan_bands_give_the_dense_stacks_gradients_in_float64(setting):
+    dense_setting = setting[:4] + (0,)
+    results = []
+    for s in (setting, dense_setting):
+        cfg, model = tan_model(s, torch.float64)
+        results.append(gradients(model, tan_batch(cfg, 6, torch.float64, sentences_per_video=2)))
+    (loss, grads, _), (dense_loss, dense_grads, _) = results
+    torch.testing.assert_close(loss, dense_loss, rtol=1e-12, atol=0)
+    for name, grad in dense_grads.items():
+        torch.testing.assert_close(grads[name], grad, rtol=1e-9, atol=1e-12, msg=name)
+
+
+def mmn_model(setting, dtype, *opts):
+    cfg = load_config(MMN_CONFIG, map_opts("MMN", *setting) + [
+        "MODEL.MMN.TEXT_ENCODER.NAME", "LSTM", "MODEL.MMN.JOINT_SPACE_SIZE", "8",
+        "MODEL.MMN.TEXT_ENCODER.LSTM.HIDDEN_SIZE", "8", "INPUT.PRE_QUERY_SIZE", "300", *opts])
+    torch.manual_seed(0)
+    model = build_model(cfg).to(dtype).train()
+    batch = random_video_batch(cfg, 3, 2, torch.device("cpu"))
+    batch["feats"] = batch["feats"][:, :, :24].contiguous()
+    return model, {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in batch.items()}
+
+
+def assert_mmn_gradients_close(got, want, rtol):
+    loss, grads, stats = got
+    torch.testing.assert_close(loss, want[0], rtol=rtol, atol=0)
+    for name, grad in want[1].items():
+        # a conv followed by batch norm has a bias whose true gradient is zero: compare it absolutely
+        before_norm = name.startswith("proposal_conv.convs.") and name.endswith("bias")
+        scale = max(float(g.abs().max()) for g in want[1].values()) if before_norm else 0.0
+        torch.testing.assert_close(grads[name], grad, rtol=rtol, atol=rtol * scale + 1e-15, msg=name)
+    for name, value in want[2].items():
+        torch.testing.assert_close(stats[name], value, rtol=rtol, atol=1e-15, msg=name)
+
+
+@pytest.mark.parametrize("setting", SETTINGS[:3])
+def test_mmn_bands_give_the_dense_stacks_gradients_and_statistics_in_float64(setting):
+    model, batch = mmn_model(setting, torch.float64)
+    banded = gradients(model, batch)
+    assert model.proposal_conv.stores_bands
+    dense_model, _ = mmn_model(setting[:4] + (0,), torch.float64)
+    assert_mmn_gradients_close(banded, gradients(dense_model, batch), 1e-9)
+
+
+def test_recomputation_gives_the_same_gradients_exactly_and_counts_batch_norm_once():
+    setting = SETTINGS[1]
+    cfg, model = tan_model(setting, torch.float32)
+    cfg_r, recomputing = tan_model(setting, torch.float32, "MODEL.TAN.PREDICTOR.RECOMPUTE", "True")
+    assert recomputing.predictor.recompute
+    batch = tan_batch(cfg, 4, torch.float32)
+    (loss, grads, _), (loss_r, grads_r, _) = gradients(model, batch), gradients(recomputing, batch)
+    assert torch.equal(loss, loss_r) and all(torch.equal(grads[n], grads_r[n]) for n in grads)
+
+    mmn, batch = mmn_model(setting, torch.float32)
+    mmn_r, _ = mmn_model(setting, torch.float32, "MODEL.MMN.PREDICTOR.RECOMPUTE", "True")
+    (loss, grads, stats), (loss_r, grads_r, stats_r) = gradients(mmn, batch), gradients(mmn_r, batch)
+    assert torch.equal(loss, loss_r) and all(torch.equal(grads[n], grads_r[n]) for n in grads)
+    assert all(torch.equal(stats[n], stats_r[n]) for n in stats)
+    assert int(stats_r["proposal_conv.bn.0.num_batches_tracked"]) == 1  # not again in the recomputation
+
+
+def test_bf16_autocast_trains_in_bands_close_to_float32():
+    setting = SETTINGS[1]
+    cfg, model = tan_model(setting, torch.float32)
+    batch = tan_batch(cfg, 4, torch.float32)
+    _, grads, _ = gradients(model, batch)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        output = forward_batch(model, batch)
+    model.zero_grad(set_to_none=True)
+    model.losses(output, batch)["loss"].backward()
+    for name, grad in grads.items():
+        assert model.get_parameter(name).grad.dtype == torch.float32
+        torch.testing.assert_close(model.get_parameter(name).grad, grad, rtol=0.1, atol=0.1 * float(grad.abs().max()))
+
+
+def kept_for_backward(model, batch):
+    def step():
+        model.zero_grad(set_to_none=True)
+        output = forward_batch(model, batch)
+        sum(model.losses(output, batch).values()).backward()
+    step()
+    return step_memory(step, torch.device("cpu"))
+
+
+def test_a_training_step_keeps_a_fraction_of_the_dense_stacks_activations():
+    # the TACoS map (N 128, K 5, 8 layers) with few channels, and its dense stack
+    setting = (128, [15, 8, 8, 8], 5, 8, 16)
+    cfg, model = tan_model(setting, torch.float32, "MODEL.TAN.FEATPOOL.HIDDEN_SIZE", "16",
+                           "MODEL.TAN.PREDICTOR.HIDDEN_SIZE", "16")
+    _, dense = tan_model(setting[:4] + (0,), torch.float32, "MODEL.TAN.FEATPOOL.HIDDEN_SIZE", "16",
+                         "MODEL.TAN.PREDICTOR.HIDDEN_SIZE", "16")
+    batch = tan_batch(cfg, 2, torch.float32)
+    (kept, peak), (dense_kept, dense_peak) = kept_for_backward(model, batch), kept_for_backward(dense, batch)
+    assert kept < 0.3 * dense_kept, (kept, dense_kept)
+    assert peak < 0.5 * dense_peak, (peak, dense_peak)
