@@ -3,6 +3,8 @@ the gradients are those of the dense stack (float64) and, for 2D-TAN, bit for
 bit those of the strip path it replaces (float32); recomputation changes
 nothing; and what a step keeps for its backward is a fraction of the dense
 stack's, measured from the allocator's records."""
+import json
+
 import pytest
 import torch
 
@@ -10,6 +12,7 @@ from benchmarking.memory import step_memory
 from benchmarking.mmn_workloads import random_video_batch
 from tan.config import load_config
 from tan.engine.step import forward_batch
+from tan.errors import TanError
 from tan.modeling import build_model
 from tan.modeling.mmn.joint_conv import JointProposalConv
 from tan.modeling.tan2d.predictor import ProposalConv
@@ -178,3 +181,35 @@ def test_a_training_step_keeps_a_fraction_of_the_dense_stacks_activations():
     (kept, peak), (dense_kept, dense_peak) = kept_for_backward(model, batch), kept_for_backward(dense, batch)
     assert kept < 0.3 * dense_kept, (kept, dense_kept)
     assert peak < 0.5 * dense_peak, (peak, dense_peak)
+
+
+TINY_TAN = ["MODEL.TAN.FEATPOOL.INPUT_SIZE", "24", "MODEL.TAN.FEATPOOL.HIDDEN_SIZE", "8",
+            "MODEL.TAN.PREDICTOR.HIDDEN_SIZE", "8", "MODEL.TAN.INTEGRATOR.QUERY_HIDDEN_SIZE", "8",
+            "MODEL.TAN.PREDICTOR.KERNEL_SIZE", "5", "MODEL.TAN.PREDICTOR.NUM_STACK_LAYERS", "4"]
+
+
+def test_benchmark_sweeps_n_with_memory_beside_the_baseline_and_draws_it(tmp_path, capsys):
+    import benchmark
+    out, picture = tmp_path / "sweep.json", tmp_path / "sweep.png"
+    benchmark.main(["--config-file", SYNTHETIC_CONFIG, "--device", "cpu", "--batch", "2", "--steps", "1",
+                    "--warmup", "0", "--sweep-n", "32,64", "--json", str(out), "--plot", str(picture), *TINY_TAN])
+    printed = capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert [p["n"] for p in report["points"]] == [32, 64]
+    assert [p["pooling_counts"] for p in report["points"]] == [[15, 8], [15, 8, 8]]
+    for point in report["points"]:
+        ours, reference = point["results"]["ours"], point["results"]["reference"]
+        for key in ("train_samples_per_s", "train_activation_gb_per_sample", "train_peak_growth_gb_per_sample"):
+            assert ours[key] > 0 and reference[key] > 0, (point["n"], key)
+        assert ours["train_activation_gb_per_sample"] < 0.5 * reference["train_activation_gb_per_sample"]
+    assert [line.split()[0] for line in printed.splitlines()[-2:]] == ["32", "64"]
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_benchmark_sweep_names_what_it_cannot_measure():
+    import benchmark
+    with pytest.raises(TanError, match="power of two of at least 32, got 48"):
+        benchmark.main(["--config-file", SYNTHETIC_CONFIG, "--sweep-n", "32,48"])
+    ms = SYNTHETIC_CONFIG.replace("2dtan_synthetic", "ms2dtan_synthetic")
+    with pytest.raises(TanError, match="not MODEL.ARCHITECTURE 'MS_TAN'"):
+        benchmark.main(["--config-file", ms, "--device", "cpu", "--sweep-n", "32"])

@@ -51,24 +51,27 @@ def window_reach(mask, kernel_size):
 class BandLayer:
     """One layer's geometry: its input band (``in_cells`` of an ``in_size`` square), its
     output band (``out_cells`` of an ``out_size`` square) and the strips (r0, r1, c0, c1)
-    of the output that are convolved. For each strip it holds which band cells fall in
-    the input window the strip reads and in the strip itself (their positions in the
-    band and inside the window), so that a strip's input is assembled from the band
-    directly and no full map is ever built."""
+    of the output that are convolved.
+
+    A band tensor is [B, C, M + 1]: the M cells, then one *slot* that holds zero.
+    For each strip the layer holds, per cell of the input window the strip reads,
+    its position in the input band (the slot where the band has no such cell), and
+    the same for the strip's own cells in the output band; so a window is one
+    gather from a band, and a window's gradient one scatter-add into one (the
+    slot collecting what belongs to no cell)."""
 
     def __init__(self, in_cells, in_size, out_cells, out_size, plan, kernel_size):
         k = kernel_size
         self.plan = list(plan) if plan is not None else [(0, out_size, 0, out_size)]
         self.kernel_size, self.in_size, self.out_size = k, in_size, out_size
         self.num_in, self.num_out = len(in_cells), len(out_cells)
-        ins = [_cells_in(in_cells, in_size, (r0, r1 + k - 1, c0, c1 + k - 1)) for r0, r1, c0, c1 in self.plan]
-        outs = [_cells_in(out_cells, out_size, rect) for rect in self.plan]
-        if sum(len(p) for p, _ in outs) != len(out_cells):
+        windows = [_positions(in_cells, in_size, (r0, r1 + k - 1, c0, c1 + k - 1)) for r0, r1, c0, c1 in self.plan]
+        strips = [_positions(out_cells, out_size, rect) for rect in self.plan]
+        if sum(int((p < len(out_cells)).sum()) for p in strips) != len(out_cells):
             raise ValueError("the strips do not cover every cell of the output band")
-        self.in_counts = [len(p) for p, _ in ins]
-        self.out_counts = [len(p) for p, _ in outs]
-        self.tensors = {"in_pos": torch.cat([p for p, _ in ins]), "in_local": torch.cat([q for _, q in ins]),
-                        "out_pos": torch.cat([p for p, _ in outs]), "out_local": torch.cat([q for _, q in outs])}
+        self.window_sizes = [len(p) for p in windows]
+        self.strip_sizes = [len(p) for p in strips]
+        self.tensors = {"windows": torch.cat(windows), "strips": torch.cat(strips)}
 
     def to(self, device):
         """This geometry with its index tensors on ``device`` (a shallow copy)."""
@@ -78,20 +81,34 @@ class BandLayer:
         return moved
 
     def pieces(self, reverse=False):
-        """Per strip: (rectangle, input positions, their places in the window, output positions, places)."""
-        t = self.tensors
-        ins = zip(t["in_pos"].split(self.in_counts), t["in_local"].split(self.in_counts))
-        outs = zip(t["out_pos"].split(self.out_counts), t["out_local"].split(self.out_counts))
-        pieces = [(rect, *i, *o) for rect, i, o in zip(self.plan, ins, outs)]
+        """Per strip: (rectangle, its window's positions in the input band, its cells' in the output band)."""
+        windows = self.tensors["windows"].split(self.window_sizes)
+        strips = self.tensors["strips"].split(self.strip_sizes)
+        pieces = list(zip(self.plan, windows, strips))
         return reversed(pieces) if reverse else pieces
 
 
-def _cells_in(cells, size, rect):
-    """(positions in ``cells`` of those inside ``rect`` = (r0, r1, c0, c1), their flat index in the rectangle)."""
+class BandLayers:
+    """A stack's layers, with their index tensors moved to each device the model runs on (once)."""
+
+    def __init__(self, layers):
+        self.layers = list(layers)
+        self.on_device = {}
+
+    def on(self, device):
+        if device not in self.on_device:
+            self.on_device[device] = [layer.to(device) for layer in self.layers]
+        return self.on_device[device]
+
+
+def _positions(cells, size, rect):
+    """For each cell of ``rect`` = (r0, r1, c0, c1) of a ``size`` square, row-major: its position
+    in ``cells`` (flat, sorted), or len(cells) (the band's zero slot) where it is not one."""
     r0, r1, c0, c1 = rect
-    rows, cols = cells // size, cells % size
-    inside = ((rows >= r0) & (rows < r1) & (cols >= c0) & (cols < c1)).nonzero().flatten()
-    return inside, (rows[inside] - r0) * (c1 - c0) + (cols[inside] - c0)
+    rows = torch.arange(r0, r1)[:, None] * size + torch.arange(c0, c1)[None, :]
+    lookup = torch.full((size * size,), len(cells), dtype=torch.long)
+    lookup[cells] = torch.arange(len(cells))
+    return lookup[rows.flatten()]
 
 
 def compute_dtype(x):
@@ -102,70 +119,88 @@ def compute_dtype(x):
     return x.dtype
 
 
+def take(x, index):
+    """x [B, C, L] at positions ``index`` [K] of its last dimension: [B, C, K]. torch.gather
+    with the index broadcast: several times faster than index_select along a last
+    dimension on the CPU, but its backward would keep all of ``x``: for use where
+    autograd is not recording."""
+    return torch.gather(x, 2, index.expand(x.shape[0], x.shape[1], -1))
+
+
 def to_dense(band, cells, size):
     """[B, C, M] values of ``cells`` -> [B, C, size, size], zero elsewhere."""
     b, c, _ = band.shape
     dense = band.new_zeros(b, c, size * size)
-    dense.index_copy_(2, cells, band)
+    dense.scatter_(2, cells.expand(b, c, -1), band)
     return dense.view(b, c, size, size)
 
 
 def to_band(dense, cells):
-    """[B, C, S, S] -> [B, C, M]: the values of ``cells``."""
+    """[B, C, S, S] -> [B, C, M]: the values of ``cells``. Differentiable at the cost of
+    nothing saved (index_select's backward needs only the index; inside the
+    functions here, where autograd is not recording, :func:`take` is the fast way)."""
     return dense.flatten(2).index_select(2, cells)
 
 
-def _window(band, positions, places, rows, cols):
-    """The band's values in a rows x cols window, zero elsewhere: [B, C, rows, cols]."""
-    b, c, _ = band.shape
-    window = band.new_zeros(b, c, rows * cols)
-    window.index_copy_(2, places, band.index_select(2, positions))
-    return window.view(b, c, rows, cols)
+def with_slot(cells):
+    """[B, C, M] -> a band [B, C, M + 1] (its zero slot appended)."""
+    return F.pad(cells, (0, 1))
 
 
-def conv_strips(band, weight, bias, layer, activate=False):
-    """The layer's conv (then ReLU if ``activate``) at its output band, strip by strip: [B, C_out, M_out]."""
+def cells_of(band):
+    """A band's M cells, without its slot (a view)."""
+    return band[..., :-1]
+
+
+def conv_strips(band, weight, bias, layer):
+    """The layer's conv on its strips, from its input band: the output band [B, C_out, M_out + 1].
+    Each strip's window is gathered from the band and its outputs scattered into the
+    output band (those of cells outside the band into the slot, which is zeroed after),
+    so no full map is built."""
     k = layer.kernel_size
-    out = band.new_empty(band.shape[0], weight.shape[0], layer.num_out)
-    for (r0, r1, c0, c1), in_pos, in_places, out_pos, out_places in layer.pieces():
-        y = F.conv2d(_window(band, in_pos, in_places, r1 - r0 + k - 1, c1 - c0 + k - 1), weight, bias)
-        if activate:
-            y = y.relu_()
-        out.index_copy_(2, out_pos, y.flatten(2).index_select(2, out_places))
+    b = band.shape[0]
+    out = band.new_empty(b, weight.shape[0], layer.num_out + 1)
+    for (r0, r1, c0, c1), window, strip in layer.pieces():
+        x = take(band, window).view(b, band.shape[1], r1 - r0 + k - 1, c1 - c0 + k - 1)
+        out.scatter_(2, strip.expand(b, weight.shape[0], -1), F.conv2d(x, weight, bias).flatten(2))
+    out[..., -1] = 0
     return out
 
 
 def conv_strips_backward(grad, band, weight, layer, need_input):
     """Gradients of :func:`conv_strips` (input band or None, weight, bias) from that of its
-    output band. The strips are taken last to first, the order in which autograd sums
-    them for the dense strip path, so that float32 results are bit for bit the same."""
+    output band (its slot zero) and the input band. The strips are taken last to first,
+    the order in which autograd sums them for the dense strip path, so that float32
+    results are bit for bit the same. The input gradient's slot holds no cell's value."""
     k = layer.kernel_size
+    b, c_in, _ = band.shape
     grad_band = band.new_zeros(band.shape) if need_input else None
     grad_w = grad_b = None
-    for (r0, r1, c0, c1), in_pos, in_places, out_pos, out_places in layer.pieces(reverse=True):
+    for (r0, r1, c0, c1), window, strip in layer.pieces(reverse=True):
         rows, cols = r1 - r0 + k - 1, c1 - c0 + k - 1
         gx, gw, gb = torch.ops.aten.convolution_backward(
-            _window(grad, out_pos, out_places, r1 - r0, c1 - c0), _window(band, in_pos, in_places, rows, cols),
+            take(grad, strip).view(b, grad.shape[1], r1 - r0, c1 - c0), take(band, window).view(b, c_in, rows, cols),
             weight, [weight.shape[0]], *CONV_ARGS, [need_input, True, True])
         grad_w = gw if grad_w is None else grad_w.add_(gw)
         grad_b = gb if grad_b is None else grad_b.add_(gb)
         if need_input:
-            grad_band.index_add_(2, in_pos, gx.flatten(2).index_select(2, in_places))
+            grad_band.scatter_add_(2, window.expand(b, c_in, -1), gx.flatten(2))
     return grad_band, grad_w, grad_b
 
 
 class BandConv(torch.autograd.Function):
-    """in band [B, C_in, M_in] -> the layer's conv at its output band [B, C_out, M_out];
-    with ``cell_weights`` [M_out], followed by ReLU and the weight map (2D-TAN's layer)."""
+    """in band [B, C_in, M_in + 1] -> the layer's conv at its output band [B, C_out, M_out + 1];
+    with ``cell_weights`` (the weight map at the band, slot 0), followed by ReLU and the
+    weight map (2D-TAN's layer)."""
 
     @staticmethod
     def forward(ctx, band, weight, bias, cell_weights, layer):
         dtype = compute_dtype(band)
         activated = cell_weights is not None
         with torch.autocast(band.device.type, enabled=False):
-            out = conv_strips(band.to(dtype), weight.to(dtype), bias.to(dtype), layer, activate=activated)
+            out = conv_strips(band.to(dtype), weight.to(dtype), bias.to(dtype), layer)
             if activated:
-                out = out.mul_(cell_weights.to(dtype))
+                out = out.relu_().mul_(cell_weights.to(dtype))
         ctx.layer, ctx.dtype, ctx.activated = layer, dtype, activated
         # The output is saved for the ReLU's mask only (its sign); a raw layer needs none.
         ctx.save_for_backward(band, weight, cell_weights, out if activated else None)
@@ -176,10 +211,12 @@ class BandConv(torch.autograd.Function):
     def backward(ctx, grad_out):
         band, weight, cell_weights, out = ctx.saved_tensors
         dtype = ctx.dtype
+        # In place: the incoming gradient is the next layer's fresh input gradient, used nowhere else.
         grad = grad_out.to(dtype)
-        if ctx.activated:  # weight map, then the ReLU's mask: the dense stack's two steps, in its order.
-            # In place: the incoming gradient is the next layer's fresh input gradient, used nowhere else.
+        if ctx.activated:  # weight map, then the ReLU's mask (the slot's output is 0: masked too)
             grad = grad.mul_(cell_weights.to(dtype)).masked_fill_(out <= 0, 0)
+        else:
+            grad[..., -1] = 0
         grad_band, gw, gb = conv_strips_backward(grad, band.to(dtype), weight.to(dtype), ctx.layer,
                                                  ctx.needs_input_grad[0])
         if grad_band is not None:
@@ -229,15 +266,15 @@ class NormalizedCells(torch.autograd.Function):
 
 class BandStatistics(torch.autograd.Function):
     """Training batch-norm statistics (mean, 1 / std, float32 [C]) of a conv output known
-    at its band ``y`` [B, C, M] of a ``size`` x ``size`` map, every other cell being
+    at its band ``y`` [B, C, M + 1] of a ``size`` x ``size`` map, every other cell being
     exactly the conv's ``bias`` (docs/mmn.md §2.1). Updates ``bn``'s running
     statistics as BatchNorm2d does, unless ``update`` is False (a recomputation)."""
 
     @staticmethod
     def forward(ctx, y, bias, size, bn, update):
-        y32, b = _exact(y), _exact(bias)
+        y32, b = _exact(cells_of(y)), _exact(bias)
         total = y.shape[0] * size * size
-        missing = total - y.shape[0] * y.shape[2]
+        missing = total - y.shape[0] * y32.shape[2]
         mean = (y32.sum(dim=(0, 2)) + missing * b) / total
         var = ((y32 - mean[:, None]).pow(2).sum(dim=(0, 2)) + missing * (b - mean).pow(2)) / total
         invstd = torch.rsqrt(var + bn.eps)
@@ -257,20 +294,22 @@ class BandStatistics(torch.autograd.Function):
         # d var / d y = 2 (y - mean) / n: the terms through the mean cancel, since the
         # deviations (band and bias cells together) sum to zero.
         grad_var = grad_invstd * -0.5 * invstd.pow(3)
-        grad_y = (grad_mean / total)[:, None] + (2 * grad_var / total)[:, None] * (_exact(y) - mean[:, None])
+        deviation = _exact(cells_of(y)) - mean[:, None]
+        grad_y = (grad_mean / total)[:, None] + (2 * grad_var / total)[:, None] * deviation
         grad_bias = (grad_mean + 2 * grad_var * (_exact(bias) - mean)) * missing / total
-        return grad_y.to(y.dtype), grad_bias.to(bias.dtype), None, None, None
+        return with_slot(grad_y.to(y.dtype)), grad_bias.to(bias.dtype), None, None, None
 
 
 class NormalizedBandConv(torch.autograd.Function):
-    """Previous layer's raw band [B, C_in, M_in] -> batch norm (given statistics), ReLU and
-    its weight map, then this layer's conv: the raw conv outputs at its band [B, C_out, M_out]."""
+    """Previous layer's raw band [B, C_in, M_in + 1] -> batch norm (given statistics), ReLU and
+    its weight map (``cell_weights``, slot 0), then this layer's conv: the raw conv outputs
+    at its band [B, C_out, M_out + 1]."""
 
     @staticmethod
     def forward(ctx, band, mean, invstd, gamma, beta, cell_weights, weight, bias, layer):
         dtype = compute_dtype(band)
         with torch.autocast(band.device.type, enabled=False):
-            _, x = activate(band, mean, invstd, gamma, beta, cell_weights)
+            _, x = activate(band, mean, invstd, gamma, beta, cell_weights)  # the slot's weight is 0
             out = conv_strips(x.to(dtype), weight.to(dtype), bias.to(dtype), layer)
         ctx.layer, ctx.dtype = layer, dtype
         ctx.save_for_backward(band, mean, invstd, gamma, beta, cell_weights, weight)
@@ -282,7 +321,9 @@ class NormalizedBandConv(torch.autograd.Function):
         band, mean, invstd, gamma, beta, cell_weights, weight = ctx.saved_tensors
         layer, dtype = ctx.layer, ctx.dtype
         a, x = activate(band, mean, invstd, gamma, beta, cell_weights)
-        gx, gw, gb = conv_strips_backward(grad_out.to(dtype), x.to(dtype), weight.to(dtype), layer, True)
+        grad = grad_out.to(dtype)
+        grad[..., -1] = 0  # what reached the slot belongs to no cell
+        gx, gw, gb = conv_strips_backward(grad, x.to(dtype), weight.to(dtype), layer, True)
         grads = activate_backward(gx, band, a, mean, invstd, gamma, cell_weights)
         grad_band, grad_mean, grad_invstd, grad_gamma, grad_beta = grads
         return (grad_band, grad_mean, grad_invstd, grad_gamma.to(gamma.dtype), grad_beta.to(beta.dtype), None,

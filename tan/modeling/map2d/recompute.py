@@ -26,14 +26,15 @@ class Recomputation:
 
 def recomputed(fn, *args, recomputation=None):
     """``fn(*args)``, its saved tensors recomputed in the backward; ``recomputation``
-    (a :class:`Recomputation`) is active while that happens."""
+    (a :class:`Recomputation`) is active while that happens, that is, in every call
+    of ``fn`` after the first."""
     if recomputation is None:
-        context_fn = _no_contexts
-    else:
-        def context_fn():
-            return contextlib.nullcontext(), recomputation.running()
-    return checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=False, context_fn=context_fn)
+        return checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=False)
+    calls = []
 
-
-def _no_contexts():
-    return contextlib.nullcontext(), contextlib.nullcontext()
+    def counted(*inputs):
+        context = recomputation.running() if calls else contextlib.nullcontext()
+        calls.append(True)
+        with context:
+            return fn(*inputs)
+    return checkpoint(counted, *args, use_reentrant=False, preserve_rng_state=False)

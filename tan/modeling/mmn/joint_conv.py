@@ -22,7 +22,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..map2d.band import BandConv, BandLayer, BandStatistics, NormalizedBandConv, NormalizedCells, live_band, to_band
+from ..map2d.band import (BandConv, BandLayer, BandLayers, BandStatistics, NormalizedBandConv, NormalizedCells,
+                         live_band, to_band, with_slot)
 from ..map2d.recompute import Recomputation, recomputed
 from ..map2d.strips import build_weight_maps, needed_cells, strip_conv, strip_plan
 
@@ -84,12 +85,11 @@ class JointProposalConv(nn.Module):
         band_in, bands = live_band(mask2d, weight_maps, self.padding)
         sizes = [w.shape[-1] for w in weight_maps]
         inputs = [(band_in, sizes[0] + kernel_size - 1)] + list(zip(bands[:-1], sizes[:-1]))
-        self._layers = [BandLayer(cells, in_size, out, size, plan, kernel_size)
-                        for (cells, in_size), out, size, plan in zip(inputs, bands, sizes, self.train_plans)]
-        self._layers_on = {}
+        self.layers = BandLayers(BandLayer(cells, in_size, out, size, plan, kernel_size)
+                                 for (cells, in_size), out, size, plan in zip(inputs, bands, sizes, self.train_plans))
         self.band_sizes = sizes
         for index, (cells, weight) in enumerate(zip(bands, weight_maps)):
-            self.register_buffer(f"band_weights_{index}", weight.flatten()[cells], persistent=False)
+            self.register_buffer(f"band_weights_{index}", with_slot(weight.flatten()[cells]), persistent=False)
         # where the valid cells sit in the last band (they all have non-zero weight)
         position = torch.full((sizes[-1] ** 2,), -1, dtype=torch.long)
         position[bands[-1]] = torch.arange(len(bands[-1]))
@@ -104,12 +104,6 @@ class JointProposalConv(nn.Module):
     def stores_bands(self):
         """Whether this forward keeps only the bands for its backward (strips, training, autograd recording)."""
         return self.train_plans is not None and self.training and torch.is_grad_enabled()
-
-    def band_layers(self):
-        device = self.cells.device
-        if device not in self._layers_on:
-            self._layers_on[device] = [layer.to(device) for layer in self._layers]
-        return self._layers_on[device]
 
     def forward(self, x):
         """x [V, H_in, N, N] -> (matching, IoU) cell embeddings, each [V, J, C] over the C valid cells."""
@@ -131,8 +125,8 @@ class JointProposalConv(nn.Module):
     def _band_stack(self, cells):
         """The valid cells [V, H_in, C] -> their activations after the last layer [V, H, C],
         keeping one band of raw conv outputs per layer."""
-        layers, update = self.band_layers(), not self.recomputation.active
-        y = BandConv.apply(cells, self.convs[0].weight, self.convs[0].bias, None, layers[0])
+        layers, update = self.layers.on(cells.device), not self.recomputation.active
+        y = BandConv.apply(with_slot(cells), self.convs[0].weight, self.convs[0].bias, None, layers[0])
         for index in range(1, len(self.convs)):
             previous = index - 1
             bn = self.bn[previous]

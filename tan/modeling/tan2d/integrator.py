@@ -1,9 +1,10 @@
 """Sentence encoding and fusion with the 2D map (docs/model.md §4)."""
 import torch
 from torch import nn
+from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
-from ..map2d.band import to_band, to_dense
+from ..map2d.band import cells_of, take, to_dense, with_slot
 from ..map2d.sentence import last_word_states
 
 
@@ -45,7 +46,8 @@ def build_integrator(cfg):
 
 class FusedBand(torch.autograd.Function):
     """:meth:`SentenceMapFusion.fuse` on the map's valid cells, returning the fused map's
-    band (the padded map at the predictor's ``band_in``), and saving only its inputs.
+    band (the padded map at the predictor's ``band_in``, with its zero slot), and saving
+    only its inputs.
 
     Its backward recomputes the fusion and runs, step by step, the operations
     autograd would run for it (so float32 gradients are bit for bit those of the
@@ -61,11 +63,13 @@ class FusedBand(torch.autograd.Function):
         ctx.where, ctx.dtype = where, m.dtype
         ctx.save_for_backward(cells, sentence, weight, bias)
         _, _, _, padding, band_in = where
-        return to_band(F.pad(fused, [padding] * 4), band_in)
+        return with_slot(take(F.pad(fused, [padding] * 4).flatten(2), band_in))
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad_band):
         cells, sentence, weight, bias = ctx.saved_tensors
+        grad_band = cells_of(grad_band)
         where, dtype = ctx.where, ctx.dtype
         _, n, _, padding, band_in = where
         with torch.autocast(grad_band.device.type, enabled=False):
@@ -99,14 +103,13 @@ def _map_backward(grad_map, where, videos):
     if video_index is not None:  # the gather's backward: each video sums its sentences'
         grad_map = grad_map.new_zeros((videos,) + grad_map.shape[1:]).index_put_((video_index,), grad_map,
                                                                                 accumulate=True)
-    return to_band(grad_map, valid)
+    return take(grad_map.flatten(2), valid)
 
 
 def _unpad(grad_band, band_in, n, padding):
     """The gradient of the unpadded fused map [B, H, N, N] from that of its band."""
-    b, h, _ = grad_band.shape
     side = n + 2 * padding
-    grad = grad_band.new_zeros(b, h, side * side).index_add_(2, band_in, grad_band).view(b, h, side, side)
+    grad = to_dense(grad_band, band_in, side)
     return grad[:, :, padding:padding + n, padding:padding + n]
 
 

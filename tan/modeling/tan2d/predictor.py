@@ -3,7 +3,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..map2d.band import BandConv, BandLayer, needed_band, to_band, to_dense
+from ..map2d.band import BandConv, BandLayer, BandLayers, cells_of, needed_band, take, to_band, to_dense, with_slot
 from ..map2d.recompute import recomputed
 from ..map2d.strips import build_weight_maps, needed_cells, strip_conv, strip_plan
 
@@ -30,19 +30,24 @@ class ProposalConv(nn.Module):
         weight_maps = build_weight_maps(mask2d, kernel_size, num_stack_layers)
         for index, weight in enumerate(weight_maps):
             self.register_buffer(f"weight_map_{index}", weight, persistent=False)
-        self.plans = None
+        self.plans = self.layers = None
         if strip_rows > 0:
             self.plans = [strip_plan(n, strip_rows) for n in needed_cells(mask2d, weight_maps, kernel_size)]
-            band_in, bands = needed_band(mask2d, weight_maps, kernel_size, self.padding)
-            self.register_buffer("band_in", band_in, persistent=False)
-            for index, (cells, weight) in enumerate(zip(bands, weight_maps)):
-                self.register_buffer(f"band_{index}", cells, persistent=False)
-                self.register_buffer(f"band_weights_{index}", weight.flatten()[cells], persistent=False)
-            sizes = [w.shape[-1] for w in weight_maps]
-            inputs = [(band_in, sizes[0] + kernel_size - 1)] + list(zip(bands[:-1], sizes[:-1]))
-            self._layers = [BandLayer(cells, in_size, out, size, plan, kernel_size)
-                            for (cells, in_size), out, size, plan in zip(inputs, bands, sizes, self.plans)]
-            self._layers_on = {}  # device -> the layers with their index tensors there
+            self.init_bands(mask2d, weight_maps)
+
+    def init_bands(self, mask2d, weight_maps):
+        """The band geometry of the strips in ``self.plans`` (one kernel size, stride 1, the
+        input padded once): which cells each layer keeps for the backward in training."""
+        kernel_size, self.mask2d_size = self.kernel_size, mask2d.shape[-1]
+        band_in, bands = needed_band(mask2d, weight_maps, kernel_size, self.padding)
+        self.register_buffer("band_in", band_in, persistent=False)
+        for index, (cells, weight) in enumerate(zip(bands, weight_maps)):
+            self.register_buffer(f"band_{index}", cells, persistent=False)
+            self.register_buffer(f"band_weights_{index}", with_slot(weight.flatten()[cells]), persistent=False)
+        sizes = [w.shape[-1] for w in weight_maps]
+        inputs = [(band_in, sizes[0] + kernel_size - 1)] + list(zip(bands[:-1], sizes[:-1]))
+        self.layers = BandLayers(BandLayer(cells, in_size, out, size, plan, kernel_size)
+                                 for (cells, in_size), out, size, plan in zip(inputs, bands, sizes, self.plans))
 
     @property
     def valid_cells(self):
@@ -52,12 +57,12 @@ class ProposalConv(nn.Module):
     @property
     def stores_bands(self):
         """Whether a forward now keeps only the bands for its backward (strips, autograd recording)."""
-        return self.plans is not None and torch.is_grad_enabled()
+        return self.layers is not None and torch.is_grad_enabled()
 
     def forward(self, x):
         # x: [B, H, N, N]
         if self.stores_bands:
-            return self.forward_band(to_band(F.pad(x, [self.padding] * 4), self.band_in))
+            return self.forward_band(with_slot(to_band(F.pad(x, [self.padding] * 4), self.band_in)))
         if self.plans is not None:
             x = F.pad(x, [self.padding] * 4)
         for index, conv in enumerate(self.convs):
@@ -76,29 +81,44 @@ class ProposalConv(nn.Module):
         with torch.autocast(x.device.type, enabled=False):
             return self.pred(x.to(self.pred.weight.dtype)).squeeze(1)  # [B, N, N], batch kept for B = 1
 
-    def band_layers(self):
-        """The layers' band geometry on the model's device."""
-        device = self.band_in.device
-        if device not in self._layers_on:
-            self._layers_on[device] = [layer.to(device) for layer in self._layers]
-        return self._layers_on[device]
-
     def forward_band(self, band):
-        """The input's band (the padded input at ``band_in``, [B, H, M]) -> logits [B, N, N],
-        storing one band per layer for the backward (or, with ``recompute``, none)."""
+        """The input's band (the padded input at ``band_in``, with its slot: [B, H, M + 1]) ->
+        logits [B, N, N], storing one band per layer for the backward (or, with
+        ``recompute``, none)."""
         if self.recompute:
             return recomputed(self._stack, band)
         return self._stack(band)
 
     def _stack(self, band):
-        for index, (conv, layer) in enumerate(zip(self.convs, self.band_layers())):
+        for index, (conv, layer) in enumerate(zip(self.convs, self.layers.on(band.device))):
             band = BandConv.apply(band, conv.weight, conv.bias, getattr(self, f"band_weights_{index}"), layer)
         # the scoring conv on the dense map it always read, rebuilt in its backward (1 channel out: cheap)
-        return recomputed(self._score_band, band)
+        return ScoredBand.apply(band, self.pred.weight, self.pred.bias, self.valid_cells, self.mask2d_size)
 
-    def _score_band(self, band):
-        last = len(self.convs) - 1
-        return self.score(to_dense(band, getattr(self, f"band_{last}"), getattr(self, f"weight_map_{last}").shape[-1]))
+
+class ScoredBand(torch.autograd.Function):
+    """:meth:`ProposalConv.score` of the last layer's band (the valid cells, [B, H, C]) placed
+    in the N x N map, in float32: [B, N, N]. Saves the band, not the map; its backward
+    rebuilds the map and makes the convolution's backward call autograd would make."""
+
+    @staticmethod
+    def forward(ctx, band, weight, bias, cells, n):
+        with torch.autocast(band.device.type, enabled=False):
+            x = to_dense(cells_of(band).to(weight.dtype), cells, n)
+            logits = F.conv2d(x, weight, bias)
+        ctx.save_for_backward(band, weight, cells)
+        ctx.n = n
+        return logits.squeeze(1)
+
+    @staticmethod
+    def backward(ctx, grad):
+        band, weight, cells = ctx.saved_tensors
+        x = to_dense(cells_of(band).to(weight.dtype), cells, ctx.n)
+        gx, gw, gb = torch.ops.aten.convolution_backward(grad.unsqueeze(1), x, weight, [weight.shape[0]], [1, 1],
+                                                         [0, 0], [1, 1], False, [0, 0], 1,
+                                                         [ctx.needs_input_grad[0], True, True])
+        grad_band = with_slot(take(gx.flatten(2), cells)).to(band.dtype) if gx is not None else None
+        return grad_band, gw, gb, None, None
 
 
 def build_predictor(cfg, mask2d):

@@ -2,7 +2,8 @@
 each followed by relu and a weight map, then a 1 x 1 convolution to one logit.
 
 The forward pass is tan's ProposalConv's (tan.modeling.tan2d.predictor), which
-runs the convolutions densely or on row strips, then its ``pred`` in float32;
+runs the convolutions densely or on row strips (keeping one band per layer in
+training: tan.modeling.map2d.band), then its ``pred`` in float32;
 what differs is the construction: one kernel, stride, padding and dilation
 per layer, as its files give them, and the weight maps computed from the map
 mask the way the reference's get_padded_mask_and_weight does (a convolution of
@@ -47,6 +48,8 @@ class MapConv(ProposalConv):
         weights = masked_weights(mask2d, self.convs)
         for index, weight in enumerate(weights):
             self.register_buffer(f"weight_map_{index}", weight, persistent=False)
-        self.plans = None
+        self.plans = self.layers = None
+        self.recompute = False
         if strip_rows > 0 and released_form:  # strips need stride 1 and one padding of the input
             self.plans = [strip_plan(n, strip_rows) for n in needed_cells(mask2d, weights, self.kernel_size)]
+            self.init_bands(mask2d, weights)
