@@ -14,7 +14,6 @@ from tan.config import load_config
 from tan.engine.step import forward_batch
 from tan.errors import TanError
 from tan.modeling import build_model
-from tan.modeling.mmn.joint_conv import JointProposalConv
 from tan.modeling.tan2d.predictor import ProposalConv
 
 from conftest import SYNTHETIC_CONFIG
@@ -96,6 +95,23 @@ def test_tan_bands_give_the_dense_stacks_gradients_in_float64(setting):
     torch.testing.assert_close(loss, dense_loss, rtol=1e-12, atol=0)
     for name, grad in dense_grads.items():
         torch.testing.assert_close(grads[name], grad, rtol=1e-9, atol=1e-12, msg=name)
+
+
+def test_one_video_for_several_sentences_gives_the_dense_gradients():
+    """ground() with one video's map for all sentences (no video index), as prediction asks."""
+    results = []
+    for setting in (SETTINGS[1], SETTINGS[1][:4] + (0,)):
+        cfg, model = tan_model(setting, torch.float64)
+        batch = tan_batch(cfg, 3, torch.float64, sentences_per_video=3)
+        del batch["video_index"]
+        results.append(gradients(model, batch))
+    for name, grad in results[1][1].items():
+        torch.testing.assert_close(results[0][1][name], grad, rtol=1e-9, atol=1e-12, msg=name)
+
+
+def test_recompute_is_checked():
+    with pytest.raises(TanError, match="needs MODEL.MMN.PREDICTOR.STRIP_ROWS > 0"):
+        load_config(MMN_CONFIG, ["MODEL.MMN.PREDICTOR.RECOMPUTE", "True", "MODEL.MMN.PREDICTOR.STRIP_ROWS", "0"])
 
 
 def mmn_model(setting, dtype, *opts):

@@ -1,12 +1,12 @@
 """Band storage for a stack of masked 2D convolutions in training
-(docs/model.md §5.5, docs/mmn.md §2.2).
+(docs/model.md §5.4, docs/mmn.md §2.2).
 
 Autograd, left alone, keeps for every layer a zero-filled full map, the
 ReLU's output and the padded input of each strip: several dense maps per
 layer, most of it zeros or copies. Here each layer is one autograd function
 whose output is the layer's *band*: its values at the cells that later
-layers and the loss can depend on, stored as ``[B, C, M]`` (M cells, in the
-row-major order of a flat index). The function saves its input band, which
+layers and the loss can depend on, stored as ``[B, C, M + 1]`` (M cells, in the
+row-major order of a flat index, then a zero slot: :class:`BandLayer`). The function saves its input band, which
 is the previous layer's output (the same storage), so a stack keeps one band
 per layer. Dense maps exist only inside a function, for the duration of its
 forward or backward: the strips are convolved as in
@@ -67,11 +67,18 @@ class BandLayer:
         self.num_in, self.num_out = len(in_cells), len(out_cells)
         windows = [_positions(in_cells, in_size, (r0, r1 + k - 1, c0, c1 + k - 1)) for r0, r1, c0, c1 in self.plan]
         strips = [_positions(out_cells, out_size, rect) for rect in self.plan]
-        if sum(int((p < len(out_cells)).sum()) for p in strips) != len(out_cells):
-            raise ValueError("the strips do not cover every cell of the output band")
+        # The strips partition the rows and each spans its rows' band cells, so a strip's
+        # cells are one run of the (row-major) output band: positions ranges[i], places
+        # ``inside`` in the strip.
+        inside = [(p < len(out_cells)).nonzero().flatten() for p in strips]
+        self.ranges = [(int(p[i[0]]), int(p[i[-1]]) + 1) if len(i) else (0, 0) for p, i in zip(strips, inside)]
+        if sum(len(i) for i in inside) != len(out_cells) or any(b - a != len(i) for (a, b), i in
+                                                                 zip(self.ranges, inside)):
+            raise ValueError("the strips do not cover the output band's cells row by row")
         self.window_sizes = [len(p) for p in windows]
         self.strip_sizes = [len(p) for p in strips]
-        self.tensors = {"windows": torch.cat(windows), "strips": torch.cat(strips)}
+        self.inside_sizes = [len(i) for i in inside]
+        self.tensors = {"windows": torch.cat(windows), "strips": torch.cat(strips), "inside": torch.cat(inside)}
 
     def to(self, device):
         """This geometry with its index tensors on ``device`` (a shallow copy)."""
@@ -81,10 +88,12 @@ class BandLayer:
         return moved
 
     def pieces(self, reverse=False):
-        """Per strip: (rectangle, its window's positions in the input band, its cells' in the output band)."""
+        """Per strip: (rectangle, its window's positions in the input band, its cells' in the
+        output band, the run of output band positions it holds, where they sit in the strip)."""
         windows = self.tensors["windows"].split(self.window_sizes)
         strips = self.tensors["strips"].split(self.strip_sizes)
-        pieces = list(zip(self.plan, windows, strips))
+        inside = self.tensors["inside"].split(self.inside_sizes)
+        pieces = list(zip(self.plan, windows, strips, self.ranges, inside))
         return reversed(pieces) if reverse else pieces
 
 
@@ -114,7 +123,7 @@ def _positions(cells, size, rect):
 def compute_dtype(x):
     """The dtype the convolutions run in: autocast's where it is on, else the input's."""
     device = x.device.type
-    if torch.is_autocast_enabled(device):
+    if torch.is_autocast_enabled(device) and x.dtype != torch.float64:  # autocast leaves float64 alone
         return torch.get_autocast_dtype(device)
     return x.dtype
 
@@ -154,15 +163,14 @@ def cells_of(band):
 
 def conv_strips(band, weight, bias, layer):
     """The layer's conv on its strips, from its input band: the output band [B, C_out, M_out + 1].
-    Each strip's window is gathered from the band and its outputs scattered into the
-    output band (those of cells outside the band into the slot, which is zeroed after),
-    so no full map is built."""
+    Each strip's window is gathered from the band and its band cells copied into their
+    run of the output band, so no full map is built."""
     k = layer.kernel_size
     b = band.shape[0]
     out = band.new_empty(b, weight.shape[0], layer.num_out + 1)
-    for (r0, r1, c0, c1), window, strip in layer.pieces():
+    for (r0, r1, c0, c1), window, _, (p0, p1), inside in layer.pieces():
         x = take(band, window).view(b, band.shape[1], r1 - r0 + k - 1, c1 - c0 + k - 1)
-        out.scatter_(2, strip.expand(b, weight.shape[0], -1), F.conv2d(x, weight, bias).flatten(2))
+        out[..., p0:p1] = take(F.conv2d(x, weight, bias).flatten(2), inside)
     out[..., -1] = 0
     return out
 
@@ -176,7 +184,7 @@ def conv_strips_backward(grad, band, weight, layer, need_input):
     b, c_in, _ = band.shape
     grad_band = band.new_zeros(band.shape) if need_input else None
     grad_w = grad_b = None
-    for (r0, r1, c0, c1), window, strip in layer.pieces(reverse=True):
+    for (r0, r1, c0, c1), window, strip, _, _ in layer.pieces(reverse=True):
         rows, cols = r1 - r0 + k - 1, c1 - c0 + k - 1
         gx, gw, gb = torch.ops.aten.convolution_backward(
             take(grad, strip).view(b, grad.shape[1], r1 - r0, c1 - c0), take(band, window).view(b, c_in, rows, cols),
@@ -240,7 +248,8 @@ def activate(y, mean, invstd, gamma, beta, cell_weights):
 
 def activate_backward(grad_x, y, a, mean, invstd, gamma, cell_weights):
     """Gradients of :func:`activate` for (y, mean, invstd, gamma, beta), from that of its activations."""
-    grad_a = torch.where(a > 0, _exact(grad_x) * _exact(cell_weights), torch.zeros((), device=a.device))
+    # the ReLU's mask as the forward applied it: in y's dtype
+    grad_a = torch.where(a.to(y.dtype) > 0, _exact(grad_x) * _exact(cell_weights), torch.zeros((), device=a.device))
     scale = _exact(gamma) * invstd
     y32 = _exact(y)
     grad_shift = grad_a.sum(dim=(0, 2))
@@ -258,6 +267,7 @@ class NormalizedCells(torch.autograd.Function):
         return activate(y, mean, invstd, gamma, beta, cell_weights)[1]
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad_x):
         y, mean, invstd, gamma, beta, cell_weights = ctx.saved_tensors
         a, _ = activate(y, mean, invstd, gamma, beta, cell_weights)
@@ -288,6 +298,7 @@ class BandStatistics(torch.autograd.Function):
         return mean, invstd
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad_mean, grad_invstd):
         y, bias, mean, invstd = ctx.saved_tensors
         total, missing = ctx.total, ctx.missing

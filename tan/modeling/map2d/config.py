@@ -95,6 +95,9 @@ def check_map_counts(cfg):
     strip_rows = cfg.MODEL[cfg.MODEL.ARCHITECTURE].PREDICTOR.STRIP_ROWS
     need(is_int(strip_rows) and strip_rows >= 0, model_key(cfg, "PREDICTOR.STRIP_ROWS"),
          f"expected an integer >= 0, got {strip_rows!r}")
+    recompute = cfg.MODEL[cfg.MODEL.ARCHITECTURE].PREDICTOR.RECOMPUTE
+    need(not recompute or strip_rows > 0, model_key(cfg, "PREDICTOR.RECOMPUTE"),
+         f"recomputes the bands of the strips, so it needs {model_key(cfg, 'PREDICTOR.STRIP_ROWS')} > 0 (got 0)")
 
 
 def validate_map(cfg):

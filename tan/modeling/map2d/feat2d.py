@@ -82,7 +82,8 @@ class PairMax(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward((a > b).to(torch.int8) - (a < b).to(torch.int8))
+        if any(ctx.needs_input_grad):  # nothing to keep in inference
+            ctx.save_for_backward((a > b).to(torch.int8) - (a < b).to(torch.int8))
         return torch.maximum(a, b)
 
     @staticmethod

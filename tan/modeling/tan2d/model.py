@@ -54,6 +54,8 @@ class TAN(GroundingModel):
         predictor = self.predictor
         cells = to_band(map2d, predictor.valid_cells)  # the map is zero elsewhere
         sentence = self.integrator.sentence(queries, wordlens)
+        if video_index is None and cells.shape[0] != sentence.shape[0]:  # one video for all sentences
+            video_index = torch.zeros(sentence.shape[0], dtype=torch.long, device=cells.device)
         where = (predictor.valid_cells, self.mask2d.shape[-1], video_index, predictor.padding, predictor.band_in)
         band = FusedBand.apply(cells, sentence, self.integrator.conv.weight, self.integrator.conv.bias, where)
         return predictor.forward_band(band)

@@ -1,6 +1,7 @@
 """Stacked masked 2D convolutions that score every cell (docs/model.md §5)."""
 import torch
 from torch import nn
+from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
 from ..map2d.band import BandConv, BandLayer, BandLayers, cells_of, needed_band, take, to_band, to_dense, with_slot
@@ -111,6 +112,7 @@ class ScoredBand(torch.autograd.Function):
         return logits.squeeze(1)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad):
         band, weight, cells = ctx.saved_tensors
         x = to_dense(cells_of(band).to(weight.dtype), cells, ctx.n)
