@@ -229,3 +229,13 @@ def test_benchmark_sweep_names_what_it_cannot_measure():
     ms = SYNTHETIC_CONFIG.replace("2dtan_synthetic", "ms2dtan_synthetic")
     with pytest.raises(TanError, match="not MODEL.ARCHITECTURE 'MS_TAN'"):
         benchmark.main(["--config-file", ms, "--device", "cpu", "--sweep-n", "32"])
+
+
+@pytest.mark.parametrize("name", ["2dtan_256x256_pool_k5l8_tacos.yaml", "2dtan_512x512_pool_k5l8_tacos.yaml",
+                                  "mmn_256x256_pool_k5l8_tacos.yaml", "mmn_512x512_pool_k5l8_tacos.yaml"])
+def test_long_video_configs_extend_the_tacos_pooling_counts(name):
+    from benchmarking.sweep import long_video_counts
+    cfg = load_config(SYNTHETIC_CONFIG.replace("2dtan_synthetic.yaml", name))
+    arch = cfg.MODEL[cfg.MODEL.ARCHITECTURE]
+    assert list(arch.FEAT2D.POOLING_COUNTS) == long_video_counts(arch.NUM_CLIPS)
+    assert cfg.INPUT.NUM_PRE_CLIPS == 2 * arch.NUM_CLIPS and arch.PREDICTOR.STRIP_ROWS > 0

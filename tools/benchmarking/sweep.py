@@ -13,8 +13,8 @@ from tan.errors import TanError
 from tan.utils.plots import pyplot, save_figure
 
 SWEEP_ROWS = [("train_samples_per_s", "train samples/s", "{:.2f}"),
-              ("train_activation_gb_per_sample", "activations kept GB/sample", "{:.3f}"),
-              ("train_peak_growth_gb_per_sample", "step peak growth GB/sample", "{:.3f}")]
+              ("train_activation_gb_per_sample", "kept GB/sample", "{:.3f}"),
+              ("train_peak_growth_gb_per_sample", "peak GB/sample", "{:.3f}")]
 
 
 def long_video_counts(n):
@@ -50,17 +50,19 @@ def sweep_overrides(cfg, n):
 
 
 def format_sweep(sweep):
-    """The sweep's table: one row per N, ours and the baseline side by side for each figure."""
+    """The sweep's table: one row per N; for each figure, ours and the baseline side by side."""
     impls = list(sweep["impls"])
-    head = f"{'N':>5}" + "".join(f"{label + ' (' + impl + ')':>34}" for _, label, _ in SWEEP_ROWS for impl in impls)
+    width = 13
+    names = "".join(f"{label:^{width * len(impls)}}" for _, label, _ in SWEEP_ROWS)
+    sides = "".join(f"{impl:>{width}}" for _ in SWEEP_ROWS for impl in impls)
     lines = [f"sweep over N: {sweep['architecture']}, {sweep['device']} ({sweep['machine']}), batch {sweep['batch']}, "
-             f"AMP {sweep['amp']}", head]
+             f"AMP {sweep['amp']}", f"{'':>5}" + names, f"{'N':>5}" + sides]
     for point in sweep["points"]:
         cells = ""
         for key, _, fmt in SWEEP_ROWS:
             for impl in impls:
                 value = point["results"].get(impl, {}).get(key)
-                cells += f"{(fmt.format(value) if value is not None else '-'):>34}"
+                cells += f"{(fmt.format(value) if value is not None else '-'):>{width}}"
         lines.append(f"{point['n']:>5}" + cells)
     return "\n".join(lines)
 
@@ -71,16 +73,18 @@ def plot_sweep(sweep, path):
     fig, (memory, speed) = plt.subplots(1, 2, figsize=(10, 4))
     ns = [p["n"] for p in sweep["points"]]
     styles = {"ours": "-o", "reference": "--s"}
+    names = {"ours": "ours", "reference": "baseline"}
     for impl in sweep["impls"]:
         results = [p["results"].get(impl, {}) for p in sweep["points"]]
         for key, label in (("train_activation_gb_per_sample", "kept"), ("train_peak_growth_gb_per_sample", "peak")):
-            memory.plot(ns, [r.get(key) for r in results], styles[impl], label=f"{impl}: {label}")
-        speed.plot(ns, [r.get("train_samples_per_s") for r in results], styles[impl], label=impl)
+            memory.plot(ns, [r.get(key) for r in results], styles[impl], label=f"{names[impl]}: {label}")
+        speed.plot(ns, [r.get("train_samples_per_s") for r in results], styles[impl], label=names[impl])
     memory.set(xscale="log", yscale="log", xlabel="N (clips)", ylabel="GB per sample",
                title="training memory per sample")
     speed.set(xscale="log", yscale="log", xlabel="N (clips)", ylabel="samples/s", title="training speed")
     for ax in (memory, speed):
         ax.set_xticks(ns, [str(n) for n in ns])
+        ax.tick_params(axis="x", which="minor", labelbottom=False)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
     fig.suptitle(f"{sweep['architecture']}, {sweep['machine']}, batch {sweep['batch']}, AMP {sweep['amp']}")
