@@ -104,6 +104,15 @@ class BandLayers:
         self.layers = list(layers)
         self.on_device = {}
 
+    @classmethod
+    def of_stack(cls, band_in, bands, weight_maps, plans, kernel_size):
+        """The layers of a stack: layer l reads the input band (``band_in``, of the padded
+        input) or layer l - 1's band, and writes ``bands[l]`` of its weight map's size."""
+        sizes = [w.shape[-1] for w in weight_maps]
+        inputs = [(band_in, sizes[0] + kernel_size - 1)] + list(zip(bands[:-1], sizes[:-1]))
+        return cls(BandLayer(cells, in_size, out, size, plan, kernel_size)
+                   for (cells, in_size), out, size, plan in zip(inputs, bands, sizes, plans))
+
     def on(self, device):
         if device not in self.on_device:
             self.on_device[device] = [layer.to(device) for layer in self.layers]

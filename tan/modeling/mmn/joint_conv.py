@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..map2d.band import (BandConv, BandLayer, BandLayers, BandStatistics, NormalizedBandConv, NormalizedCells,
+from ..map2d.band import (BandConv, BandLayers, BandStatistics, NormalizedBandConv, NormalizedCells,
                          live_band, to_band, with_slot)
 from ..map2d.recompute import Recomputation, recomputed
 from ..map2d.strips import build_weight_maps, needed_cells, strip_conv, strip_plan
@@ -83,15 +83,11 @@ class JointProposalConv(nn.Module):
         """What training keeps (:mod:`tan.modeling.map2d.band`): per layer, its raw conv
         outputs at the cells of non-zero weight (all of them enter the batch statistics)."""
         band_in, bands = live_band(mask2d, weight_maps, self.padding)
-        sizes = [w.shape[-1] for w in weight_maps]
-        inputs = [(band_in, sizes[0] + kernel_size - 1)] + list(zip(bands[:-1], sizes[:-1]))
-        self.layers = BandLayers(BandLayer(cells, in_size, out, size, plan, kernel_size)
-                                 for (cells, in_size), out, size, plan in zip(inputs, bands, sizes, self.train_plans))
-        self.band_sizes = sizes
+        self.layers = BandLayers.of_stack(band_in, bands, weight_maps, self.train_plans, kernel_size)
         for index, (cells, weight) in enumerate(zip(bands, weight_maps)):
             self.register_buffer(f"band_weights_{index}", with_slot(weight.flatten()[cells]), persistent=False)
         # where the valid cells sit in the last band (they all have non-zero weight)
-        position = torch.full((sizes[-1] ** 2,), -1, dtype=torch.long)
+        position = torch.full((weight_maps[-1].numel(),), -1, dtype=torch.long)
         position[bands[-1]] = torch.arange(len(bands[-1]))
         self.register_buffer("valid_in_band", position[self.cells.cpu()], persistent=False)
 
@@ -130,12 +126,12 @@ class JointProposalConv(nn.Module):
         for index in range(1, len(self.convs)):
             previous = index - 1
             bn = self.bn[previous]
-            mean, invstd = BandStatistics.apply(y, self.convs[previous].bias, self.band_sizes[previous], bn, update)
+            mean, invstd = BandStatistics.apply(y, self.convs[previous].bias, layers[previous].out_size, bn, update)
             conv = self.convs[index]
             y = NormalizedBandConv.apply(y, mean, invstd, bn.weight, bn.bias, getattr(self, f"band_weights_{previous}"),
                                          conv.weight, conv.bias, layers[index])
         last, bn = len(self.convs) - 1, self.bn[-1]
-        mean, invstd = BandStatistics.apply(y, self.convs[last].bias, self.band_sizes[last], bn, update)
+        mean, invstd = BandStatistics.apply(y, self.convs[last].bias, layers[last].out_size, bn, update)
         weights = getattr(self, f"band_weights_{last}").index_select(0, self.valid_in_band)
         return NormalizedCells.apply(y.index_select(2, self.valid_in_band), mean, invstd, bn.weight, bn.bias, weights)
 

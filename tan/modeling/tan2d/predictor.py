@@ -4,7 +4,7 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
-from ..map2d.band import BandConv, BandLayer, BandLayers, cells_of, needed_band, take, to_band, to_dense, with_slot
+from ..map2d.band import BandConv, BandLayers, cells_of, needed_band, take, to_band, to_dense, with_slot
 from ..map2d.recompute import recomputed
 from ..map2d.strips import build_weight_maps, needed_cells, strip_conv, strip_plan
 
@@ -45,10 +45,7 @@ class ProposalConv(nn.Module):
         for index, (cells, weight) in enumerate(zip(bands, weight_maps)):
             self.register_buffer(f"band_{index}", cells, persistent=False)
             self.register_buffer(f"band_weights_{index}", with_slot(weight.flatten()[cells]), persistent=False)
-        sizes = [w.shape[-1] for w in weight_maps]
-        inputs = [(band_in, sizes[0] + kernel_size - 1)] + list(zip(bands[:-1], sizes[:-1]))
-        self.layers = BandLayers(BandLayer(cells, in_size, out, size, plan, kernel_size)
-                                 for (cells, in_size), out, size, plan in zip(inputs, bands, sizes, self.plans))
+        self.layers = BandLayers.of_stack(band_in, bands, weight_maps, self.plans, kernel_size)
 
     @property
     def valid_cells(self):
