@@ -45,84 +45,84 @@ def build_integrator(cfg):
 
 
 class FusedBand(torch.autograd.Function):
-    """:meth:`SentenceMapFusion.fuse` on the map's valid cells, returning the fused map's
-    band (the padded map at the predictor's ``band_in``, with its zero slot), and saving
-    only its inputs.
+    """:meth:`SentenceMapFusion.fuse` at the cells of the predictor's input band: the fused
+    map's band ([B, H, M + 1], its slot zero), saving only the inputs.
 
-    Its backward recomputes the fusion and runs, step by step, the operations
-    autograd would run for it (so float32 gradients are bit for bit those of the
-    stored path), freeing each full map as soon as it is no longer needed: at most
-    three or four of them exist at once instead of the seven autograd keeps.
-    ``where`` = (valid cells' flat index, N, the sentences' videos or None,
-    padding, band_in)."""
+    The 1 x 1 conv runs on the dense map, as in :meth:`fuse` (so its sums over the
+    channels are blocked the same way); the product with the sentence and the
+    normalisation, which are per cell, run on the band only. The backward recomputes
+    the conv and runs, step by step, the operations autograd would run for the dense
+    fusion (so float32 gradients are bit for bit those of the stored path): per cell
+    on the band, and on dense maps where autograd sums over the map (the sentence's
+    and the conv's gradients). ``where`` = (the valid cells' flat index, N, the
+    sentences' videos or None, the band's cells as flat indices of the N x N map)."""
 
     @staticmethod
     def forward(ctx, cells, sentence, weight, bias, where):
-        m = F.conv2d(_map(cells, where), weight, bias)
-        fused = F.normalize(sentence[:, :, None, None] * m, dim=1).to(m.dtype)
+        band_cells = where[3]
+        m = take(F.conv2d(_map(cells, where), weight, bias).flatten(2), band_cells)
+        fused = F.normalize(sentence[:, :, None] * m, dim=1).to(m.dtype)
         ctx.where, ctx.dtype = where, m.dtype
         ctx.save_for_backward(cells, sentence, weight, bias)
-        _, _, _, padding, band_in = where
-        return with_slot(take(F.pad(fused, [padding] * 4).flatten(2), band_in))
+        return with_slot(fused)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_band):
         cells, sentence, weight, bias = ctx.saved_tensors
-        grad_band = cells_of(grad_band)
         where, dtype = ctx.where, ctx.dtype
-        _, n, _, padding, band_in = where
+        _, n, _, band_cells = where
         with torch.autocast(grad_band.device.type, enabled=False):
             weight, bias = weight.to(dtype), bias.to(dtype)
-            s4 = sentence[:, :, None, None]
-            p = s4 * F.conv2d(_map(cells, where).to(dtype), weight, bias)
-            grad_p = _normalize_backward(p, _unpad(grad_band, band_in, n, padding)).to(p.dtype)
-            del p
-            m = F.conv2d(_map(cells, where).to(dtype), weight, bias)
-            grad_s4 = (grad_p * m).sum_to_size(s4.shape)
-            del m
-            grad_m = grad_p.mul_(s4)
             x = _map(cells, where).to(dtype)
+            m = take(F.conv2d(x, weight, bias).flatten(2), band_cells)
+            s3 = sentence[:, :, None]
+            p = s3 * m
+            grad_p = _normalize_backward(p, cells_of(grad_band), band_cells, n).to(p.dtype)
+            del p
+            # autograd sums the sentence's gradient over the whole map (zero off the band)
+            grad_s = to_dense(grad_p * m, band_cells, n).sum_to_size(s3.shape[:2] + (1, 1))
+            del m
+            grad_m = to_dense(grad_p.mul_(s3), band_cells, n)
+            del grad_p
             gx, gw, gb = torch.ops.aten.convolution_backward(grad_m, x, weight, [weight.shape[0]], [1, 1], [0, 0],
                                                              [1, 1], False, [0, 0], 1,
                                                              [ctx.needs_input_grad[0], True, True])
         grad_cells = _map_backward(gx, where, cells.shape[0]).to(cells.dtype) if gx is not None else None
-        return grad_cells, grad_s4.view(sentence.shape).to(sentence.dtype), gw, gb, None
+        return grad_cells, grad_s.view(sentence.shape).to(sentence.dtype), gw, gb, None
 
 
 def _map(cells, where):
     """The dense map of each sentence [B, H, N, N] from the videos' valid cells [V, H, C]."""
-    valid, n, video_index, _, _ = where
+    valid, n, video_index, _ = where
     map2d = to_dense(cells, valid, n)
     return map2d[video_index] if video_index is not None else map2d
 
 
 def _map_backward(grad_map, where, videos):
     """The valid cells' gradient [V, H, C] from that of the sentences' maps."""
-    valid, _, video_index, _, _ = where
+    valid, _, video_index, _ = where
     if video_index is not None:  # the gather's backward: each video sums its sentences'
         grad_map = grad_map.new_zeros((videos,) + grad_map.shape[1:]).index_put_((video_index,), grad_map,
                                                                                 accumulate=True)
     return take(grad_map.flatten(2), valid)
 
 
-def _unpad(grad_band, band_in, n, padding):
-    """The gradient of the unpadded fused map [B, H, N, N] from that of its band."""
-    side = n + 2 * padding
-    grad = to_dense(grad_band, band_in, side)
-    return grad[:, :, padding:padding + n, padding:padding + n]
-
-
-def _normalize_backward(p, grad, eps=1e-12):
-    """Gradient of F.normalize(p, dim=1) [B, H, N, N] in float32 at least, from that of its output:
-    autograd's formulas for the division, the clamp and the norm, in its order."""
+def _normalize_backward(p, grad, band_cells, n, eps=1e-12):
+    """Gradient of F.normalize(p, dim=1) at a band [B, H, M] of an N x N map (``band_cells``), in
+    float32 at least, from that of its output: autograd's formulas for the division, the clamp
+    and the norm, in its order. Every step is per cell, so the band gives the dense map's
+    values, except the sum over the channels, whose order of additions depends on a
+    cell's place in the map: it runs on the dense map."""
     exact = torch.promote_types(p.dtype, torch.float32)  # float32 at least (float64 stays)
     p, grad = p.to(exact), grad.to(exact)
     norm = torch.linalg.vector_norm(p, 2, dim=1, keepdim=True)
     denom = norm.clamp_min(eps).expand_as(p)
     t = p / denom
-    grad_denom = t.div_(denom).mul_(grad).neg_().sum_to_size(norm.shape)
+    dense = to_dense(t.div_(denom).mul_(grad).neg_(), band_cells, n)
     del t
+    grad_denom = take(dense.sum_to_size(dense.shape[:1] + (1,) + dense.shape[2:]).flatten(2), band_cells)
+    del dense
     grad_p = grad / denom
     del grad
     grad_norm = torch.where(norm >= eps, grad_denom, torch.zeros((), device=p.device))

@@ -56,7 +56,7 @@ class TAN(GroundingModel):
         sentence = self.integrator.sentence(queries, wordlens)
         if video_index is None and cells.shape[0] != sentence.shape[0]:  # one video for all sentences
             video_index = torch.zeros(sentence.shape[0], dtype=torch.long, device=cells.device)
-        where = (predictor.valid_cells, self.mask2d.shape[-1], video_index, predictor.padding, predictor.band_in)
+        where = (predictor.valid_cells, self.mask2d.shape[-1], video_index, predictor.input_cells)
         band = FusedBand.apply(cells, sentence, self.integrator.conv.weight, self.integrator.conv.bias, where)
         return predictor.forward_band(band)
 

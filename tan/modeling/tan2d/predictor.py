@@ -42,6 +42,10 @@ class ProposalConv(nn.Module):
         kernel_size, self.mask2d_size = self.kernel_size, mask2d.shape[-1]
         band_in, bands = needed_band(mask2d, weight_maps, kernel_size, self.padding)
         self.register_buffer("band_in", band_in, persistent=False)
+        # the same cells in the unpadded N x N map (the band lies inside it: the padding is zero)
+        side, n = self.mask2d_size + 2 * self.padding, self.mask2d_size
+        rows, cols = band_in // side - self.padding, band_in % side - self.padding
+        self.register_buffer("input_cells", rows * n + cols, persistent=False)
         for index, (cells, weight) in enumerate(zip(bands, weight_maps)):
             self.register_buffer(f"band_{index}", cells, persistent=False)
             self.register_buffer(f"band_weights_{index}", with_slot(weight.flatten()[cells]), persistent=False)
@@ -60,7 +64,7 @@ class ProposalConv(nn.Module):
     def forward(self, x):
         # x: [B, H, N, N]
         if self.stores_bands:
-            return self.forward_band(with_slot(to_band(F.pad(x, [self.padding] * 4), self.band_in)))
+            return self.forward_band(with_slot(to_band(x, self.input_cells)))
         if self.plans is not None:
             x = F.pad(x, [self.padding] * 4)
         for index, conv in enumerate(self.convs):
