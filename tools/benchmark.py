@@ -8,7 +8,9 @@ needed; data loading is measured only when the config's training data is on
 disk. KEY VALUE overrides (SOLVER.AMP bf16, SOLVER.COMPILE True, ...) apply to
 our implementation; the baseline always runs float32 with torch's defaults
 (cuDNN's TF32 convolutions, no autotuning; MS-2D-TAN's with autotuning, as
-its experiment files ask), as the reference does.
+its experiment files ask), as the reference does. On the CPU, whether the
+allocator keeps freed memory between steps (CPU_KEEP_FREED_MEMORY, default
+True) is a setting of the process: it applies to both, and the report says it.
 
 The model is the config's MODEL.ARCHITECTURE: 2D-TAN ("TAN"), MMN or
 MS-2D-TAN ("MS_TAN", baseline tools/benchmarking/reference_ms2dtan.py; its
@@ -41,6 +43,7 @@ from benchmarking.memory import step_memory
 from tan.cli.exits import run_cli
 from tan.config import load_config
 from tan.data import RunData
+from tan.engine.cpu_allocator import keep_freed_memory, keeps_freed_memory
 from tan.engine.precision import amp_is_emulated, configure_backends, slow_amp_warning
 from tan.errors import TanError
 from tan.utils.io import atomic_write_text
@@ -208,7 +211,8 @@ def describe_model(cfg):
 def describe_machine(device):
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
+    allocator = "keeps freed memory" if keeps_freed_memory() else "the C library's default"
+    return f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, allocator {allocator}"
 
 
 ROWS = [("train_samples_per_s", "train samples/s", "{:.1f}"), ("train_peak_memory_gb", "train peak memory GB", "{:.2f}"),
@@ -267,6 +271,8 @@ def main(argv=None):
         raise TanError(f"--device {args.device}: CUDA is not available on this machine")
     if amp_is_emulated(cfg.SOLVER.AMP, device):
         print(f"warning: {slow_amp_warning(cfg.SOLVER.AMP)}", file=sys.stderr, flush=True)
+    if device.type == "cpu" and cfg.CPU_KEEP_FREED_MEMORY:
+        keep_freed_memory()  # process-wide, so for both implementations alike
     impls = ["ours", "reference"] if args.impl == "both" else [args.impl]
     if args.sweep_n:
         return run_sweep(args, opts, cfg, impls, device)

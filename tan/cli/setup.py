@@ -8,6 +8,7 @@ import torch
 
 from ..config import load_config
 from ..data import ALL_SPLITS, RunData, check_batch_sizes
+from ..engine.cpu_allocator import keeps_freed_memory
 from ..engine.precision import amp_is_emulated, check_amp_support, configure_backends, slow_amp_warning
 from ..errors import TanError
 from ..config.models import model_class
@@ -96,6 +97,8 @@ def _log_run(logger, args, cfg, device):
         text = read_named_text(args.config_file, f"config file {args.config_file!r}")
         logger.info("config file %s:\n%s", args.config_file, text.rstrip())
     logger.info("running with config:\n%s", cfg.dump().rstrip())
+    if device.type == "cpu" and cfg.CPU_KEEP_FREED_MEMORY and not keeps_freed_memory():
+        logger.info("CPU_KEEP_FREED_MEMORY: the C library is not glibc; its allocator is left as it is")
 
 
 def default_setup(args, training=True, cfg=None):

@@ -36,6 +36,7 @@ RUNTIME_KEYS = (
     "DATASETS.NAME",  # a label
     "SOLVER.COMPILE",
     "CUDNN_BENCHMARK",
+    "CPU_KEEP_FREED_MEMORY",
 )
 # Not here, though they are switches too: SOLVER.AMP and TF32 change the
 # precision of the arithmetic, and with it the weights, beyond rounding;

@@ -1,9 +1,11 @@
-"""Numeric precision and backend switches: autocast, gradient scaling, TF32, cuDNN autotuning."""
+"""Numeric precision and backend switches: autocast, gradient scaling, TF32, cuDNN autotuning, the CPU's
+allocator."""
 import contextlib
 
 import torch
 
 from ..errors import TanError
+from .cpu_allocator import keep_freed_memory
 
 # SOLVER.AMP -> autocast dtype, for every mode of tan.config.choices.AMP_MODES but "off".
 AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -73,7 +75,10 @@ def slow_amp_warning(amp):
 
 
 def configure_backends(cfg, device):
-    """cuDNN autotuning and TF32 as the config asks (they only matter on CUDA)."""
+    """cuDNN autotuning and TF32 as the config asks (they only matter on CUDA); on the CPU,
+    the allocator keeping freed memory for the next step (:mod:`tan.engine.cpu_allocator`)."""
+    if device.type == "cpu" and cfg.CPU_KEEP_FREED_MEMORY:
+        keep_freed_memory()
     if device.type != "cuda":
         return
     torch.backends.cudnn.benchmark = bool(cfg.CUDNN_BENCHMARK)
