@@ -152,7 +152,7 @@ def measure(cfg, impl, device, args):
         out["train_peak_memory_gb"] = W.peak_memory_gb(device)
         model = steps.build(cfg, impl, device)  # fresh weights for the next workloads
     if "memory" in args.only and steps is not MS:
-        out.update(measure_memory(steps.train_step_fn(cfg, impl, model, batch, device), batch_size, device))
+        out.update(measure_memory(steps.train_step_fn(cfg, impl, model, batch, device), model, batch_size, device))
         model = steps.build(cfg, impl, device)
     if "inference" in args.only:
         seconds = timer(steps.inference_step_fn(cfg, impl, model, batch, device))
@@ -185,10 +185,15 @@ def measure(cfg, impl, device, args):
     return out
 
 
-def measure_memory(step, batch_size, device):
+def measure_memory(step, model, batch_size, device):
     """Activation memory per sample of a training step (after one untimed step: the
-    optimizer's state exists), from the allocator's records (benchmarking/memory.py)."""
+    optimizer's state exists), from the allocator's records (benchmarking/memory.py).
+    The parameters' gradients are dropped first, so that the step's own freeing of
+    them (between forward and backward) cannot count against what it keeps on an
+    allocator that reports frees of blocks from before the profile (the CPU's
+    reports none); on every device, the step's new gradients count in its peak."""
     step()
+    model.zero_grad(set_to_none=True)
     kept, peak = step_memory(step, device)
     per_sample = (lambda b: b / batch_size / 1e9 if b is not None else None)
     return {"train_activation_gb_per_sample": per_sample(kept), "train_peak_growth_gb_per_sample": per_sample(peak)}

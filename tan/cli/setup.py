@@ -98,7 +98,8 @@ def _log_run(logger, args, cfg, device):
         logger.info("config file %s:\n%s", args.config_file, text.rstrip())
     logger.info("running with config:\n%s", cfg.dump().rstrip())
     if device.type == "cpu" and cfg.CPU_KEEP_FREED_MEMORY and not keeps_freed_memory():
-        logger.info("CPU_KEEP_FREED_MEMORY: the C library is not glibc; its allocator is left as it is")
+        logger.info("CPU_KEEP_FREED_MEMORY: the C library's allocator cannot be set here (it is not glibc's, or "
+                    "mallopt refused); it is left as it is")
 
 
 def default_setup(args, training=True, cfg=None):

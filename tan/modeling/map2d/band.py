@@ -132,9 +132,21 @@ def _positions(cells, size, rect):
 def compute_dtype(x):
     """The dtype the convolutions run in: autocast's where it is on, else the input's."""
     device = x.device.type
-    if torch.is_autocast_enabled(device) and x.dtype != torch.float64:  # autocast leaves float64 alone
-        return torch.get_autocast_dtype(device)
+    if x.dtype != torch.float64 and _autocast_enabled(device):  # autocast leaves float64 alone
+        return _autocast_dtype(device)
     return x.dtype
+
+
+def _autocast_enabled(device):
+    if hasattr(torch, "get_autocast_dtype"):  # torch >= 2.4: one call for every device type
+        return torch.is_autocast_enabled(device)
+    return torch.is_autocast_cpu_enabled() if device == "cpu" else torch.is_autocast_enabled()
+
+
+def _autocast_dtype(device):
+    if hasattr(torch, "get_autocast_dtype"):
+        return torch.get_autocast_dtype(device)
+    return torch.get_autocast_cpu_dtype() if device == "cpu" else torch.get_autocast_gpu_dtype()
 
 
 def take(x, index):

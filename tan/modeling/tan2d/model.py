@@ -54,7 +54,7 @@ class TAN(GroundingModel):
         predictor = self.predictor
         cells = to_band(map2d, predictor.valid_cells)  # the map is zero elsewhere
         sentence = self.integrator.sentence(queries, wordlens)
-        if video_index is None and cells.shape[0] != sentence.shape[0]:  # one video for all sentences
+        if video_index is None and cells.shape[0] == 1 < sentence.shape[0]:  # one video for all sentences
             video_index = torch.zeros(sentence.shape[0], dtype=torch.long, device=cells.device)
         where = (predictor.valid_cells, self.mask2d.shape[-1], video_index, predictor.input_cells)
         band = FusedBand.apply(cells, sentence, self.integrator.conv.weight, self.integrator.conv.bias, where)
