@@ -4,7 +4,7 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
-from ..map2d.band import cells_of, take, to_dense, with_slot
+from ..map2d.band import CONV_ARGS, cells_of, take, to_dense, with_slot
 from ..map2d.sentence import last_word_states
 
 
@@ -85,8 +85,7 @@ class FusedBand(torch.autograd.Function):
             del m
             grad_m = to_dense(grad_p.mul_(s3), band_cells, n)
             del grad_p
-            gx, gw, gb = torch.ops.aten.convolution_backward(grad_m, x, weight, [weight.shape[0]], [1, 1], [0, 0],
-                                                             [1, 1], False, [0, 0], 1,
+            gx, gw, gb = torch.ops.aten.convolution_backward(grad_m, x, weight, [weight.shape[0]], *CONV_ARGS,
                                                              [ctx.needs_input_grad[0], True, True])
         grad_cells = _map_backward(gx, where, cells.shape[0]).to(cells.dtype) if gx is not None else None
         return grad_cells, grad_s.view(sentence.shape).to(sentence.dtype), gw, gb, None

@@ -4,7 +4,7 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
-from ..map2d.band import BandConv, BandLayers, cells_of, needed_band, take, to_band, to_dense, with_slot
+from ..map2d.band import CONV_ARGS, BandConv, BandLayers, cells_of, needed_band, take, to_band, to_dense, with_slot
 from ..map2d.recompute import recomputed
 from ..map2d.strips import build_weight_maps, needed_cells, strip_conv, strip_plan
 
@@ -41,8 +41,7 @@ class ProposalConv(nn.Module):
         input padded once): which cells each layer keeps for the backward in training."""
         kernel_size, self.mask2d_size = self.kernel_size, mask2d.shape[-1]
         band_in, bands = needed_band(mask2d, weight_maps, kernel_size, self.padding)
-        self.register_buffer("band_in", band_in, persistent=False)
-        # the same cells in the unpadded N x N map (the band lies inside it: the padding is zero)
+        # the input band's cells in the unpadded N x N map (the band lies inside it: the padding is zero)
         side, n = self.mask2d_size + 2 * self.padding, self.mask2d_size
         rows, cols = band_in // side - self.padding, band_in % side - self.padding
         self.register_buffer("input_cells", rows * n + cols, persistent=False)
@@ -84,7 +83,7 @@ class ProposalConv(nn.Module):
             return self.pred(x.to(self.pred.weight.dtype)).squeeze(1)  # [B, N, N], batch kept for B = 1
 
     def forward_band(self, band):
-        """The input's band (the padded input at ``band_in``, with its slot: [B, H, M + 1]) ->
+        """The input's band (the input at ``input_cells``, with its slot: [B, H, M + 1]) ->
         logits [B, N, N], storing one band per layer for the backward (or, with
         ``recompute``, none)."""
         if self.recompute:
@@ -117,8 +116,7 @@ class ScoredBand(torch.autograd.Function):
     def backward(ctx, grad):
         band, weight, cells = ctx.saved_tensors
         x = to_dense(cells_of(band).to(weight.dtype), cells, ctx.n)
-        gx, gw, gb = torch.ops.aten.convolution_backward(grad.unsqueeze(1), x, weight, [weight.shape[0]], [1, 1],
-                                                         [0, 0], [1, 1], False, [0, 0], 1,
+        gx, gw, gb = torch.ops.aten.convolution_backward(grad.unsqueeze(1), x, weight, [weight.shape[0]], *CONV_ARGS,
                                                          [ctx.needs_input_grad[0], True, True])
         grad_band = with_slot(take(gx.flatten(2), cells)).to(band.dtype) if gx is not None else None
         return grad_band, gw, gb, None, None
