@@ -3,6 +3,7 @@
     import tan
     model = tan.load_model("outputs/synthetic/model_final.pth", device="cpu")
     video = model.encode_video(features, duration=61.5)     # features: [T, D_in] array
+    video = model.encode_video_file("cooking.mp4")           # or a video file (features made as recorded)
     for moments in model.ground(video, ["the cook holds the pan.", "she opens the door."], topk=5):
         print([(m.start, m.end, m.score) for m in moments])
 
@@ -15,7 +16,9 @@ from dataclasses import dataclass
 import torch
 
 from .config.stored import checkpoint_config
+from .utils.checkpoint import read_checkpoint, stored_extractors
 from .data import sentence_encoder
+from .data.prediction_inputs import reads_backbone_features
 from .engine.prediction import (SENTENCE_BATCH, check_duration, encode_video, ground_sentences,
                                 load_trained_model)
 from .engine.precision import amp_is_emulated, slow_amp_warning
@@ -45,12 +48,27 @@ class Grounder:
 
     Build one with :func:`load_model`."""
 
-    def __init__(self, model, cfg, device, checkpoint=""):
+    def __init__(self, model, cfg, device, checkpoint="", extractors=None, extractor_models=None):
+        """``extractors``: how the training features were made (the checkpoint's records, None if it
+        has none); ``extractor_models``: {recorded model name: where it is now}, for moved folders."""
         self.model = model
         self.cfg = cfg
         self.device = device
         self.checkpoint = checkpoint
+        self.extractors = extractors
+        self.extractor_models = dict(extractor_models or {})
         self._encoder = None
+        self._featurizer = None
+
+    def encode_video_file(self, path):
+        """A video file, its features made by the extractors the training features came from
+        (the same backbones, weights and sampling; the ``video`` extra), its duration read from it."""
+        if self._featurizer is None:
+            from .video.featurize import VideoFeaturizer
+
+            self._featurizer = VideoFeaturizer(self.extractors, self.device, self.extractor_models)
+        features, duration = self._featurizer(path)
+        return self.encode_video(features, duration)
 
     def encode_video(self, features, duration):
         """``features``: the video's clip features [T, D_in] (numpy array or tensor, any T);
@@ -62,8 +80,18 @@ class Grounder:
         docs/data.md; unknown words are zero vectors, with a warning), or word-piece
         ids [L]: as the model's text input encodes them."""
         if self._encoder is None:
-            self._encoder = sentence_encoder(self.cfg)
+            self._encoder = self._recorded_text_encoder() or sentence_encoder(self.cfg)
         return self._encoder(list(sentences))
+
+    def _recorded_text_encoder(self):
+        """For a model that reads a text backbone's token features: that backbone, as the checkpoint
+        records it (None without a record: the text input says why it cannot encode new text)."""
+        record = (self.extractors or {}).get("text_features")
+        if record is None or not reads_backbone_features(self.cfg):
+            return None
+        from .video.featurize import SentenceFeaturizer  # the video extra, needed only here
+
+        return SentenceFeaturizer(record, self.device, self.extractor_models)
 
     def ground(self, video, sentences, topk=5, batch_size=SENTENCE_BATCH):
         """Top ``topk`` moments of each sentence in ``video`` (an :class:`EncodedVideo`):
@@ -89,12 +117,13 @@ class Grounder:
         return maps
 
 
-def load_model(checkpoint, device="cpu", config_file=None, overrides=()):
+def load_model(checkpoint, device="cpu", config_file=None, overrides=(), extractor_models=None):
     """A :class:`Grounder` from a checkpoint.
 
     ``config_file``: only for checkpoints that carry no config (the reference's);
     ``overrides``: KEY VALUE pairs, e.g. ``["TEST.NMS_THRESH", "0.5"]``. ``device``:
-    "cpu", "cuda", "cuda:1" or a torch.device."""
+    "cpu", "cuda", "cuda:1" or a torch.device. ``extractor_models``: {recorded model name (or
+    its folder's name): folder}, where a feature extractor's model has moved since training."""
     cfg = checkpoint_config(checkpoint, config_file, list(overrides))
     try:
         device = torch.device(device)
@@ -106,4 +135,6 @@ def load_model(checkpoint, device="cpu", config_file=None, overrides=()):
         raise TanError(f"device {str(device)!r}: only {torch.cuda.device_count()} GPU(s) are visible")
     if amp_is_emulated(cfg.SOLVER.AMP, device):
         get_logger("api").warning("%s", slow_amp_warning(cfg.SOLVER.AMP))
-    return Grounder(load_trained_model(cfg, checkpoint, device), cfg, device, checkpoint)
+    extractors = stored_extractors(read_checkpoint(checkpoint))
+    return Grounder(load_trained_model(cfg, checkpoint, device), cfg, device, checkpoint, extractors,
+                    extractor_models)

@@ -5,7 +5,9 @@ unlabelled queries (--queries: JSON lines with "vid" and "query", optional
 "qid" and "duration"; "video" and "sentence" are read too, so a
 Moment-DETR / lighthouse annotation file works as it is).
 
-A video's features come from --features (an HDF5 file or a folder of
+A video's features come from --video-file (a video file, its features made
+as the training features were: the checkpoint records the extractors of
+tan-extract-features), from --features (an HDF5 file or a folder of
 per-video .npy/.npz files holding the videos, or for one video a .npy or
 .npz array [T, D_in]) or else from the configured datasets' features; its duration from --duration, the query line, or
 the configured annotations. A checkpoint saved by tan carries its config,
@@ -23,6 +25,8 @@ Examples:
       --query "the person rinses the knife" --query "he cuts the onion" --topk 3
   tan-predict --ckpt outputs/synthetic/model_final.pth --features clip.npy --duration 61.5 \\
       --query "person opens door" --json
+  tan-predict --ckpt outputs/2dtan_synthetic_videos/model_final.pth --video-file cooking.mp4 \\
+      --query "the red circle moves left."
   tan-predict --ckpt outputs/synthetic/model_final.pth --queries queries.jsonl --topk 10 \\
       --format lighthouse --output predictions.jsonl
 """
@@ -37,6 +41,7 @@ from ..data import ALL_SPLITS, RunData, VideoSource
 from ..engine.precision import amp_is_emulated, slow_amp_warning
 from ..engine.prediction import load_trained_model
 from ..errors import TanError, UnknownVideoError
+from ..utils.checkpoint import read_checkpoint, stored_extractors
 from ..utils.io import atomic_write_text
 from ..utils.logger import get_logger, setup_logger
 from .arguments import ConfigArgumentParser, add_overrides
@@ -64,6 +69,12 @@ def build_parser():
     parser.add_argument("--features", default="", metavar="FILE",
                         help="features given directly: an HDF5 file or a folder of per-video .npy/.npz holding "
                              "the videos (with --video), or a .npy/.npz holding one video's [T, D_in]")
+    parser.add_argument("--video-file", default="", metavar="VIDEO",
+                        help="a video file: its features are made by the extractors the training features came "
+                             "from (recorded in the checkpoint by tan-extract-features; the video extra)")
+    parser.add_argument("--extractor-model", action="append", default=[], metavar="NAME=FOLDER",
+                        help="with --video-file (or new sentences for a model trained on sentence features): "
+                             "where a recorded extractor model (its recorded name or folder name) is now")
     parser.add_argument("--feature-key", default=None, metavar="KEY",
                         help="the array's name: in a group-per-video HDF5 (default c3d_features) or in .npz "
                              "files (default features)")
@@ -119,6 +130,18 @@ def read_queries(path):
     return queries
 
 
+def extractor_models(pairs):
+    """{recorded name: folder} of --extractor-model NAME=FOLDER options."""
+    models = {}
+    for pair in pairs:
+        name, sep, folder = pair.partition("=")
+        if not sep or not name or not folder:
+            raise TanError(f"--extractor-model {pair!r}: expected NAME=FOLDER (the recorded model name, or its "
+                           f"folder's name, and where that model is now)")
+        models[name] = folder
+    return models
+
+
 def prediction_record(fmt, qid, video, sentence, duration, moments):
     """One JSON-lines record; ``moments``: [(start, end, score)] in seconds, best first."""
     if fmt == "lighthouse":
@@ -149,6 +172,16 @@ class Videos:
             return VideoSource(None).features(video, self.args.features, self.args.feature_key)
         return self.configured.features(video)
 
+    def encoded(self, model, video, duration, where):
+        """``video`` encoded by ``model``: the --video-file, or the features and duration found for it."""
+        if self.args.video_file:
+            return model.encode_video_file(self.args.video_file)
+        try:
+            features = self.features(video)
+        except UnknownVideoError as e:  # name the line that asked for it
+            raise TanError(f"{where}: {e}" if where else str(e)) from None
+        return model.encode_video(features, self.duration(video, duration, where))
+
     def duration(self, video, given, where):
         """Seconds: ``given`` (--duration or the query line's), else the configured annotations."""
         if given is not None:
@@ -161,9 +194,8 @@ class Videos:
         return found
 
 
-def main(argv=None):
-    args = build_parser().parse_args(argv)
-    interrupts.now_doing("predicting", "no output was written")
+def check_arguments(args):
+    """The combinations of options that make no sense, each refused with what to give instead."""
     if args.topk < 1:
         raise TanError(f"--topk must be at least 1, got {args.topk}")
     if args.queries and args.features.endswith((".npy", ".npz")) and not os.path.isdir(args.features):
@@ -172,8 +204,20 @@ def main(argv=None):
     if args.queries and (args.video or args.duration is not None):
         raise TanError('--video and --duration are for --query sentences; --queries lines name their own video '
                        '("vid") and may give its "duration"')
-    if args.query and not (args.video or args.features):
-        raise TanError("give --video ID (a video of the configured datasets) or --features FILE")
+    if args.video_file and (args.queries or args.video or args.features or args.duration is not None):
+        raise TanError("--video-file takes --query sentences and reads the video's duration itself; it goes "
+                       "without --queries, --video, --features and --duration")
+    if args.query and not (args.video or args.features or args.video_file):
+        raise TanError("give --video ID (a video of the configured datasets), --features FILE or --video-file VIDEO")
+    if args.video_file and not os.path.isfile(args.video_file):
+        raise TanError(f"--video-file {args.video_file!r} not found")
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    interrupts.now_doing("predicting", "no output was written")
+    check_arguments(args)
+    models = extractor_models(args.extractor_model)
     setup_logger(None, stream=sys.stderr)  # stdout carries the answer
     cfg, checkpoint, _ = one_checkpoint(args.ckpt, args.config_file, args.opts)
     device = resolve_device(cfg.MODEL.DEVICE)
@@ -184,7 +228,8 @@ def main(argv=None):
     else:
         asked = [{"qid": q, "vid": args.video, "query": s, "duration": args.duration, "line": ""}
                  for q, s in enumerate(args.query)]
-    model = Grounder(load_trained_model(cfg, checkpoint, device), cfg, device, checkpoint)
+    model = Grounder(load_trained_model(cfg, checkpoint, device), cfg, device, checkpoint,
+                     stored_extractors(read_checkpoint(checkpoint)), models)
     videos = Videos(cfg, args)
     for query in asked if args.queries else ():  # a sentence with no known word stops the run, naming its line
         try:
@@ -194,18 +239,10 @@ def main(argv=None):
     by_video = OrderedDict()  # a video with a duration of its own per line is encoded per duration
     for query in asked:
         by_video.setdefault((query["vid"], query["duration"]), []).append(query)
-    answers = {}
-    for (video, duration), queries in by_video.items():  # each video encoded once, its sentences in batches
-        try:
-            features = videos.features(video)
-        except UnknownVideoError as e:  # name the line that asked for it
-            raise TanError(f"{queries[0]['line']}: {e}" if queries[0]["line"] else str(e)) from None
-        encoded = model.encode_video(features, videos.duration(video, duration, queries[0]["line"]))
-        for query, moments in zip(queries, model.ground(encoded, [q["query"] for q in queries], args.topk)):
-            answers[id(query)] = (encoded.duration, [(m.start, m.end, m.score) for m in moments])
+    answers = ground_all(model, videos, by_video, args.topk)
     get_logger("predict").info("%d queries over %d videos, checkpoint %s", len(asked),
                                len({video for video, _ in by_video}), checkpoint)
-    name = args.video or args.features
+    name = args.video or args.features or args.video_file
     records = [prediction_record(args.format, q["qid"], q["vid"] or name, q["query"], *answers[id(q)]) for q in asked]
     if args.output:
         atomic_write_text(args.output, "".join(json.dumps(r) + "\n" for r in records))
@@ -221,6 +258,16 @@ def main(argv=None):
     if not args.output:
         print(json.dumps(report, indent=2) if args.json else format_text(report))
     return report
+
+
+def ground_all(model, videos, by_video, topk):
+    """{id(query): (duration, [(start, end, score)])}: each video encoded once, its sentences in batches."""
+    answers = {}
+    for (video, duration), queries in by_video.items():
+        encoded = videos.encoded(model, video, duration, queries[0]["line"])
+        for query, moments in zip(queries, model.ground(encoded, [q["query"] for q in queries], topk)):
+            answers[id(query)] = (encoded.duration, [(m.start, m.end, m.score) for m in moments])
+    return answers
 
 
 def format_text(report):

@@ -12,9 +12,12 @@ import os
 from ..config.architecture import feature_size
 from ..config.models import model_class
 from ..errors import TanError
+from ..utils.logger import get_logger
 from . import formats
 from .catalog import DatasetCatalog, field_paths
 from .dataset import FeatureSettings, MomentDataset
+from .features.provenance import differences, read_extractor, same_extractor
+from .features.sources import streams_of
 from .generated import ALL_SPLITS, write_generated
 from .loaders import RunLoaders
 from .text.inputs import text_input_class
@@ -75,6 +78,42 @@ class RunData:
         problems = self.text_input.problems()
         if problems:
             raise TanError(problems[0])
+        for warning in self.extractor_warnings():
+            get_logger("data").warning("%s", warning)
+
+    def extractor_records(self, entry):
+        """{"features": [record or None per stream], "text_features": record or None} of catalog ``entry``:
+        how its feature folders were made, where tan-extract-features recorded it."""
+        streams = [path for path, _ in streams_of(entry["features"], entry.get("feature_key"))]
+        text = entry.get("text_features") if self.text_input.NAME == "sentence_features" else None
+        return {"features": [read_extractor(path) for path in streams],
+                "text_features": read_extractor(text) if text else None}
+
+    def extractors(self):
+        """The extractor records of the training data (the first of DATASETS.TRAIN), as a checkpoint keeps them."""
+        names = list(self.cfg.DATASETS.TRAIN)
+        if not names or not all(os.path.exists(p) for _, p in self.named_files(self.entry(names[0]))):
+            return None
+        return self.extractor_records(self.entry(names[0]))
+
+    def extractor_warnings(self):
+        """A message for each feature stream (and the sentence features) that this run's datasets
+        took from different extractors: a model trained on one kind of row and tested on another."""
+        seen, warnings = {}, []
+        for entry in self.entries():
+            if entry.get("generator") or not all(os.path.exists(p) for _, p in self.named_files(entry)):
+                continue
+            records = self.extractor_records(entry)
+            slots = [(f"feature stream {i + 1}", r) for i, r in enumerate(records["features"])]
+            for slot, record in slots + [("sentence features", records["text_features"])]:
+                if record is None:
+                    continue
+                first = seen.setdefault(slot, (entry["name"], record))
+                if not same_extractor(first[1], record):
+                    warnings.append(f"datasets {first[0]!r} and {entry['name']!r} have {slot} made by different "
+                                    f"extractors ({'; '.join(differences(first[1], record))}): the model will be "
+                                    f"tested on rows of another kind than it was trained on")
+        return warnings
 
     def prepare(self):
         """Write the configured generated datasets (synthetic) if missing."""

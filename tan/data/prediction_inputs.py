@@ -89,7 +89,12 @@ def _one_video_array(path, key):
 def sentence_encoder(cfg):
     """How prediction encodes sentences for the model of ``cfg``: as its text input
     does (word vectors: :class:`SentenceEncoder`; word pieces: the tokenizer). A model
-    trained on precomputed sentence features cannot read new text: the text encoder
-    that made those features is not part of it."""
+    trained on precomputed sentence features needs the text backbone that made them
+    (tan.api uses the one its checkpoint records, see :func:`reads_backbone_features`)."""
     choice = model_class(cfg).text_input(cfg)
     return text_input_class(choice).sentence_encoder(cfg, choice)
+
+
+def reads_backbone_features(cfg):
+    """Whether the model of ``cfg`` reads sentences as token features that a text backbone made."""
+    return text_input_class(model_class(cfg).text_input(cfg)).READS_BACKBONE_FEATURES

@@ -41,7 +41,7 @@ def train(cfg, device, distributed, data, config_changes=(), new_folder=False):
     scheduler = build_lr_scheduler(cfg, optimizer)
     grad_scaler = make_grad_scaler(cfg.SOLVER.AMP, device)
     checkpointer = Checkpointer(model, optimizer, scheduler, cfg.OUTPUT_DIR, comm.is_main_process(),
-                                extra={"grad_scaler": grad_scaler}, info=run_info(cfg))
+                                extra={"grad_scaler": grad_scaler}, info=run_info(cfg, data.extractors()))
     resumed = checkpointer.load(cfg.MODEL.WEIGHT)
     state = TrainingState.from_checkpoint(resumed)
     _check_epochs(cfg, state)

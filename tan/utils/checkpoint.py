@@ -21,6 +21,7 @@ BEST = "model_best.pth"
 # that a checkpoint alone can be evaluated or used for prediction.
 CONFIG_FIELD = "config"  # the merged config, as the YAML text of config.yml
 VERSION_FIELD = "tan_version"
+EXTRACTORS_FIELD = "extractors"  # how the training features were made (tan/data/features/provenance.py)
 
 
 def _strip_prefix(state_dict, prefix="module."):
@@ -98,6 +99,13 @@ def stored_config(checkpoint):
     files, the reference's, bare state dicts)."""
     text = checkpoint.get(CONFIG_FIELD) if isinstance(checkpoint, dict) else None
     return text if isinstance(text, str) else None
+
+
+def stored_extractors(checkpoint):
+    """{"features": [record or None per stream], "text_features": record or None} of the training
+    data, as a training run stores it; None for checkpoints saved without it."""
+    records = checkpoint.get(EXTRACTORS_FIELD) if isinstance(checkpoint, dict) else None
+    return records if isinstance(records, dict) else None
 
 
 def checkpoint_name(path):
@@ -224,7 +232,8 @@ class Checkpointer:
             for key, obj in self.extra.items():
                 if key in checkpoint:
                     obj.load_state_dict(checkpoint[key])
-            skip = {"model", "optimizer", "scheduler", CONFIG_FIELD, VERSION_FIELD, *self.extra, *self.info}
+            skip = {"model", "optimizer", "scheduler", CONFIG_FIELD, VERSION_FIELD, EXTRACTORS_FIELD, *self.extra,
+                    *self.info}
             return {k: v for k, v in checkpoint.items() if k not in skip}
         if weight:
             self.logger.info("loading model weights from %s (MODEL.WEIGHT)", weight)
@@ -236,6 +245,10 @@ class Checkpointer:
         return {}
 
 
-def run_info(cfg):
-    """The ``info`` a training run's Checkpointer writes: the merged config and the package version."""
-    return {CONFIG_FIELD: cfg.dump(), VERSION_FIELD: __version__}
+def run_info(cfg, extractors=None):
+    """The ``info`` a training run's Checkpointer writes: the merged config, the package version and
+    (``extractors``, when known) how the training features were made."""
+    info = {CONFIG_FIELD: cfg.dump(), VERSION_FIELD: __version__}
+    if extractors is not None:
+        info[EXTRACTORS_FIELD] = extractors
+    return info

@@ -212,15 +212,21 @@ class ConcatenatedFeatures:
         return shapes
 
     def read(self, video):
-        arrays = [l2_normalize_rows(s.read(video)) for s in self.streams]
-        length = max(len(a) for a in arrays)
-        if min(len(a) for a in arrays) == 0:
-            return np.zeros((0, sum(a.shape[1] for a in arrays)), dtype=np.float32)
-        return np.concatenate([a if len(a) == length else resample(a, length) for a in arrays], axis=1)
+        return join_streams([s.read(video) for s in self.streams])
 
     def nonfinite(self, videos):
         videos = list(videos)
         return set().union(*(s.nonfinite(videos) for s in self.streams))
+
+
+def join_streams(arrays):
+    """One video's streams ([T_i, D_i] arrays) as the datasets join them: each L2-normalised per
+    row, the shorter resampled to the longest's length, concatenated in order."""
+    arrays = [l2_normalize_rows(a) for a in arrays]
+    length = max(len(a) for a in arrays)
+    if min(len(a) for a in arrays) == 0:
+        return np.zeros((0, sum(a.shape[1] for a in arrays)), dtype=np.float32)
+    return np.concatenate([a if len(a) == length else resample(a, length) for a in arrays], axis=1)
 
 
 def stream_lengths_agree(lengths, tolerance, slack_rows=2):

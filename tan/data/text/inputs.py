@@ -39,6 +39,9 @@ def text_input_class(choice):
 class TextInput:
     """How one run's datasets encode sentences; ``run_data`` is the run's RunData."""
     NAME = ""
+    # Its sentences are token features that a text backbone made (tan/video/): prediction encodes
+    # new sentences with the backbone a checkpoint records, where it records one.
+    READS_BACKBONE_FEATURES = False
 
     def __init__(self, run_data, choice):
         self.run_data, self.choice, self.cfg = run_data, choice, run_data.cfg

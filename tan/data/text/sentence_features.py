@@ -88,6 +88,8 @@ class SentenceFeatureFiles(TextInput):
     """INPUT.SENTENCE_FEATURES: each dataset's own folder of per-query files (catalog field
     "text_features"), [L, INPUT.PRE_QUERY_SIZE] each (docs/data.md §9.3)."""
 
+    READS_BACKBONE_FEATURES = True
+
     def __init__(self, run_data, choice):
         super().__init__(run_data, choice)
         self._encoders = {}
@@ -117,6 +119,8 @@ class SentenceFeatureFiles(TextInput):
 
     @classmethod
     def sentence_encoder(cls, cfg, choice):
-        raise TanError("this model was trained on precomputed sentence features (INPUT.SENTENCE_FEATURES True), "
-                       "so it cannot encode new sentences; evaluate it on datasets with text_features "
-                       "(tan-test), or train with word vectors to ground free text")
+        raise TanError("this model was trained on precomputed sentence features (INPUT.SENTENCE_FEATURES True) "
+                       "and its checkpoint does not say which text encoder made them (they were not written by "
+                       "tan-extract-features), so it cannot encode new sentences; evaluate it on datasets with "
+                       "text_features (tan-test), or train on features that tan-extract-features made")
+

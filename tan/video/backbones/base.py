@@ -1,0 +1,136 @@
+"""What every feature backbone provides, and the pieces they share: loading a
+Hugging Face model with an error that says what to do, the digest of its
+weights, and turning uint8 frames into a normalised batch."""
+import hashlib
+import json
+import os
+
+import numpy as np
+import torch
+
+from ...errors import TanError
+
+
+class VideoBackbone:
+    """Clips of frames -> one feature row per clip.
+
+    Subclasses set ``resolution`` (frames are S x S), ``dim`` (row width),
+    ``frames_per_clip`` (None: any number, the clip's frames are averaged) and
+    ``default_frame_rate(clip_seconds)``, and implement :meth:`encode`."""
+    NAME = ""
+    KIND = "video"
+    frames_per_clip = None
+
+    def __init__(self, model_name, device, dtype=torch.float32):
+        self.model_name, self.device, self.dtype = model_name, torch.device(device), dtype
+
+    def default_frame_rate(self, clip_seconds):
+        per_clip = self.frames_per_clip or 1
+        return per_clip / clip_seconds
+
+    @torch.no_grad()
+    def encode(self, frames):
+        """``frames``: [K, F, S, S, 3] uint8 (array or tensor) -> [K, dim] float32 array."""
+        raise NotImplementedError
+
+    def record(self):
+        """The fields of the extractor record (docs/features.md) that this backbone sets."""
+        return {"backbone": self.NAME, "model": model_reference(self.model_name), "weights": self.weights,
+                "dim": self.dim, "resolution": self.resolution}
+
+    @classmethod
+    def write_tiny(cls, folder, seed=0):
+        """A tiny randomly initialised model of this kind, saved in ``folder`` as its loader reads it."""
+        raise NotImplementedError
+
+
+class TextBackbone:
+    """Sentences -> token features [L, E] and a pooled sentence vector [P]."""
+    NAME = ""
+    KIND = "text"
+
+    def __init__(self, model_name, device, dtype=torch.float32):
+        self.model_name, self.device, self.dtype = model_name, torch.device(device), dtype
+
+    @torch.no_grad()
+    def encode(self, sentences):
+        """[(last_hidden_state [L, E] float32, pooler_output [P] float32)], one per sentence."""
+        raise NotImplementedError
+
+    def record(self):
+        return {"backbone": self.NAME, "model": model_reference(self.model_name), "weights": self.weights,
+                "dim": self.dim}
+
+
+def model_reference(name):
+    """How a record names a model: a local folder by its absolute path (it is found again from anywhere),
+    a hub name as it is."""
+    return os.path.abspath(name) if os.path.isdir(name) else name
+
+
+def quiet_transformers():
+    """No progress bar per model load or save: the extraction's own bar is the one that says how far it is."""
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()
+
+
+def load_pretrained(loader, name, what):
+    """``loader.from_pretrained(name)``, or an error naming the model and what to pass instead."""
+    quiet_transformers()
+    try:
+        return loader.from_pretrained(name)
+    except (OSError, ValueError, KeyError, EnvironmentError) as e:
+        local = os.path.isdir(name)
+        hint = ("the folder does not hold what save_pretrained writes" if local else
+                "give a local folder written by save_pretrained, or a hub name that is cached here "
+                "(HF_HOME) or can be downloaded")
+        raise TanError(f"{what} {name!r} could not be loaded ({type(e).__name__}: {str(e).splitlines()[0]}); "
+                       f"{hint}") from None
+
+
+def weights_digest(module):
+    """"sha256:<hex>" of a module's parameters and buffers (names, dtypes, shapes, bytes) in name
+    order: the same weights give the same digest wherever they were loaded from."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(module.state_dict().items()):
+        tensor = tensor.detach().to("cpu").contiguous().reshape(-1)
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
+        digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+    return "sha256:" + digest.hexdigest()
+
+
+def preprocessor_settings(name, mean, std):
+    """(mean, std) of the model's preprocessor_config.json (a folder's, or the hub cache's), else the given ones."""
+    path = os.path.join(name, "preprocessor_config.json")
+    if not os.path.isdir(name):
+        try:
+            from transformers.utils import cached_file
+            path = cached_file(name, "preprocessor_config.json", _raise_exceptions_for_missing_entries=False)
+        except Exception:  # noqa: BLE001  (no cache, no network: the defaults hold)
+            path = None
+    if path and os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            settings = json.load(f)
+        mean, std = settings.get("image_mean", mean), settings.get("image_std", std)
+    return [float(m) for m in mean], [float(s) for s in std]
+
+
+class FrameNormalizer:
+    """uint8 [..., S, S, 3] frames -> float [..., 3, S, S] on the device: scaled to [0, 1], minus the
+    mean, over the standard deviation (per channel), in the backbone's dtype."""
+
+    def __init__(self, mean, std, device, dtype):
+        self.mean = torch.tensor(mean, device=device, dtype=torch.float32).view(3, 1, 1)
+        self.std = torch.tensor(std, device=device, dtype=torch.float32).view(3, 1, 1)
+        self.device, self.dtype = device, dtype
+
+    def __call__(self, frames):
+        frames = torch.as_tensor(np.ascontiguousarray(frames) if isinstance(frames, np.ndarray) else frames)
+        x = frames.to(self.device, non_blocking=True).movedim(-1, -3).float().div_(255.0)
+        return ((x - self.mean) / self.std).to(self.dtype)
+
+
+def write_preprocessor(folder, mean, std, size):
+    with open(os.path.join(folder, "preprocessor_config.json"), "w", encoding="utf-8") as f:
+        json.dump({"image_mean": mean, "image_std": std, "crop_size": {"height": size, "width": size}}, f, indent=2)

@@ -1,0 +1,87 @@
+"""Features made again as a trained run's records say (tan/data/features/provenance.py):
+a video file's rows for every stream the model was trained on, joined as the
+datasets join them, and new sentences' token features for a model trained on
+precomputed sentence features. The same backbone, weights (checked by their
+digest) and sampling are used, so the model sees rows of the kind it learnt."""
+import os
+
+import numpy as np
+
+from ..data.features.provenance import describe_extractor
+from ..data.features.rows import l2_normalize_rows
+from ..data.features.sources import join_streams
+from ..errors import TanError
+from .backbones import text_backbone, video_backbone
+from .decode import VideoError, check_sampling, clip_chunks
+
+
+def recorded_model(record, models=None):
+    """Where to load the record's model from: ``models`` ({recorded name or its last part: new place})
+    first, else the recorded name; an error when it is a folder that is gone."""
+    name = record.get("model", "")
+    models = models or {}
+    for key in (name, os.path.basename(name.rstrip("/"))):
+        if key in models:
+            return models[key]
+    if os.path.isabs(name) and not os.path.isdir(name):
+        raise TanError(f"the features this model was trained on were made by {describe_extractor(record)}, and "
+                       f"the folder {name!r} is gone; give its new place with --extractor-model "
+                       f"{os.path.basename(name.rstrip('/'))}=FOLDER")
+    return name
+
+
+def build_recorded(record, device, models=None):
+    """The backbone of ``record``, with the recorded weights (an error when the digest differs)."""
+    registry = video_backbone if record.get("kind", "video") == "video" else text_backbone
+    backbone = registry(record["backbone"])(recorded_model(record, models), device)
+    if record.get("weights") and backbone.weights != record["weights"]:
+        raise TanError(f"{backbone.model_name!r} holds other weights ({backbone.weights[:19]}...) than the "
+                       f"extractor this model's features came from ({describe_extractor(record)}): its rows "
+                       f"would mean something else to the model")
+    return backbone
+
+
+def no_records(what):
+    return TanError(f"this model's checkpoint does not say how its {what} were made (they were not written by "
+                    f"tan-extract-features, or the checkpoint predates records): extract the video's features "
+                    f"with the extractor used for training and pass them with --features")
+
+
+class VideoFeaturizer:
+    """A video file -> ([T, D] features as the model's datasets read them, duration in seconds)."""
+
+    def __init__(self, extractors, device, models=None, clips_per_chunk=16):
+        streams = (extractors or {}).get("features") or []
+        if not streams or any(r is None for r in streams):
+            raise no_records("video features")
+        self.records = streams
+        self.backbones = [build_recorded(r, device, models) for r in streams]
+        self.samplings = [check_sampling(r["frame_rate"], r["clip_seconds"], r["resolution"]) for r in streams]
+        self.clips_per_chunk = clips_per_chunk
+
+    def __call__(self, path):
+        arrays, duration = [], None
+        for backbone, sampling in zip(self.backbones, self.samplings):
+            rows = []
+            try:
+                for chunk in clip_chunks(path, sampling, self.clips_per_chunk):
+                    if len(chunk.frames):
+                        rows.append(backbone.encode(chunk.frames))
+                    duration = chunk.end if chunk.end is not None else duration
+            except VideoError as e:
+                raise TanError(f"video file {path!r}: {e}") from None
+            arrays.append(np.concatenate(rows).astype(np.float32))
+        return join_streams(arrays), duration
+
+
+class SentenceFeaturizer:
+    """Sentences -> [L, E] token features, L2-normalised per row as precomputed ones are read
+    (tan/data/text/sentence_features.py)."""
+
+    def __init__(self, record, device, models=None):
+        if record is None:
+            raise no_records("sentence features")
+        self.backbone = build_recorded(record, device, models)
+
+    def __call__(self, sentences):
+        return [l2_normalize_rows(hidden) for hidden, _ in self.backbone.encode(list(sentences))]

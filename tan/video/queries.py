@@ -1,0 +1,78 @@
+"""Sentence features of a query file, by a text backbone: one ``qid{qid}.npz``
+per query holding ``last_hidden_state`` [L, E] and ``pooler_output`` [P],
+the names and layout lighthouse stores CLIP's text features in, so that
+``INPUT.SENTENCE_FEATURES`` reads them (docs/data.md §9.3). Written
+atomically; queries that have a file are skipped, as videos are."""
+import json
+import os
+
+import numpy as np
+
+from ..errors import TanError
+from ..utils.io import atomic_write_bytes
+from ..utils.logger import get_logger
+from ..utils.progress import progress
+from ..version import __version__
+from ..data.features.provenance import RECORD_VERSION, describe_extractor
+from .extract import ExtractionSummary, claim_folder, npz_bytes
+
+
+def read_query_file(path):
+    """[(qid, sentence)] of a JSON-lines file whose records have "qid" and "query" (or "sentence"):
+    a Moment-DETR / lighthouse annotation file as it is. A qid seen twice keeps its first sentence."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.readlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise TanError(f"query file {path!r} cannot be read ({e})") from None
+    queries, seen = [], set()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as e:
+            raise TanError(f"{path}:{number}: not a JSON object ({e})") from None
+        qid = record.get("qid") if isinstance(record, dict) else None
+        sentence = record.get("query", record.get("sentence")) if isinstance(record, dict) else None
+        if isinstance(qid, bool) or not isinstance(qid, (int, str)) or str(qid) == "" or "/" in str(qid):
+            raise TanError(f'{path}:{number}: expected "qid", a number or a string that can name a file')
+        if not isinstance(sentence, str) or not sentence.strip():
+            raise TanError(f'{path}:{number}: expected a sentence as "query" (or "sentence"), a non-empty string')
+        if str(qid) not in seen:
+            seen.add(str(qid))
+            queries.append((str(qid), sentence.strip()))
+    if not queries:
+        raise TanError(f"query file {path!r} holds no query")
+    return queries
+
+
+def text_record(backbone):
+    return {"version": RECORD_VERSION, "kind": "text", **backbone.record(), "tan_version": __version__}
+
+
+def query_file_name(qid):
+    return f"qid{qid}.npz"
+
+
+def extract_queries(queries, backbone, output, batch_size=64, overwrite=False):
+    """Sentence features of ``queries`` ([(qid, sentence)]) into ``output``; an :class:`ExtractionSummary`."""
+    record = text_record(backbone)
+    claim_folder(output, record, "sentence features")
+    summary = ExtractionSummary(output, unit="queries")
+    todo = []
+    for qid, sentence in queries:
+        exists = os.path.exists(os.path.join(output, query_file_name(qid)))
+        (summary.skipped.append(qid) if exists and not overwrite else todo.append((qid, sentence)))
+    get_logger("extract").info("%s: %d queries to encode, %d already in %s", describe_extractor(record), len(todo),
+                               len(summary.skipped), output)
+    batches = range(0, len(todo), batch_size)
+    for start in progress(batches, total=len(batches), desc="query batches", unit="batch"):
+        part = todo[start:start + batch_size]
+        for (qid, _), (hidden, pooled) in zip(part, backbone.encode([s for _, s in part])):
+            atomic_write_bytes(os.path.join(output, query_file_name(qid)),
+                               npz_bytes({"last_hidden_state": hidden.astype(np.float32),
+                                          "pooler_output": pooled.astype(np.float32)}))
+            summary.written.append(qid)
+            summary.clips += len(hidden)
+    return summary

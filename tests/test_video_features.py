@@ -1,0 +1,344 @@
+"""Video files in: decoding, the feature backbones (tiny random ones built from
+their configs), tan-extract-features over folders with bad videos, resuming
+after a kill, extractor records, and prediction from a video file with the
+recorded extractors."""
+import json
+import os
+import subprocess
+import sys
+import time
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+av = pytest.importorskip("av")
+pytest.importorskip("transformers")
+
+from tan.data.features.provenance import read_extractor  # noqa: E402
+from tan.errors import TanError  # noqa: E402
+from tan.video.backbones import text_backbone, video_backbone  # noqa: E402
+from tan.video.decode import CODEC, CORRUPT, EMPTY, NO_FRAMES, NO_VIDEO, check_sampling, clip_chunks  # noqa: E402
+from tan.video.extract import backbone_sampling, extract_videos, list_videos  # noqa: E402
+from tan.video.queries import extract_queries, read_query_file  # noqa: E402
+from tan.video.synthetic import generate, write_video  # noqa: E402
+
+from conftest import REPO, run_tool  # noqa: E402
+
+TAN_VIDEOS = os.path.join(REPO, "configs", "video", "2dtan_synthetic_videos.yaml")
+MMN_VIDEOS = os.path.join(REPO, "configs", "video", "mmn_synthetic_videos.yaml")
+CLIP_SECONDS = 0.5
+
+
+def extract_tool(*args, timeout=600):
+    return run_tool("extract_features", *args, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    folders = {"clip": str(root / "tiny_clip"), "video_transformer": str(root / "tiny_videomae")}
+    for name, folder in folders.items():
+        video_backbone(name).write_tiny(folder, seed=0)
+    return folders
+
+
+@pytest.fixture(scope="module")
+def video_dataset(tiny_models, tmp_path_factory):
+    """A small synthetic video dataset with its three feature folders extracted."""
+    root = str(tmp_path_factory.mktemp("synthetic_videos"))
+    generate(root, splits={"train": 60, "test": 16})
+    videos = list_videos([os.path.join(root, "videos")])
+    for name, folder in (("clip", "clip"), ("video_transformer", "video_transformer")):
+        backbone = video_backbone(name)(tiny_models[name], "cpu")
+        summary = extract_videos(videos, backbone, backbone_sampling(backbone, CLIP_SECONDS),
+                                 os.path.join(root, "features", folder), workers=2)
+        assert not summary.failed and len(summary.written) == len(videos)
+    text = text_backbone("clip")(tiny_models["clip"], "cpu")
+    queries = [q for split in ("train", "test") for q in read_query_file(os.path.join(root, "data", f"{split}.jsonl"))]
+    extract_queries(queries, text, os.path.join(root, "features", "clip_text"))
+    return root
+
+
+def solid_video(path, colours, fps=10, size=48, codec="libx264"):
+    """One frame per entry of ``colours`` (grey levels), at ``fps``."""
+    frames = np.stack([np.full((size, size, 3), c, np.uint8) for c in colours])
+    write_video(path, frames, fps)
+
+
+def variable_rate_video(path, times_ms, size=48):
+    """Frames at the given times (ms), frame i of grey level 30 i."""
+    with av.open(path, "w") as container:
+        stream = container.add_stream("libx264", rate=30)
+        stream.width = stream.height = size
+        stream.pix_fmt = "yuv420p"
+        stream.time_base = stream.codec_context.time_base = Fraction(1, 1000)
+        for i, t in enumerate(times_ms):
+            frame = av.VideoFrame.from_ndarray(np.full((size, size, 3), 30 * i, np.uint8), format="rgb24")
+            frame.pts, frame.time_base = t, Fraction(1, 1000)
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+
+
+def audio_only(path):
+    with av.open(path, "w", format="mp4") as container:
+        stream = container.add_stream("aac", rate=16000)
+        for i in range(10):
+            frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="fltp", layout="mono")
+            frame.sample_rate, frame.pts = 16000, i * 1024
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+
+
+def test_sampling_is_by_time_in_a_variable_frame_rate_video(tmp_path):
+    path = str(tmp_path / "vfr.mp4")
+    times = [0, 100, 150, 400, 1000, 1050, 1600, 2300]
+    variable_rate_video(path, times)
+    chunks = list(clip_chunks(path, check_sampling(10, CLIP_SECONDS, 16), 2))
+    frames = np.concatenate([c.frames for c in chunks]).reshape(-1, 16, 16, 3)
+    grey = frames[:, 8, 8, 0].astype(int)
+    for k, level in enumerate(grey):
+        at = (k + 0.5) * 100  # ms: sample k shows the last frame stamped at or before it
+        shown = max(i for i, t in enumerate(times) if t <= at) if at < chunks[-1].end * 1000 else len(times) - 1
+        assert abs(level - 30 * shown) <= 3, (k, level, shown)
+    assert len(frames) % 5 == 0  # whole clips of 5 samples
+    assert len(frames) // 5 == int(np.ceil(chunks[-1].end / CLIP_SECONDS - 1e-9))
+
+
+def test_a_video_shorter_than_a_clip_gives_one_clip(tmp_path):
+    path = str(tmp_path / "short.mp4")
+    solid_video(path, [200], fps=25)  # one frame, 0.04 s
+    chunks = list(clip_chunks(path, check_sampling(8, CLIP_SECONDS, 16), 4))
+    assert sum(len(c.frames) for c in chunks) == 1 and chunks[-1].end == pytest.approx(0.04)
+    assert chunks[-1].frames.shape == (1, 4, 16, 16, 3) and (abs(chunks[-1].frames.astype(int) - 200) <= 3).all()
+
+
+@pytest.mark.parametrize("backbone,dim,per_clip", [("clip", 32, 1), ("video_transformer", 32, 4)])
+def test_each_video_backbone_gives_one_row_per_clip_and_records_itself(tiny_models, tmp_path, backbone, dim,
+                                                                       per_clip):
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    solid_video(str(videos / "a.mp4"), list(range(0, 250, 10)), fps=10)  # 2.5 s: 5 clips
+    solid_video(str(videos / "b.mp4"), [90] * 13, fps=10)  # 1.3 s: 3 clips
+    model = video_backbone(backbone)(tiny_models[backbone], "cpu")
+    sampling = backbone_sampling(model, CLIP_SECONDS)
+    out = str(tmp_path / "out")
+    summary = extract_videos(list_videos([str(videos)]), model, sampling, out)
+    assert sorted(summary.written) == ["a", "b"] and summary.clips == 8
+    a, b = np.load(os.path.join(out, "a.npz")), np.load(os.path.join(out, "b.npz"))
+    assert a["features"].shape == (5, dim) and b["features"].shape == (3, dim)
+    assert a["features"].dtype == np.float32 and float(a["duration"]) == pytest.approx(2.5)
+    assert np.isfinite(a["features"]).all() and not np.allclose(a["features"][0], a["features"][-1])
+    assert np.allclose(b["features"], b["features"][0], atol=1e-4)  # one colour throughout
+    record = read_extractor(out)
+    assert record["backbone"] == backbone and record["frames_per_clip"] == per_clip and record["dim"] == dim
+    assert record["clip_seconds"] == CLIP_SECONDS and record["resolution"] == 32
+    assert record["model"] == os.path.abspath(tiny_models[backbone]) and record["weights"].startswith("sha256:")
+    assert record["decoder"].startswith("PyAV ")
+
+
+def test_the_text_backbone_writes_token_features_and_the_sentence_vector(tiny_models, tmp_path):
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"qid": 7, "query": "the red circle moves left."}\n{"qid": "s1_2", "query": "a cup"}\n')
+    model = text_backbone("clip")(tiny_models["clip"], "cpu")
+    out = str(tmp_path / "text")
+    summary = extract_queries(read_query_file(str(queries)), model, out)
+    assert sorted(summary.written) == ["7", "s1_2"]
+    first = np.load(os.path.join(out, "qid7.npz"))
+    # character tokens between the start and end tokens: 26 characters and spaces -> 20 letters and "." + 2
+    assert first["last_hidden_state"].shape == (len("theredcirclemovesleft.") + 2, 32)
+    assert first["pooler_output"].shape == (32,)
+    assert np.load(os.path.join(out, "qids1_2.npz"))["last_hidden_state"].shape == (len("acup") + 2, 32)
+    assert read_extractor(out)["kind"] == "text"
+
+
+def test_a_folder_of_bad_videos_reports_each_reason_and_writes_the_good_ones(tiny_models, tmp_path):
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    solid_video(str(videos / "good.mp4"), [100] * 12)
+    variable_rate_video(str(videos / "vfr.mp4"), [0, 100, 150, 400, 1000])
+    solid_video(str(videos / "short.mp4"), [50])
+    (videos / "empty.mp4").write_bytes(b"")
+    (videos / "corrupt.mp4").write_bytes(os.urandom(4096))
+    audio_only(str(videos / "audio.mp4"))
+    data = (videos / "good.mp4").read_bytes()
+    (videos / "codec.mp4").write_bytes(data.replace(b"avc1", b"zzzz"))
+    (videos / "notes.txt").write_text("not a video")  # not a video extension: not listed
+    out = tmp_path / "out"
+    proc = extract_tool("--videos", str(videos), "--backbone", "clip", "--model", tiny_models["clip"],
+                        "--output", str(out), "--clip-seconds", str(CLIP_SECONDS))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "3 videos written" in proc.stdout and "4 failed" in proc.stdout
+    for reason, video in ((EMPTY, "empty"), (CORRUPT, "corrupt"), (NO_VIDEO, "audio"), (CODEC, "codec")):
+        assert f"  {reason}: 1\n    {video}" in proc.stdout, proc.stdout
+    assert sorted(os.listdir(out)) == ["extractor.json", "good.npz", "short.npz", "vfr.npz"]
+    assert np.load(out / "short.npz")["features"].shape == (1, 32)
+    rerun = extract_tool("--videos", str(videos), "--backbone", "clip", "--model", tiny_models["clip"],
+                         "--output", str(out), "--clip-seconds", str(CLIP_SECONDS))
+    assert rerun.returncode == 1 and "0 videos written" in rerun.stdout and "3 already there" in rerun.stdout
+
+
+def test_a_stream_that_decodes_to_no_frame_is_reported(tmp_path):
+    path = str(tmp_path / "blank.mp4")
+    solid_video(path, [100] * 10)
+    data = bytearray(open(path, "rb").read())
+    start, end = data.index(b"mdat") + 4, data.index(b"moov") - 4  # every coded frame zeroed; the index intact
+    data[start:end] = bytes(end - start)
+    open(path, "wb").write(bytes(data))
+    from tan.video.decode import VideoError
+
+    with pytest.raises(VideoError) as caught:
+        list(clip_chunks(path, check_sampling(2, CLIP_SECONDS, 16), 4))
+    assert caught.value.reason == NO_FRAMES
+
+
+def test_a_folder_made_by_another_extractor_is_refused(tiny_models, tmp_path):
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    solid_video(str(videos / "a.mp4"), [100] * 10)
+    out = str(tmp_path / "out")
+    model = video_backbone("clip")(tiny_models["clip"], "cpu")
+    extract_videos(list_videos([str(videos)]), model, backbone_sampling(model, CLIP_SECONDS), out)
+    before = os.stat(os.path.join(out, "a.npz")).st_mtime_ns
+    with pytest.raises(TanError, match="made by another extractor.*clip_seconds 0.5 -> 1.0"):
+        extract_videos(list_videos([str(videos)]), model, backbone_sampling(model, 1.0), out, overwrite=True)
+    assert os.stat(os.path.join(out, "a.npz")).st_mtime_ns == before
+
+
+def test_a_run_killed_in_the_middle_of_a_folder_leaves_no_partial_file_and_the_rerun_does_the_rest_once(
+        tiny_models, tmp_path):
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    for i in range(24):
+        solid_video(str(videos / f"v{i:02d}.mp4"), [(i * 10) % 250] * 30)
+    out = tmp_path / "out"
+    args = [sys.executable, os.path.join(REPO, "tools", "extract_features.py"), "--videos", str(videos),
+            "--backbone", "video_transformer", "--model", tiny_models["video_transformer"], "--output", str(out),
+            "--clip-seconds", str(CLIP_SECONDS), "--batch-clips", "1"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if len([n for n in os.listdir(out) if n.endswith(".npz")] if out.exists() else []) >= 3:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    proc.communicate()
+    finished = {n: os.stat(out / n).st_mtime_ns for n in os.listdir(out) if n.endswith(".npz")}
+    assert 3 <= len(finished) < 24, "the run ended before it could be killed in the middle"
+    for name in finished:  # every file there is complete
+        assert np.load(out / name)["features"].shape == (6, 32)
+    rerun = extract_tool("--videos", str(videos), "--backbone", "video_transformer", "--model",
+                         tiny_models["video_transformer"], "--output", str(out), "--clip-seconds", str(CLIP_SECONDS))
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert f"{24 - len(finished)} videos written" in rerun.stdout and f"{len(finished)} already there" in rerun.stdout
+    assert sorted(os.listdir(out)) == ["extractor.json"] + [f"v{i:02d}.npz" for i in range(24)]  # no temporaries
+    assert {n: os.stat(out / n).st_mtime_ns for n in finished} == finished  # not done twice
+
+
+def test_datasets_of_one_run_with_features_of_different_extractors_are_warned_about(video_dataset, tmp_path):
+    from tan.config import load_config
+    from tan.data import RunData
+
+    other = tmp_path / "clip_other"
+    os.makedirs(other)
+    test_videos = {json.loads(line)["vid"] for line in open(os.path.join(video_dataset, "data", "test.jsonl"))}
+    for video in test_videos:
+        os.link(os.path.join(video_dataset, "features", "clip", f"{video}.npz"), other / f"{video}.npz")
+    record = read_extractor(os.path.join(video_dataset, "features", "clip"))
+    (other / "extractor.json").write_text(json.dumps({**record, "clip_seconds": 1.0, "frame_rate": 1.0}))
+    catalog = tmp_path / "catalog.json"
+    entries = {"v_train": {"annotations": os.path.join(video_dataset, "data", "train.jsonl"), "format": "jsonl",
+                           "features": [os.path.join(video_dataset, "features", s) for s in
+                                        ("clip", "video_transformer")],
+                           "text_features": os.path.join(video_dataset, "features", "clip_text")}}
+    entries["v_test"] = {**entries["v_train"], "annotations": os.path.join(video_dataset, "data", "test.jsonl"),
+                         "features": [str(other), entries["v_train"]["features"][1]]}
+    catalog.write_text(json.dumps(entries))
+    cfg = load_config(TAN_VIDEOS, ["DATASETS.CATALOG", str(catalog), "DATASETS.TRAIN", "('v_train',)",
+                                   "DATASETS.TEST", "('v_test',)"])
+    data = RunData(cfg)
+    warnings = data.extractor_warnings()
+    assert len(warnings) == 1 and "'v_train' and 'v_test' have feature stream 1" in warnings[0]
+    assert "clip_seconds 0.5 -> 1.0" in warnings[0]
+    assert data.extractors()["features"][0] == record
+
+
+def metric(out, folder, dataset="synthetic_videos_test", name="R@1,IoU@0.5"):
+    with open(os.path.join(out, "inference", folder, dataset, "metrics.json")) as f:
+        return json.load(f)[name]
+
+
+@pytest.fixture(scope="module")
+def trained_tan(video_dataset, tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("tan_videos"))
+    proc = run_tool("train_net", "--config-file", TAN_VIDEOS, "DATASETS.ROOT", video_dataset, "OUTPUT_DIR", out,
+                    "MODEL.DEVICE", "cpu", "SOLVER.MAX_EPOCH", "2", "--skip-test")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return out
+
+
+def test_the_checkpoint_records_the_extractors_and_predicts_from_a_video_file_as_from_its_features(
+        video_dataset, trained_tan):
+    import torch
+
+    checkpoint = os.path.join(trained_tan, "model_final.pth")
+    stored = torch.load(checkpoint, map_location="cpu", weights_only=False)["extractors"]
+    assert stored["features"] == [read_extractor(os.path.join(video_dataset, "features", s))
+                                  for s in ("clip", "video_transformer")]
+    assert stored["text_features"] == read_extractor(os.path.join(video_dataset, "features", "clip_text"))
+    record = json.loads(open(os.path.join(video_dataset, "data", "test.jsonl")).readline())
+    video_file = os.path.join(video_dataset, "videos", f"{record['vid']}.mp4")
+    from_file = run_tool("predict", "--ckpt", checkpoint, "--video-file", video_file, "--query", record["query"],
+                         "--json")
+    assert from_file.returncode == 0, from_file.stderr[-3000:]
+    from_features = run_tool("predict", "--ckpt", checkpoint, "--video", record["vid"], "--duration",
+                             str(record["duration"]), "--query", record["query"], "--json",
+                             "DATASETS.ROOT", video_dataset)
+    assert from_features.returncode == 0, from_features.stderr[-3000:]
+    a, b = json.loads(from_file.stdout), json.loads(from_features.stdout)
+    assert a["duration"] == pytest.approx(record["duration"])
+    assert [(m["start"], m["end"]) for m in a["queries"][0]["moments"]] == \
+        [(m["start"], m["end"]) for m in b["queries"][0]["moments"]]
+    assert [m["score"] for m in a["queries"][0]["moments"]] == \
+        pytest.approx([m["score"] for m in b["queries"][0]["moments"]], abs=1e-4)
+
+
+def test_new_sentences_are_encoded_by_the_recorded_text_backbone_as_the_training_files_were(
+        video_dataset, trained_tan):
+    import tan
+
+    model = tan.load_model(os.path.join(trained_tan, "model_final.pth"))
+    record = json.loads(open(os.path.join(video_dataset, "data", "train.jsonl")).readline())
+    stored = np.load(os.path.join(video_dataset, "features", "clip_text", f"qid{record['qid']}.npz"))
+    rows = stored["last_hidden_state"]
+    expected = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    np.testing.assert_allclose(model.encode_sentences([record["query"]])[0], expected, atol=1e-5)
+
+
+def test_a_moved_extractor_model_is_named_and_can_be_pointed_to(video_dataset, trained_tan, tiny_models, tmp_path):
+    import shutil
+
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(tiny_models["video_transformer"], moved)
+    checkpoint = os.path.join(trained_tan, "model_final.pth")
+    video_file = os.path.join(video_dataset, "videos", sorted(os.listdir(os.path.join(video_dataset, "videos")))[0])
+    hidden = tiny_models["video_transformer"] + ".away"
+    os.rename(tiny_models["video_transformer"], hidden)
+    try:
+        gone = run_tool("predict", "--ckpt", checkpoint, "--video-file", video_file, "--query", "a red square")
+        assert gone.returncode == 2 and "is gone; give its new place with --extractor-model tiny_videomae=" \
+            in gone.stderr, gone.stderr[-2000:]
+        found = run_tool("predict", "--ckpt", checkpoint, "--video-file", video_file, "--query", "a red square",
+                         "--extractor-model", f"tiny_videomae={moved}")
+        assert found.returncode == 0, found.stderr[-2000:]
+        other = tmp_path / "other"
+        video_backbone("video_transformer").write_tiny(str(other), seed=1)
+        wrong = run_tool("predict", "--ckpt", checkpoint, "--video-file", video_file, "--query", "a red square",
+                         "--extractor-model", f"tiny_videomae={other}")
+        assert wrong.returncode == 2 and "holds other weights" in wrong.stderr, wrong.stderr[-2000:]
+    finally:
+        os.rename(hidden, tiny_models["video_transformer"])
