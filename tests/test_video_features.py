@@ -265,6 +265,11 @@ def test_datasets_of_one_run_with_features_of_different_extractors_are_warned_ab
     assert len(warnings) == 1 and "'v_train' and 'v_test' have feature stream 1" in warnings[0]
     assert "clip_seconds 0.5 -> 1.0" in warnings[0]
     assert data.extractors()["features"][0] == record
+    from tan.data.check import check_run, format_report
+
+    text, problems = format_report(*check_run(data))
+    assert not problems and text.count("made by clip (") == 2 and text.count("made by video_transformer (") == 2
+    assert "0.5 s clips" in text and "1 s clips" in text
 
 
 def metric(out, folder, dataset="synthetic_videos_test", name="R@1,IoU@0.5"):

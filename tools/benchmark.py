@@ -24,6 +24,12 @@ Examples:
   python tools/benchmark.py --preset cpu-small --device cpu --impl ours --only train,inference SOLVER.AMP bf16
   python tools/benchmark.py --config-file configs/ms2dtan_charades_i3d.yaml --device cuda
   python tools/benchmark.py --config-file configs/ms2dtan_charades_i3d.yaml --preset cpu-small --device cpu
+  python tools/benchmark.py --extraction --extract-backbone clip --device cpu --workers 2
+
+--extraction measures tan-extract-features instead (tools/benchmarking/extraction.py):
+videos rendered on the fly through one backbone (a tiny random one unless
+--extract-model names real weights), decoded in the main process beside
+decoded in --workers processes.
 """
 import argparse
 import json
@@ -37,7 +43,7 @@ import torch
 
 from benchmarking import mmn_workloads as M
 from benchmarking import ms2dtan_workloads as MS
-from benchmarking import sweep
+from benchmarking import extraction, sweep
 from benchmarking import workloads as W
 from benchmarking.memory import step_memory
 from tan.cli.exits import run_cli
@@ -119,6 +125,19 @@ def parse_args(argv=None):
                         help="measure training (speed and memory) at each N of LIST (e.g. 64,128,256,512) instead, "
                              "pooling counts extending TACoS's (tools/benchmarking/sweep.py)")
     parser.add_argument("--plot", metavar="PNG", help="with --sweep-n: also draw the sweep (needs matplotlib)")
+    parser.add_argument("--extraction", action="store_true",
+                        help="measure feature extraction from video files instead (see below)")
+    parser.add_argument("--extract-backbone", default="clip", help="--extraction: the backbone (default clip)")
+    parser.add_argument("--extract-model", default="", metavar="NAME",
+                        help="--extraction: model folder or hub name (default: a tiny random one)")
+    parser.add_argument("--extract-videos", type=int, default=8, help="--extraction: videos (default 8)")
+    parser.add_argument("--extract-seconds", type=float, default=60.0, help="--extraction: their length (default 60)")
+    parser.add_argument("--extract-size", type=_frame_size, default=(240, 320), metavar="WxH",
+                        help="--extraction: their frame size (default 320x240)")
+    parser.add_argument("--extract-fps", type=float, default=30.0, help="--extraction: their frame rate (default 30)")
+    parser.add_argument("--extract-clip-seconds", type=float, default=2.0,
+                        help="--extraction: seconds per clip (default 2)")
+    parser.add_argument("--workers", type=int, default=2, help="--extraction: decoding workers (default 2)")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH ('-' for stdout)")
     parser.add_argument("opts", nargs=argparse.REMAINDER, metavar="KEY VALUE", help="config overrides")
     return parser.parse_args(argv)
@@ -266,8 +285,24 @@ def format_report(report):
     return "\n".join(lines)
 
 
+def _frame_size(text):
+    width, _, height = text.lower().partition("x")
+    if not (width.isdigit() and height.isdigit() and int(width) > 0 and int(height) > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected WIDTHxHEIGHT, e.g. 320x240")
+    return int(height), int(width)
+
+
+def run_extraction(args, device):
+    report = {"device": str(device), "machine": describe_machine(device), "torch": torch.__version__,
+              **extraction.measure_extraction(args, device)}
+    print(extraction.format_extraction(report))
+    write_json(args.json, report)
+
+
 def main(argv=None):
     args = parse_args(argv)
+    if args.extraction:
+        return run_extraction(args, torch.device(args.device))
     architecture = load_config(args.config_file, args.opts).MODEL.ARCHITECTURE
     opts = preset_overrides(args.preset, architecture) + list(args.opts)
     cfg = load_config(args.config_file, opts)

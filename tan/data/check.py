@@ -16,8 +16,10 @@ import numpy as np
 
 from ..config.architecture import feature_size
 from ..errors import TanError
+from ..utils.logger import get_logger
 from .formats import NOT_DROPPED
 from .dataset import MISSING_VIDEO, named
+from .features.provenance import describe_extractor, read_extractor
 from .features.sources import open_source, stream_lengths_agree, streams_of
 
 EXAMPLES = 5  # videos named per finding
@@ -32,6 +34,7 @@ class StreamReport:
     lengths: tuple = ()  # (min, median, max) rows
     missing: list = field(default_factory=list)  # the annotations' videos it lacks
     not_2d: list = field(default_factory=list)  # videos whose array is not [T, D]
+    made_by: str = ""  # the extractor that its record (extractor.json) names, if it has one
 
 
 @dataclass
@@ -57,7 +60,12 @@ def _stream_report(path, key, videos):
                         widths=dict(Counter(shape[1] for shape in shapes.values() if len(shape) == 2)),
                         not_2d=sorted(v for v, shape in shapes.items() if len(shape) != 2),
                         lengths=(lengths[0], float(np.median(lengths)), lengths[-1]) if lengths else (),
-                        missing=sorted(set(videos) - set(shapes))), shapes
+                        missing=sorted(set(videos) - set(shapes)), made_by=_made_by(path)), shapes
+
+
+def _made_by(path):
+    record = read_extractor(path)
+    return describe_extractor(record) if record else ""
 
 
 def _check_streams(report, entry, videos, run_data):
@@ -131,6 +139,9 @@ def check_run(run_data):
         problems.append("no dataset configured (DATASETS.TRAIN / VAL / TEST)")
     # without the word vectors the datasets cannot be built, but their files and streams are still checked
     reports = [check_dataset(run_data, name, build=not problems) for name in run_data.names]
+    if not problems:
+        for warning in run_data.extractor_warnings():
+            get_logger("data").warning("%s", warning)
     return reports, problems
 
 
@@ -159,6 +170,8 @@ def format_report(reports, problems):
             lines.append(f"  {'stream':<14}{os.path.basename(s.path.rstrip(os.sep))} ({s.kind}): {s.videos} videos, "
                          f"width {widths}, {_lengths(s)}"
                          f"{', missing ' + str(len(s.missing)) if s.missing else ''}")
+            if s.made_by:
+                lines.append(f"  {'':<14}made by {s.made_by}")
         if r.kept is not None:
             dropped = sum(n for k, n in r.dropped.items() if k not in NOT_DROPPED)
             lines.append(f"  {'queries':<14}{r.kept} kept, {dropped} dropped")

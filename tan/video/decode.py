@@ -160,19 +160,32 @@ def sampled_frames(container, stream, sampling):
     for count, frame in enumerate(_decoded(container, stream)):
         time = _frame_time(frame, count, rate)
         while shown is not None and (index + 0.5) * period < time:
-            yield index, shown
+            yield index, shown.scaled()
             index += 1
         if shown is None or time >= shown_time:  # a frame stamped before the one shown is not shown
-            shown, shown_time = scale(frame), time
+            shown, shown_time = _Shown(frame, scale), time
         length = float(frame.duration * frame.time_base) if getattr(frame, "duration", None) and frame.time_base \
             else 1.0 / rate
         end = max(end, time + length)
     if shown is None:
         raise VideoError(NO_FRAMES, "the video stream decodes to no frame")
     while (index + 0.5) * period < end:
-        yield index, shown
+        yield index, shown.scaled()
         index += 1
-    return end, shown, index
+    return end, shown.scaled(), index
+
+
+class _Shown:
+    """The frame on screen, scaled only once a sample takes it: most decoded frames are never sampled."""
+
+    def __init__(self, frame, scale):
+        self.frame, self.scale, self._scaled = frame, scale, None
+
+    def scaled(self):
+        if self._scaled is None:
+            self._scaled = self.scale(self.frame)
+            self.frame = None
+        return self._scaled
 
 
 @dataclass

@@ -104,7 +104,9 @@ def render(rng, duration, moments, actors):
 def write_video(path, frames, fps=FPS):
     """``frames`` [F, H, W, 3] uint8 as a video file, atomically (H.264 if the FFmpeg at hand has it)."""
     import av
+    from fractions import Fraction
 
+    fps = Fraction(fps).limit_denominator(1001)
     codec = "libx264" if "libx264" in av.codecs_available else "mpeg4"
     with replaced_when_done(path) as tmp:
         with av.open(tmp, "w", format="mp4") as container:
