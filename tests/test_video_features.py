@@ -18,7 +18,8 @@ pytest.importorskip("transformers")
 from tan.data.features.provenance import read_extractor  # noqa: E402
 from tan.errors import TanError  # noqa: E402
 from tan.video.backbones import text_backbone, video_backbone  # noqa: E402
-from tan.video.decode import CODEC, CORRUPT, EMPTY, NO_FRAMES, NO_VIDEO, check_sampling, clip_chunks  # noqa: E402
+from tan.video.decode import (CODEC, CORRUPT, EMPTY, NO_FRAMES, NO_VIDEO, TRUNCATED, check_sampling,  # noqa: E402
+                              clip_chunks)
 from tan.video.extract import backbone_sampling, extract_videos, list_videos  # noqa: E402
 from tan.video.queries import extract_queries, read_query_file  # noqa: E402
 from tan.video.synthetic import generate, write_video  # noqa: E402
@@ -82,6 +83,20 @@ def variable_rate_video(path, times_ms, size=48):
             container.mux(packet)
 
 
+def in_container(path, fmt, count=100, fps=10, size=48):
+    """``count`` frames of changing grey in an MKV or MPEG-TS file."""
+    with av.open(path, "w", format=fmt) as container:
+        stream = container.add_stream("libx264", rate=fps)
+        stream.width = stream.height = size
+        stream.pix_fmt = "yuv420p"
+        for i in range(count):
+            frame = av.VideoFrame.from_ndarray(np.full((size, size, 3), (i * 5) % 250, np.uint8), format="rgb24")
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+
+
 def audio_only(path):
     with av.open(path, "w", format="mp4") as container:
         stream = container.add_stream("aac", rate=16000)
@@ -107,6 +122,27 @@ def test_sampling_is_by_time_in_a_variable_frame_rate_video(tmp_path):
         assert abs(level - 30 * shown) <= 3, (k, level, shown)
     assert len(frames) % 5 == 0  # whole clips of 5 samples
     assert len(frames) // 5 == int(np.ceil(chunks[-1].end / CLIP_SECONDS - 1e-9))
+
+
+def test_times_count_from_the_first_frame_of_an_mpeg_ts_file(tmp_path):
+    path = str(tmp_path / "clock.ts")
+    in_container(path, "mpegts")  # MPEG-TS starts its clock at 0.2 s (or anywhere)
+    assert av.open(path).streams.video[0].start_time > 0
+    chunks = list(clip_chunks(path, check_sampling(2, CLIP_SECONDS, 16), 4))
+    assert chunks[-1].end == pytest.approx(10.0) and sum(len(c.frames) for c in chunks) == 20
+
+
+def test_a_truncated_file_whose_header_gives_its_length_is_reported(tmp_path):
+    whole, cut = str(tmp_path / "whole.mkv"), str(tmp_path / "cut.mkv")
+    in_container(whole, "matroska")
+    data = open(whole, "rb").read()
+    open(cut, "wb").write(data[:len(data) // 2])
+    assert list(clip_chunks(whole, check_sampling(2, CLIP_SECONDS, 16), 4))[-1].end == pytest.approx(10.0)
+    from tan.video.decode import VideoError
+
+    with pytest.raises(VideoError) as caught:
+        list(clip_chunks(cut, check_sampling(2, CLIP_SECONDS, 16), 4))
+    assert caught.value.reason == TRUNCATED and "of the 10.0 s its header gives" in caught.value.detail
 
 
 def test_a_video_shorter_than_a_clip_gives_one_clip(tmp_path):
@@ -167,13 +203,21 @@ def test_a_folder_of_bad_videos_reports_each_reason_and_writes_the_good_ones(tin
     audio_only(str(videos / "audio.mp4"))
     data = (videos / "good.mp4").read_bytes()
     (videos / "codec.mp4").write_bytes(data.replace(b"avc1", b"zzzz"))
+    blank = bytearray(data)
+    start, end = blank.index(b"mdat") + 4, blank.index(b"moov") - 4
+    blank[start:end] = bytes(end - start)
+    (videos / "blank.mp4").write_bytes(bytes(blank))
+    in_container(str(tmp_path / "whole.mkv"), "matroska")
+    whole = (tmp_path / "whole.mkv").read_bytes()
+    (videos / "partial.mkv").write_bytes(whole[:len(whole) // 2])
     (videos / "notes.txt").write_text("not a video")  # not a video extension: not listed
     out = tmp_path / "out"
     proc = extract_tool("--videos", str(videos), "--backbone", "clip", "--model", tiny_models["clip"],
-                        "--output", str(out), "--clip-seconds", str(CLIP_SECONDS))
+                        "--output", str(out), "--clip-seconds", str(CLIP_SECONDS), "--workers", "2")
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "3 videos written" in proc.stdout and "4 failed" in proc.stdout
-    for reason, video in ((EMPTY, "empty"), (CORRUPT, "corrupt"), (NO_VIDEO, "audio"), (CODEC, "codec")):
+    assert "3 videos written" in proc.stdout and "6 failed" in proc.stdout
+    for reason, video in ((EMPTY, "empty"), (CORRUPT, "corrupt"), (NO_VIDEO, "audio"), (CODEC, "codec"),
+                          (NO_FRAMES, "blank"), (TRUNCATED, "partial")):
         assert f"  {reason}: 1\n    {video}" in proc.stdout, proc.stdout
     assert sorted(os.listdir(out)) == ["extractor.json", "good.npz", "short.npz", "vfr.npz"]
     assert np.load(out / "short.npz")["features"].shape == (1, 32)
@@ -194,6 +238,27 @@ def test_a_stream_that_decodes_to_no_frame_is_reported(tmp_path):
     with pytest.raises(VideoError) as caught:
         list(clip_chunks(path, check_sampling(2, CLIP_SECONDS, 16), 4))
     assert caught.value.reason == NO_FRAMES
+
+
+def test_a_folder_of_features_made_otherwise_is_refused_and_a_qid_names_one_sentence(tiny_models, tmp_path):
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    solid_video(str(videos / "a.mp4"), [100] * 10)
+    out = tmp_path / "out"
+    out.mkdir()
+    np.save(out / "x.npy", np.zeros((2, 2)))
+    (out / "a.npz").write_bytes(b"made elsewhere")
+    model = video_backbone("clip")(tiny_models["clip"], "cpu")
+    with pytest.raises(TanError, match="holds .npz files but no extractor record"):
+        extract_videos(list_videos([str(videos)]), model, backbone_sampling(model, CLIP_SECONDS), str(out))
+    assert (out / "a.npz").read_bytes() == b"made elsewhere" and not (out / "extractor.json").exists()
+    extract_videos(list_videos([str(videos)]), model, backbone_sampling(model, CLIP_SECONDS), str(out),
+                   overwrite=True)
+    assert np.load(out / "a.npz")["features"].shape == (2, 32)
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"qid": 1, "query": "a cup"}\n{"qid": 1, "query": "a cup"}\n{"qid": 1, "query": "a pan"}\n')
+    with pytest.raises(TanError, match=r"q.jsonl:3: qid 1 was given the sentence 'a cup' before"):
+        read_query_file(str(queries))
 
 
 def test_a_folder_made_by_another_extractor_is_refused(tiny_models, tmp_path):
@@ -310,6 +375,34 @@ def test_the_checkpoint_records_the_extractors_and_predicts_from_a_video_file_as
         [(m["start"], m["end"]) for m in b["queries"][0]["moments"]]
     assert [m["score"] for m in a["queries"][0]["moments"]] == \
         pytest.approx([m["score"] for m in b["queries"][0]["moments"]], abs=1e-4)
+
+
+def test_mmn_predicts_from_a_video_file_through_the_python_api(video_dataset, tmp_path):
+    import tan
+
+    out = str(tmp_path / "mmn")
+    proc = run_tool("train_net", "--config-file", MMN_VIDEOS, "DATASETS.ROOT", video_dataset, "OUTPUT_DIR", out,
+                    "MODEL.DEVICE", "cpu", "SOLVER.MAX_EPOCH", "1", "--skip-test")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    model = tan.load_model(os.path.join(out, "model_final.pth"))
+    record = json.loads(open(os.path.join(video_dataset, "data", "test.jsonl")).readline())
+    encoded = model.encode_video_file(os.path.join(video_dataset, "videos", f"{record['vid']}.mp4"))
+    assert encoded.duration == pytest.approx(record["duration"])
+    [moments] = model.ground(encoded, [record["query"]], topk=3)
+    assert 1 <= len(moments) <= 3 and all(0 <= m.start < m.end <= record["duration"] + 1e-6 for m in moments)
+
+
+def test_a_checkpoint_without_records_says_how_to_predict(tmp_path, synthetic_root):
+    out = str(tmp_path / "plain")
+    proc = run_tool("train_net", "--config-file", os.path.join(REPO, "configs", "2dtan_synthetic.yaml"),
+                    "DATASETS.ROOT", synthetic_root, "OUTPUT_DIR", out, "MODEL.DEVICE", "cpu", "SOLVER.MAX_EPOCH", "1",
+                    "SOLVER.ITERS_PER_EPOCH", "2", "--skip-test")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    video = tmp_path / "v.mp4"
+    solid_video(str(video), [100] * 10)
+    proc = run_tool("predict", "--ckpt", os.path.join(out, "model_final.pth"), "--video-file", str(video),
+                    "--query", "the person opens the door.")
+    assert proc.returncode == 2 and "does not say how its video features were made" in proc.stderr, proc.stderr
 
 
 def test_new_sentences_are_encoded_by_the_recorded_text_backbone_as_the_training_files_were(

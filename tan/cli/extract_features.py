@@ -33,15 +33,12 @@ Examples:
 import argparse
 import sys
 
-import torch
-
 from ..errors import TanError
 from ..utils.logger import setup_logger
 from . import interrupts
 from .exits import run_cli
 from .setup import resolve_device
 
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
 def build_parser():
@@ -55,7 +52,7 @@ def build_parser():
     what.add_argument("--queries", nargs="+", metavar="FILE",
                       help='JSON-lines files with "qid" and "query": sentence features')
     what.add_argument("--write-tiny", metavar="DIR", help="write a tiny random model of --backbone into DIR")
-    parser.add_argument("--backbone", required=True, help="clip or video_transformer (or a plug-in's)")
+    parser.add_argument("--backbone", required=True, help="clip or video_transformer")
     parser.add_argument("--model", metavar="NAME", help="model folder or hub name (not with --write-tiny)")
     parser.add_argument("--output", metavar="DIR", help="folder of the feature files")
     parser.add_argument("--clip-seconds", type=float, default=2.0, help="seconds per clip, one row each (default 2)")
@@ -65,7 +62,7 @@ def build_parser():
     parser.add_argument("--batch-queries", type=int, default=64, help="sentences per backbone batch (default 64)")
     parser.add_argument("--workers", type=int, default=0, help="decoding processes (default 0: in this one)")
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default: a GPU if any)")
-    parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
+    parser.add_argument("--dtype", choices=("bfloat16", "float16", "float32"), default="float32",
                         help="the backbone's dtype (default float32; files are float32 whatever it is)")
     parser.add_argument("--overwrite", action="store_true", help="extract again the videos / queries that have a file")
     parser.add_argument("--seed", type=int, default=0, help="--write-tiny: the seed of the random weights")
@@ -86,6 +83,7 @@ def _check(args):
 
 def main(argv=None):
     from ..video.backbones import text_backbone, video_backbone
+    from ..video.backbones.base import DTYPES
 
     args = build_parser().parse_args(argv)
     setup_logger("tan", "")

@@ -19,12 +19,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import TanError
+
 # Why a video could not be read, as the extraction summary groups them.
 EMPTY = "empty file"
 CORRUPT = "corrupt file"
 NO_VIDEO = "no video stream"
 NO_FRAMES = "zero frames"
 CODEC = "unreadable codec"
+TRUNCATED = "truncated file"
 MISSING = "file not found"
 UNREADABLE = "unreadable file"
 
@@ -46,13 +49,16 @@ class Sampling:
     clip_seconds: float
     resolution: int
 
+    def __post_init__(self):
+        validate_sampling(self.frame_rate, self.clip_seconds, self.resolution)
+
     @property
     def frames_per_clip(self):
-        return max(1, int(round(self.frame_rate * self.clip_seconds)))
+        return int(round(self.frame_rate * self.clip_seconds))
 
 
-def check_sampling(frame_rate, clip_seconds, resolution):
-    """A :class:`Sampling`, or a ValueError naming the value and what was expected."""
+def validate_sampling(frame_rate, clip_seconds, resolution):
+    """A ValueError naming the value and what was expected, unless the sampling gives whole clips."""
     for name, value in (("frame rate", frame_rate), ("clip length", clip_seconds)):
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
             raise ValueError(f"{name} {value!r}: expected a positive number")
@@ -62,6 +68,10 @@ def check_sampling(frame_rate, clip_seconds, resolution):
                          f"clip: expected a whole number of at least 1")
     if not (isinstance(resolution, int) and resolution > 0):
         raise ValueError(f"resolution {resolution!r}: expected a positive number of pixels")
+
+
+def check_sampling(frame_rate, clip_seconds, resolution):
+    """A :class:`Sampling`, or a ValueError naming the value and what was expected."""
     return Sampling(float(frame_rate), float(clip_seconds), resolution)
 
 
@@ -69,7 +79,8 @@ def _av():
     try:
         import av
     except ImportError:
-        raise ImportError("decoding videos needs PyAV: pip install 'tan[video]' (or pip install av)") from None
+        raise TanError("decoding videos needs PyAV, which is not installed: pip install 'tan[video]' "
+                       "(or pip install av)") from None
     return av
 
 
@@ -151,14 +162,18 @@ def _frame_time(frame, index, rate):
 
 
 def sampled_frames(container, stream, sampling):
-    """(sample index, [S, S, 3] frame) for every sample of the video, then its end in seconds
-    as the generator's return value; a :class:`VideoError` when it has no frame."""
+    """(sample index, [S, S, 3] frame) for every sample of the video, then (its end in seconds, the
+    last frame, the number of samples) as the generator's return value; a :class:`VideoError` when
+    it has no frame, or ends well before the length its header gives. Times count from the first
+    frame (an MPEG-TS file's clock starts anywhere)."""
     scale = FrameScaler(sampling.resolution)
     rate = float(stream.average_rate or stream.guessed_rate or 25)
     period = 1.0 / sampling.frame_rate
-    index, shown, shown_time, end = 0, None, 0.0, 0.0
+    index, shown, shown_time, end, start = 0, None, 0.0, 0.0, None
     for count, frame in enumerate(_decoded(container, stream)):
-        time = _frame_time(frame, count, rate)
+        stamp = _frame_time(frame, count, rate)
+        start = stamp if start is None else start
+        time = stamp - start
         while shown is not None and (index + 0.5) * period < time:
             yield index, shown.scaled()
             index += 1
@@ -169,10 +184,23 @@ def sampled_frames(container, stream, sampling):
         end = max(end, time + length)
     if shown is None:
         raise VideoError(NO_FRAMES, "the video stream decodes to no frame")
+    stated = _stated_length(container, stream)
+    if stated is not None and end < stated - max(1.0, 0.05 * stated):
+        raise VideoError(TRUNCATED, f"it decodes to {end:.1f} s of the {stated:.1f} s its header gives")
     while (index + 0.5) * period < end:
         yield index, shown.scaled()
         index += 1
     return end, shown.scaled(), index
+
+
+def _stated_length(container, stream):
+    """The video's length in seconds as its header gives it: the stream's, else the container's where
+    it holds nothing but video (an audio track may run longer than the pictures); None if unknown."""
+    if stream.duration and stream.time_base:
+        return float(stream.duration * stream.time_base)
+    if container.duration and all(s.type == "video" for s in container.streams):
+        return container.duration / 1_000_000  # in AV_TIME_BASE units
+    return None
 
 
 class _Shown:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..data.features.provenance import (RECORD_VERSION, describe_extractor, differences, read_extractor,
+from ..data.features.provenance import (EXTRACTOR_FILE, RECORD_VERSION, describe_extractor, differences, read_extractor,
                                         same_extractor, write_extractor)
 from ..errors import TanError
 from ..utils.io import atomic_write_bytes
@@ -89,9 +89,16 @@ def npz_bytes(arrays):
     return buffer.getvalue()
 
 
-def claim_folder(folder, record, what="features"):
-    """Make ``folder`` the home of ``record``'s features: write its record, or check the one there."""
+def claim_folder(folder, record, what="features", overwrite=False):
+    """Make ``folder`` the home of ``record``'s features: write its record, or check the one there.
+    A folder of .npz files with no record is refused unless they are all to be made again
+    (``overwrite``): its files would be taken as this extractor's."""
     existing = read_extractor(folder)
+    if existing is None and not overwrite and os.path.isdir(folder) and \
+            any(n.endswith(".npz") for n in os.listdir(folder)):
+        raise TanError(f"{folder!r} holds .npz files but no extractor record ({EXTRACTOR_FILE}): they were made "
+                       f"otherwise, and would be skipped as if this extractor had made them. Write to another "
+                       f"folder, or pass --overwrite to make every file again")
     if existing is not None and not same_extractor(existing, record):
         raise TanError(f"{folder!r} holds {what} made by another extractor ({describe_extractor(existing)}); "
                        f"this one differs in {'; '.join(differences(existing, record))}. Mixing them would give "
@@ -150,7 +157,7 @@ def extract_videos(videos, backbone, sampling, output, clips_per_chunk=16, worke
     if not isinstance(sampling, Sampling):
         raise TypeError("sampling must be a decode.Sampling")
     record = video_record(backbone, sampling)
-    claim_folder(output, record)
+    claim_folder(output, record, overwrite=overwrite)
     summary = ExtractionSummary(output)
     todo = []
     for video, path in videos:

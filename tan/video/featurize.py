@@ -12,6 +12,7 @@ from ..data.features.rows import l2_normalize_rows
 from ..data.features.sources import join_streams
 from ..errors import TanError
 from .backbones import text_backbone, video_backbone
+from .backbones.base import DTYPES
 from .decode import VideoError, check_sampling, clip_chunks
 
 
@@ -33,7 +34,8 @@ def recorded_model(record, models=None):
 def build_recorded(record, device, models=None):
     """The backbone of ``record``, with the recorded weights (an error when the digest differs)."""
     registry = video_backbone if record.get("kind", "video") == "video" else text_backbone
-    backbone = registry(record["backbone"])(recorded_model(record, models), device)
+    dtype = DTYPES.get(record.get("dtype", "float32"), DTYPES["float32"])
+    backbone = registry(record["backbone"])(recorded_model(record, models), device, dtype)
     if record.get("weights") and backbone.weights != record["weights"]:
         raise TanError(f"{backbone.model_name!r} holds other weights ({backbone.weights[:19]}...) than the "
                        f"extractor this model's features came from ({describe_extractor(record)}): its rows "

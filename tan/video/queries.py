@@ -19,13 +19,14 @@ from .extract import ExtractionSummary, claim_folder, npz_bytes
 
 def read_query_file(path):
     """[(qid, sentence)] of a JSON-lines file whose records have "qid" and "query" (or "sentence"):
-    a Moment-DETR / lighthouse annotation file as it is. A qid seen twice keeps its first sentence."""
+    a Moment-DETR / lighthouse annotation file as it is. A qid may come again with the same
+    sentence (it is encoded once), not with another."""
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.readlines()
     except (OSError, UnicodeDecodeError) as e:
         raise TanError(f"query file {path!r} cannot be read ({e})") from None
-    queries, seen = [], set()
+    queries, seen = [], {}
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -39,8 +40,11 @@ def read_query_file(path):
             raise TanError(f'{path}:{number}: expected "qid", a number or a string that can name a file')
         if not isinstance(sentence, str) or not sentence.strip():
             raise TanError(f'{path}:{number}: expected a sentence as "query" (or "sentence"), a non-empty string')
+        if str(qid) in seen and seen[str(qid)] != sentence.strip():
+            raise TanError(f'{path}:{number}: qid {qid!r} was given the sentence {seen[str(qid)]!r} before; a qid '
+                           f'names one file of features, so it must name one sentence')
         if str(qid) not in seen:
-            seen.add(str(qid))
+            seen[str(qid)] = sentence.strip()
             queries.append((str(qid), sentence.strip()))
     if not queries:
         raise TanError(f"query file {path!r} holds no query")
@@ -58,7 +62,7 @@ def query_file_name(qid):
 def extract_queries(queries, backbone, output, batch_size=64, overwrite=False):
     """Sentence features of ``queries`` ([(qid, sentence)]) into ``output``; an :class:`ExtractionSummary`."""
     record = text_record(backbone)
-    claim_folder(output, record, "sentence features")
+    claim_folder(output, record, "sentence features", overwrite)
     summary = ExtractionSummary(output, unit="queries")
     todo = []
     for qid, sentence in queries:

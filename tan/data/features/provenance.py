@@ -1,5 +1,5 @@
 """How a folder of features was made: the extractor record ``extractor.json``
-that ``tan-extract-features`` writes beside the files (docs/features.md).
+that ``tan-extract-features`` writes beside the files (docs/video.md §3).
 
 A record names the backbone, its weights (the model name it was loaded from
 and a digest of the weights themselves), and for video features the

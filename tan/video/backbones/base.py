@@ -34,9 +34,9 @@ class VideoBackbone:
         raise NotImplementedError
 
     def record(self):
-        """The fields of the extractor record (docs/features.md) that this backbone sets."""
+        """The fields of the extractor record (docs/video.md §3) that this backbone sets."""
         return {"backbone": self.NAME, "model": model_reference(self.model_name), "weights": self.weights,
-                "dim": self.dim, "resolution": self.resolution}
+                "dim": self.dim, "resolution": self.resolution, "dtype": dtype_name(self.dtype)}
 
     @classmethod
     def write_tiny(cls, folder, seed=0):
@@ -59,7 +59,14 @@ class TextBackbone:
 
     def record(self):
         return {"backbone": self.NAME, "model": model_reference(self.model_name), "weights": self.weights,
-                "dim": self.dim}
+                "dim": self.dim, "dtype": dtype_name(self.dtype)}
+
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def dtype_name(dtype):
+    return next(name for name, d in DTYPES.items() if d == dtype)
 
 
 def model_reference(name):
@@ -68,8 +75,18 @@ def model_reference(name):
     return os.path.abspath(name) if os.path.isdir(name) else name
 
 
+def require_transformers():
+    """An error that says what to install when transformers (the video extra) is missing."""
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        raise TanError("the built-in feature backbones need transformers, which is not installed: "
+                       "pip install 'tan[video]'") from None
+
+
 def quiet_transformers():
     """No progress bar per model load or save: the extraction's own bar is the one that says how far it is."""
+    require_transformers()
     from transformers.utils import logging
 
     logging.disable_progress_bar()
@@ -90,10 +107,11 @@ def load_pretrained(loader, name, what):
 
 
 def weights_digest(module):
-    """"sha256:<hex>" of a module's parameters and buffers (names, dtypes, shapes, bytes) in name
-    order: the same weights give the same digest wherever they were loaded from."""
+    """"sha256:<hex>" of a module's parameters (names, dtypes, shapes, bytes) in name order: the same
+    weights give the same digest wherever they were loaded from. Buffers are left out: which of them
+    a library saves (position ids, say) changes between its releases, not the weights."""
     digest = hashlib.sha256()
-    for name, tensor in sorted(module.state_dict().items()):
+    for name, tensor in sorted(module.named_parameters()):
         tensor = tensor.detach().to("cpu").contiguous().reshape(-1)
         digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
         digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")

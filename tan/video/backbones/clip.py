@@ -10,7 +10,7 @@ import torch
 
 from . import register_text_backbone, register_video_backbone
 from .base import (FrameNormalizer, TextBackbone, VideoBackbone, load_pretrained, preprocessor_settings,
-                   quiet_transformers, weights_digest, write_preprocessor)
+                   quiet_transformers, require_transformers, weights_digest, write_preprocessor)
 
 CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
 CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
@@ -20,6 +20,7 @@ _MODELS = {}  # (name, device, dtype) -> (model, digest): the image and the text
 def load_clip(name, device, dtype):
     key = (name, str(device), dtype)
     if key not in _MODELS:
+        require_transformers()
         from transformers import CLIPModel
 
         model = load_pretrained(CLIPModel, name, "CLIP model").eval()
@@ -55,6 +56,7 @@ class ClipImages(VideoBackbone):
 class ClipText(TextBackbone):
     def __init__(self, model_name, device, dtype=torch.float32):
         super().__init__(model_name, device, dtype)
+        require_transformers()
         from transformers import AutoTokenizer
 
         self.model, self.weights = load_clip(model_name, self.device, dtype)
@@ -88,6 +90,7 @@ START, END = "<|startoftext|>", "<|endoftext|>"
 def write_tiny_clip(folder, seed=0):
     """A CLIP of 2 layers of width 32 on 32 x 32 images, projecting to 32, with a character-level
     tokenizer: what a test can build with no download."""
+    require_transformers()
     from transformers import CLIPConfig, CLIPModel, CLIPTokenizer
 
     os.makedirs(folder, exist_ok=True)

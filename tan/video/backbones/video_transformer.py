@@ -8,7 +8,7 @@ import torch
 
 from . import register_video_backbone
 from .base import (FrameNormalizer, VideoBackbone, load_pretrained, preprocessor_settings, quiet_transformers,
-                   weights_digest, write_preprocessor)
+                   require_transformers, weights_digest, write_preprocessor)
 
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
 IMAGENET_STD = [0.229, 0.224, 0.225]
@@ -18,6 +18,7 @@ IMAGENET_STD = [0.229, 0.224, 0.225]
 class VideoTransformer(VideoBackbone):
     def __init__(self, model_name, device, dtype=torch.float32):
         super().__init__(model_name, device, dtype)
+        require_transformers()
         from transformers import AutoModel
 
         model = load_pretrained(AutoModel, model_name, "video model").eval()
@@ -41,6 +42,7 @@ class VideoTransformer(VideoBackbone):
     @classmethod
     def write_tiny(cls, folder, seed=0):
         """A VideoMAE of 2 layers of width 32 over 4 frames of 32 x 32."""
+        require_transformers()
         from transformers import VideoMAEConfig, VideoMAEModel
 
         os.makedirs(folder, exist_ok=True)
