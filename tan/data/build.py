@@ -90,11 +90,14 @@ class RunData:
                 "text_features": read_extractor(text) if text else None}
 
     def extractors(self):
-        """The extractor records of the training data (the first of DATASETS.TRAIN), as a checkpoint keeps them."""
+        """The extractor records of the training data (the first of DATASETS.TRAIN), as a checkpoint keeps
+        them; None when none of its folders has a record."""
         names = list(self.cfg.DATASETS.TRAIN)
         if not names or not all(os.path.exists(p) for _, p in self.named_files(self.entry(names[0]))):
             return None
-        return self.extractor_records(self.entry(names[0]))
+        records = self.extractor_records(self.entry(names[0]))
+        known = any(r is not None for r in records["features"] + [records["text_features"]])
+        return records if known else None  # features made elsewhere: the checkpoint says nothing
 
     def extractor_warnings(self):
         """A message for each feature stream (and the sentence features) that this run's datasets
