@@ -190,6 +190,10 @@ def test_the_text_backbone_writes_token_features_and_the_sentence_vector(tiny_mo
     assert first["pooler_output"].shape == (32,)
     assert np.load(os.path.join(out, "qids1_2.npz"))["last_hidden_state"].shape == (len("acup") + 2, 32)
     assert read_extractor(out)["kind"] == "text"
+    from tan.video.backbones import tiny_writer
+
+    with pytest.raises(TanError, match="unknown backbone 'nope'; registered: clip, video_transformer"):
+        tiny_writer("nope")
 
 
 def test_a_folder_of_bad_videos_reports_each_reason_and_writes_the_good_ones(tiny_models, tmp_path):

@@ -40,7 +40,6 @@ from .exits import run_cli
 from .setup import resolve_device
 
 
-
 def build_parser():
     parser = argparse.ArgumentParser(description="Extract clip features from videos, or sentence features from "
                                                  "queries, into per-video / per-query .npz files.",
@@ -82,16 +81,14 @@ def _check(args):
 
 
 def main(argv=None):
-    from ..video.backbones import text_backbone, video_backbone
+    from ..video.backbones import text_backbone, tiny_writer, video_backbone
     from ..video.backbones.base import DTYPES
 
     args = build_parser().parse_args(argv)
     setup_logger("tan", "")
     _check(args)
     if args.write_tiny:
-        backbone = video_backbone(args.backbone) if args.queries is None and args.backbone in _video_names() \
-            else text_backbone(args.backbone)
-        backbone.write_tiny(args.write_tiny, args.seed)
+        tiny_writer(args.backbone)(args.write_tiny, args.seed)
         print(f"wrote a tiny random {args.backbone} model to {args.write_tiny}")
         return None
     device = resolve_device(args.device)
@@ -116,13 +113,6 @@ def main(argv=None):
     if summary.failed:
         sys.exit(1)
     return summary
-
-
-def _video_names():
-    from ..video.backbones import VIDEO_BACKBONES, video_backbone
-
-    video_backbone("clip")  # the built-ins are registered
-    return VIDEO_BACKBONES.names()
 
 
 def _read_list(path):

@@ -12,13 +12,13 @@ others go on.
 """
 import io
 import os
-import zipfile
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
+from ..data.features.array_files import write_npz
 from ..data.features.provenance import (EXTRACTOR_FILE, RECORD_VERSION, describe_extractor, differences, read_extractor,
                                         same_extractor, write_extractor)
 from ..errors import TanError
@@ -80,12 +80,9 @@ def backbone_sampling(backbone, clip_seconds, frame_rate=None):
 
 
 def npz_bytes(arrays):
-    """An uncompressed .npz of ``arrays`` ({name: array}), as bytes."""
+    """An uncompressed .npz of ``arrays`` ({name: array}), as bytes (written atomically by the caller)."""
     buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
-        for name, array in arrays.items():
-            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
+    write_npz(buffer, arrays)
     return buffer.getvalue()
 
 

@@ -104,3 +104,12 @@ def _read(path, key, field, dtype):
         return array if dtype is None else np.asarray(array, dtype=dtype)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         raise TanError(f"{path!r} cannot be read: {unreadable_reason(path, e)}") from None
+
+
+def write_npz(f, arrays):
+    """An uncompressed .npz of ``arrays`` ({name: array}) into the open binary file ``f``, as np.savez
+    writes it; any name works, where np.savez(f, **arrays) fails for "file" or "allow_pickle"."""
+    with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, array in arrays.items():
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)

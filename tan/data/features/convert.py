@@ -18,7 +18,6 @@ is interrupted.
 """
 import os
 import time
-import zipfile
 from dataclasses import dataclass
 
 import h5py
@@ -27,6 +26,7 @@ import numpy as np
 from ...errors import TanError
 from ...utils.io import folder_replaced_when_done, read_named_text, remove_abandoned_temporaries, replaced_when_done
 from ...utils.progress import progress
+from .array_files import write_npz
 from .sources import HDF5_GROUP_KEY, NPZ_KEY, FolderFeatures, HDF5Features
 
 TARGETS = ("hdf5", "folder")
@@ -226,14 +226,6 @@ def cast_values(array, dtype, video):
     return cast
 
 
-def _write_npz(f, key, array):
-    """An uncompressed .npz of one array named ``key``, as np.savez writes it; any
-    name works, where np.savez(f, **{key: a}) fails for "file" or "allow_pickle"."""
-    with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
-        with archive.open(f"{key}.npy", "w", force_zip64=True) as member:
-            np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
-
-
 def _write_file(path, write):
     with open(path, "wb") as f:
         write(f)
@@ -248,7 +240,7 @@ def write_folder(folder, output, arrays):
         if output.file_format == "npy":
             _write_file(path, lambda f: np.save(f, array, allow_pickle=False))
         else:
-            _write_file(path, lambda f: _write_npz(f, output.key, array))
+            _write_file(path, lambda f: write_npz(f, {output.key: array}))
 
 
 def write_hdf5(path, output, arrays):

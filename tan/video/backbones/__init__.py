@@ -10,6 +10,7 @@ Every backbone is built from a model name (a local folder or a hub name), a
 device and a dtype, and records what made its features (:meth:`record`), so
 that a trained model can make the same features again.
 """
+from ...errors import TanError
 from ...utils.registry import Registry
 from .base import TextBackbone, VideoBackbone, weights_digest
 
@@ -43,6 +44,16 @@ def text_backbone(name):
     return TEXT_BACKBONES.get(name)
 
 
+def tiny_writer(name):
+    """``write_tiny(folder, seed)`` of backbone ``name``: the video backbone's, else the text one's
+    (a model such as CLIP serves both and writes the same folder)."""
+    _load_builtins()
+    if name not in VIDEO_BACKBONES and name not in TEXT_BACKBONES:
+        raise TanError(f"unknown backbone {name!r}; registered: {', '.join(backbone_names())}")
+    registry = VIDEO_BACKBONES if name in VIDEO_BACKBONES else TEXT_BACKBONES
+    return registry.get(name).write_tiny
+
+
 def backbone_names():
     _load_builtins()
     return sorted(set(VIDEO_BACKBONES.names()) | set(TEXT_BACKBONES.names()))
@@ -53,4 +64,4 @@ def _load_builtins():
 
 
 __all__ = ["TextBackbone", "VideoBackbone", "register_text_backbone", "register_video_backbone", "text_backbone",
-           "video_backbone", "backbone_names", "weights_digest"]
+           "video_backbone", "tiny_writer", "backbone_names", "weights_digest"]
