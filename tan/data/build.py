@@ -85,7 +85,7 @@ class RunData:
         """{"features": [record or None per stream], "text_features": record or None} of catalog ``entry``:
         how its feature folders were made, where tan-extract-features recorded it."""
         streams = [path for path, _ in streams_of(entry["features"], entry.get("feature_key"))]
-        text = entry.get("text_features") if self.text_input.NAME == "sentence_features" else None
+        text = dict(self.text_input.dataset_files(entry)).get("text_features")  # read by this run's text input
         return {"features": [read_extractor(path) for path in streams],
                 "text_features": read_extractor(text) if text else None}
 
