@@ -13,7 +13,7 @@ from .version import __version__
 
 # The API is imported on first use, so that `import tan` (and every command's
 # start) does not pay for torch until it is needed.
-_API = ("load_model", "Grounder", "EncodedVideo", "Moment")
+_API = ("load_model", "Grounder", "EncodedVideo", "Moment", "Answer")
 __all__ = ["__version__", *_API]
 
 

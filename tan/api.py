@@ -19,13 +19,13 @@ from .config.stored import checkpoint_config
 from .utils.checkpoint import read_checkpoint, stored_extractors
 from .data import sentence_encoder
 from .data.prediction_inputs import reads_backbone_features
-from .engine.prediction import (SENTENCE_BATCH, check_duration, encode_video, ground_sentences,
-                                load_trained_model)
+from .engine.prediction import (SENTENCE_BATCH, check_duration, encode_video, ground_and_draw,
+                                ground_sentences, load_trained_model)
 from .engine.precision import amp_is_emulated, slow_amp_warning
 from .errors import TanError
 from .utils.logger import get_logger
 
-__all__ = ["Moment", "EncodedVideo", "Grounder", "load_model"]
+__all__ = ["Moment", "EncodedVideo", "Answer", "Grounder", "load_model"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,16 @@ class EncodedVideo:
     """A video as the model sees it: its 2D map (on the model's device) and its duration."""
     map2d: torch.Tensor
     duration: float
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One sentence's answer: its top moments (best first) and the whole score map they came from
+    (a tan.structures.candidates.ScoreMap on the CPU: values and valid cells [R, C], each cell's
+    start and end in seconds, and what its rows and columns stand for)."""
+    sentence: str
+    moments: list
+    score_map: object
 
 
 class Grounder:
@@ -97,15 +107,27 @@ class Grounder:
         """Top ``topk`` moments of each sentence in ``video`` (an :class:`EncodedVideo`):
         a list (one per sentence) of lists of :class:`Moment`, best first; fewer than
         ``topk`` when fewer candidates score above zero."""
-        if isinstance(sentences, str):
-            raise TanError("ground() takes a list of sentences; wrap a single one in a list")
-        if not isinstance(video, EncodedVideo):
-            raise TanError("ground() takes the result of encode_video(features, duration) as its video")
+        self._check_question(video, sentences, "ground")
         moments, scores, filled, _ = ground_sentences(self.model, self.cfg, video.map2d, video.duration,
                                                       self.encode_sentences(sentences), self.device, topk,
                                                       batch_size)
-        return [[Moment(float(m[0]), float(m[1]), float(s)) for m, s, f in zip(ms, ss, fs) if f]
-                for ms, ss, fs in zip(moments, scores, filled)]
+        return [_moments(ms, ss, fs) for ms, ss, fs in zip(moments, scores, filled)]
+
+    def answers(self, video, sentences, topk=5, batch_size=SENTENCE_BATCH):
+        """:meth:`ground` and :meth:`score_maps` in one pass: an :class:`Answer` per sentence."""
+        self._check_question(video, sentences, "answers")
+        moments, scores, filled, pictures = ground_and_draw(self.model, self.cfg, video.map2d, video.duration,
+                                                            self.encode_sentences(sentences), self.device, topk,
+                                                            batch_size)
+        return [Answer(sentence, _moments(ms, ss, fs), picture)
+                for sentence, ms, ss, fs, picture in zip(sentences, moments, scores, filled, pictures)]
+
+    @staticmethod
+    def _check_question(video, sentences, method):
+        if isinstance(sentences, str):
+            raise TanError(f"{method}() takes a list of sentences; wrap a single one in a list")
+        if not isinstance(video, EncodedVideo):
+            raise TanError(f"{method}() takes the result of encode_video(features, duration) as its video")
 
     def score_maps(self, video, sentences, batch_size=SENTENCE_BATCH):
         """The full score maps [S, R, C] as the model draws them (CPU, 0 outside valid cells).
@@ -115,6 +137,10 @@ class Grounder:
         *_, maps = ground_sentences(self.model, self.cfg, video.map2d, video.duration,
                                     self.encode_sentences(sentences), self.device, 1, batch_size)
         return maps
+
+
+def _moments(moments, scores, filled):
+    return [Moment(float(m[0]), float(m[1]), float(s)) for m, s, f in zip(moments, scores, filled) if f]
 
 
 def load_model(checkpoint, device="cpu", config_file=None, overrides=(), extractor_models=None):

@@ -41,6 +41,56 @@ def synthetic_root(tmp_path_factory):
     return root
 
 
+# Video files in (tests/test_video_features.py, tests/test_demo.py): tiny random backbones, a small
+# synthetic video dataset with its features, and a 2D-TAN trained on them briefly.
+TAN_VIDEOS = os.path.join(REPO, "configs", "video", "2dtan_synthetic_videos.yaml")
+CLIP_SECONDS = 0.5
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory):
+    """{backbone: folder} of tiny randomly initialised clip and video_transformer models."""
+    from tan.video.backbones import video_backbone
+
+    root = tmp_path_factory.mktemp("models")
+    folders = {"clip": str(root / "tiny_clip"), "video_transformer": str(root / "tiny_videomae")}
+    for name, folder in folders.items():
+        video_backbone(name).write_tiny(folder, seed=0)
+    return folders
+
+
+@pytest.fixture(scope="session")
+def video_dataset(tiny_models, tmp_path_factory):
+    """A small synthetic video dataset with its three feature folders extracted."""
+    from tan.video.backbones import text_backbone, video_backbone
+    from tan.video.extract import backbone_sampling, extract_videos, list_videos
+    from tan.video.queries import extract_queries, read_query_file
+    from tan.video.synthetic import generate
+
+    root = str(tmp_path_factory.mktemp("synthetic_videos"))
+    generate(root, splits={"train": 60, "test": 16})
+    videos = list_videos([os.path.join(root, "videos")])
+    for name, folder in (("clip", "clip"), ("video_transformer", "video_transformer")):
+        backbone = video_backbone(name)(tiny_models[name], "cpu")
+        summary = extract_videos(videos, backbone, backbone_sampling(backbone, CLIP_SECONDS),
+                                 os.path.join(root, "features", folder), workers=2)
+        assert not summary.failed and len(summary.written) == len(videos)
+    text = text_backbone("clip")(tiny_models["clip"], "cpu")
+    queries = [q for split in ("train", "test") for q in read_query_file(os.path.join(root, "data", f"{split}.jsonl"))]
+    extract_queries(queries, text, os.path.join(root, "features", "clip_text"))
+    return root
+
+
+@pytest.fixture(scope="session")
+def trained_tan(video_dataset, tmp_path_factory):
+    """OUTPUT_DIR of a 2D-TAN trained two epochs on ``video_dataset`` (its checkpoints record the extractors)."""
+    out = str(tmp_path_factory.mktemp("tan_videos"))
+    proc = run_tool("train_net", "--config-file", TAN_VIDEOS, "DATASETS.ROOT", video_dataset, "OUTPUT_DIR", out,
+                    "MODEL.DEVICE", "cpu", "SOLVER.MAX_EPOCH", "2", "--skip-test")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return out
+
+
 # For tests that compare weights bit for bit between separately launched runs:
 # with several threads, CPU kernels may split a reduction differently from one
 # process to the next, so two runs can differ in the last bits whatever the code.

@@ -109,7 +109,8 @@ def test_the_dataset_catalog_keeps_no_class_level_state():
 # The layers of the package, lowest first: a module imports only modules of its own
 # layer or of lower ones (the README's Code map). tan/__init__.py stands above all.
 LAYERS = [("tan.errors", "tan.version"), ("tan.utils",), ("tan.config",), ("tan.structures",), ("tan.data",),
-          ("tan.video",), ("tan.modeling",), ("tan.solver", "tan.engine"), ("tan.api",), ("tan.standin", "tan.cli")]
+          ("tan.video",), ("tan.modeling",), ("tan.solver", "tan.engine"), ("tan.api",),
+          ("tan.standin", "tan.cli", "tan.demo")]
 
 
 def layer_of(module):

@@ -454,3 +454,12 @@ def test_ctrl_c_while_tan_test_evaluates_leaves_checkpoints_and_earlier_results(
                                                r"earlier results are kept$")
     assert digests(out) == before  # config.yml, checkpoints and the earlier results, byte for byte
     assert_nothing_half_written(out)
+
+
+def test_every_console_script_is_a_tool_name():
+    """An entry point missing from TOOL_NAMES would start without the tools' Ctrl-C handling."""
+    with open(os.path.join(REPO, "pyproject.toml"), encoding="utf-8") as f:
+        section = f.read().split("[project.scripts]", 1)[1].split("\n[", 1)[0]
+    scripts = set(re.findall(r"^([\w-]+)\s*=", section, re.M))
+    assert "tan-demo" in scripts
+    assert scripts == set(interrupts.TOOL_NAMES)

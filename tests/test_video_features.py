@@ -22,43 +22,15 @@ from tan.video.decode import (CODEC, CORRUPT, EMPTY, NO_FRAMES, NO_VIDEO, TRUNCA
                               clip_chunks)
 from tan.video.extract import backbone_sampling, extract_videos, list_videos  # noqa: E402
 from tan.video.queries import extract_queries, read_query_file  # noqa: E402
-from tan.video.synthetic import generate, write_video  # noqa: E402
+from tan.video.synthetic import write_video  # noqa: E402
 
-from conftest import REPO, run_tool  # noqa: E402
+from conftest import CLIP_SECONDS, REPO, TAN_VIDEOS, run_tool  # noqa: E402
 
-TAN_VIDEOS = os.path.join(REPO, "configs", "video", "2dtan_synthetic_videos.yaml")
 MMN_VIDEOS = os.path.join(REPO, "configs", "video", "mmn_synthetic_videos.yaml")
-CLIP_SECONDS = 0.5
 
 
 def extract_tool(*args, timeout=600):
     return run_tool("extract_features", *args, timeout=timeout)
-
-
-@pytest.fixture(scope="module")
-def tiny_models(tmp_path_factory):
-    root = tmp_path_factory.mktemp("models")
-    folders = {"clip": str(root / "tiny_clip"), "video_transformer": str(root / "tiny_videomae")}
-    for name, folder in folders.items():
-        video_backbone(name).write_tiny(folder, seed=0)
-    return folders
-
-
-@pytest.fixture(scope="module")
-def video_dataset(tiny_models, tmp_path_factory):
-    """A small synthetic video dataset with its three feature folders extracted."""
-    root = str(tmp_path_factory.mktemp("synthetic_videos"))
-    generate(root, splits={"train": 60, "test": 16})
-    videos = list_videos([os.path.join(root, "videos")])
-    for name, folder in (("clip", "clip"), ("video_transformer", "video_transformer")):
-        backbone = video_backbone(name)(tiny_models[name], "cpu")
-        summary = extract_videos(videos, backbone, backbone_sampling(backbone, CLIP_SECONDS),
-                                 os.path.join(root, "features", folder), workers=2)
-        assert not summary.failed and len(summary.written) == len(videos)
-    text = text_backbone("clip")(tiny_models["clip"], "cpu")
-    queries = [q for split in ("train", "test") for q in read_query_file(os.path.join(root, "data", f"{split}.jsonl"))]
-    extract_queries(queries, text, os.path.join(root, "features", "clip_text"))
-    return root
 
 
 def solid_video(path, colours, fps=10, size=48, codec="libx264"):
@@ -344,15 +316,6 @@ def test_datasets_of_one_run_with_features_of_different_extractors_are_warned_ab
 def metric(out, folder, dataset="synthetic_videos_test", name="R@1,IoU@0.5"):
     with open(os.path.join(out, "inference", folder, dataset, "metrics.json")) as f:
         return json.load(f)[name]
-
-
-@pytest.fixture(scope="module")
-def trained_tan(video_dataset, tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("tan_videos"))
-    proc = run_tool("train_net", "--config-file", TAN_VIDEOS, "DATASETS.ROOT", video_dataset, "OUTPUT_DIR", out,
-                    "MODEL.DEVICE", "cpu", "SOLVER.MAX_EPOCH", "2", "--skip-test")
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    return out
 
 
 def test_the_checkpoint_records_the_extractors_and_predicts_from_a_video_file_as_from_its_features(

@@ -38,7 +38,9 @@ from contextlib import contextmanager
 EXIT_INTERRUPTED = 128 + signal.SIGINT  # the shell's convention for "ended by SIGINT"
 EXIT_TERMINATED = 128 + signal.SIGTERM
 REDELIVERY_DELAY = 0.05  # seconds
-TOOL_NAMES = ("tan-train", "tan-test", "tan-predict", "tan-visualize", "tan-check-data", "tan-convert-features")
+# Every entry point of pyproject.toml's [project.scripts] (tests/test_interrupts.py checks).
+TOOL_NAMES = ("tan-train", "tan-test", "tan-predict", "tan-visualize", "tan-check-data", "tan-convert-features",
+              "tan-convert-config", "tan-extract-features", "tan-synthetic-videos", "tan-demo")
 TOOLS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools")
 DEFAULT_ACTIVITY = ("running", "files already written are complete")
 # Code that an exception must not cut in two; an interrupt waits until it is

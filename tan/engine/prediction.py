@@ -78,20 +78,38 @@ def ground_sentences(model, cfg, map2d, duration, encoded_sentences, device, top
 
     encoded_sentences: list of [L, E] word vectors (or [L] word-piece ids). Returns (moments [S, topk, 2]
     seconds, scores [S, topk], filled [S, topk], score maps [S, R, C] as the model draws them), all on the CPU."""
+    moments, scores, filled, pictures = ground_and_draw(model, cfg, map2d, duration, encoded_sentences, device,
+                                                        topk, batch_size)
+    return moments, scores, filled, torch.stack([p.values for p in pictures])
+
+
+@torch.no_grad()
+def ground_and_draw(model, cfg, map2d, duration, encoded_sentences, device, topk=5, batch_size=SENTENCE_BATCH):
+    """:func:`ground_sentences`, with each sentence's whole score map as drawn (a ScoreMap of one
+    sentence on the CPU: values and valid [R, C], each cell's moment in seconds, what rows and
+    columns are) in place of the bare values."""
     if topk < 1:
         raise TanError(f"topk must be at least 1, got {topk}")
     if not encoded_sentences:
         raise TanError("no sentence to ground")
     duration = check_duration(duration)
-    parts = []
+    kept, pictures = [], []
     for start in range(0, len(encoded_sentences), batch_size):
         queries, lengths = pad_sentences(encoded_sentences[start:start + batch_size], cfg.INPUT.PRE_QUERY_SIZE)
         with autocast(cfg.SOLVER.AMP, device):
             output = model.ground(map2d, queries.to(device), lengths)
         durations = torch.full((len(queries),), duration, device=device)
-        kept = top_candidates(model.candidates(output, durations), cfg.TEST.NMS_THRESH, topk, units=cfg.TEST.NMS_UNITS)
-        parts.append([t.cpu() for t in (*kept, model.score_map(output, durations).values)])
-    return tuple(torch.cat(column) for column in zip(*parts))
+        kept.append([t.cpu() for t in top_candidates(model.candidates(output, durations), cfg.TEST.NMS_THRESH, topk,
+                                                     units=cfg.TEST.NMS_UNITS)])
+        picture = model.score_map(output, durations)
+        pictures.extend(one_picture(picture, i) for i in range(len(queries)))
+    return (*(torch.cat(column) for column in zip(*kept)), pictures)
+
+
+def one_picture(picture, index):
+    """Sentence ``index``'s part of a batch's ScoreMap, on the CPU (fields of one map [R, C] are shared)."""
+    return picture._replace(**{k: (v[index] if v.dim() == 3 else v).cpu()
+                               for k, v in picture._asdict().items() if torch.is_tensor(v)})
 
 
 def predict(model, cfg, feats, duration, encoded_sentences, device, topk=5):
@@ -113,7 +131,4 @@ def predict_dataset_queries(model, cfg, dataset, indices, device, topk=5):
         durations = torch.tensor([item["duration"]], device=device)
         moments, kept, filled = top_candidates(model.candidates(output, durations), cfg.TEST.NMS_THRESH, topk,
                                                units=cfg.TEST.NMS_UNITS)
-        picture = model.score_map(output, durations)
-        picture = picture._replace(**{k: (v[0] if v.dim() == 3 else v).cpu()
-                                      for k, v in picture._asdict().items() if torch.is_tensor(v)})
-        yield picture, moments[0][filled[0]].cpu(), kept[0][filled[0]].cpu()
+        yield one_picture(model.score_map(output, durations), 0), moments[0][filled[0]].cpu(), kept[0][filled[0]].cpu()

@@ -1,0 +1,134 @@
+"""What the demo page offers: the checkpoints found under the paths it was started with, and
+video files, those of the folders given and those uploaded while it runs."""
+import os
+import re
+import threading
+from dataclasses import dataclass
+
+from ..cli.checkpoints import expand_checkpoints
+from ..errors import TanError
+from ..video.extract import VIDEO_EXTENSIONS, list_videos
+
+# How deep below a folder given to look for run folders (OUTPUT_DIRs holding *.pth):
+# outputs/ -> outputs/experiment/seed_1/model_final.pth is two levels down.
+SEARCH_DEPTH = 4
+UPLOAD_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class CheckpointChoice:
+    """A checkpoint the page lists: ``id`` (what the page sends back), its path, its run's
+    folder (as shown) and its file name."""
+    id: str
+    path: str
+    run: str
+    name: str
+
+
+@dataclass(frozen=True)
+class VideoChoice:
+    """A video the page lists: ``id``, its path, the name shown and whether it was uploaded."""
+    id: str
+    path: str
+    name: str
+    uploaded: bool = False
+
+    def as_json(self):
+        return {"id": self.id, "name": self.name, "uploaded": self.uploaded,
+                "megabytes": round(os.path.getsize(self.path) / 1e6, 2)}
+
+
+def _shown(path):
+    """A folder as the user would type it: relative to here when below here."""
+    relative = os.path.relpath(os.path.abspath(path))
+    return os.path.abspath(path) if relative.startswith("..") else relative
+
+
+def run_folders(root, depth=SEARCH_DEPTH):
+    """The folders at or below ``root`` (``depth`` levels at most, hidden ones skipped) holding a *.pth file."""
+    found = []
+    for folder, subfolders, files in os.walk(root):
+        level = os.path.relpath(folder, root).count(os.sep) + (folder != root)
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith(".")) if level < depth else []
+        if any(f.endswith(".pth") for f in files):
+            found.append(folder)
+    return sorted(found)
+
+
+def find_checkpoints(specs):
+    """Checkpoint files, run folders or folders of runs -> [CheckpointChoice]: run by run, each
+    run's newest first (best, final, then epochs from the last), each file once."""
+    choices, seen = [], set()
+    for spec in specs:
+        if os.path.isdir(spec):
+            runs = [expand_checkpoints([folder]) for folder in run_folders(spec)]
+            if not runs:
+                raise TanError(f"{spec!r}: no checkpoint (*.pth) in this folder or in the folders below it "
+                               f"(looked {SEARCH_DEPTH} levels down)")
+        elif os.path.isfile(spec):
+            runs = [expand_checkpoints([spec])]
+        else:
+            raise TanError(f"{spec!r}: no such checkpoint or folder")
+        for paths in runs:
+            for path in reversed(paths):
+                if os.path.abspath(path) not in seen:
+                    seen.add(os.path.abspath(path))
+                    choices.append(CheckpointChoice(f"c{len(choices)}", path, _shown(os.path.dirname(path) or "."),
+                                                    os.path.basename(path)))
+    return choices
+
+
+class VideoShelf:
+    """The videos of the folders (or files) given, then those uploaded, kept in ``upload_dir``."""
+
+    def __init__(self, paths, upload_dir, max_upload_bytes):
+        self.upload_dir = upload_dir
+        self.max_upload_bytes = max_upload_bytes
+        self._lock = threading.Lock()
+        self._videos = [VideoChoice(f"v{i}", path, vid + os.path.splitext(path)[1])
+                        for i, (vid, path) in enumerate(list_videos(paths) if paths else [])]
+        self._uploads = 0
+
+    def all(self):
+        with self._lock:
+            return list(self._videos)
+
+    def get(self, video_id):
+        for video in self.all():
+            if video.id == video_id:
+                return video
+        raise TanError(f"video {video_id!r}: not one of the page's videos (reload the page)")
+
+    def receive(self, name, body, length):
+        """Store an upload of ``length`` bytes read from ``body`` (a file object) as ``name`` was
+        called; the file appears whole or not at all."""
+        name = os.path.basename(str(name).replace("\\", "/")).strip()
+        extension = os.path.splitext(name)[1].lower()
+        if extension not in VIDEO_EXTENSIONS:
+            raise TanError(f"{name!r} is not a video file by its name: expected one of {' '.join(VIDEO_EXTENSIONS)}")
+        if length > self.max_upload_bytes:
+            raise TanError(f"{name!r} is {length / 1e6:.0f} MB; this page takes uploads of up to "
+                           f"{self.max_upload_bytes / 1e6:.0f} MB (tan-demo --max-upload-mb)")
+        with self._lock:
+            self._uploads += 1
+            number = self._uploads
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "_", os.path.splitext(name)[0])[:80] or "video"
+        path = os.path.join(self.upload_dir, f"{number:03d}-{stem}{extension}")
+        partial = f"{path}.part"
+        try:
+            with open(partial, "wb") as f:
+                left = length
+                while left:
+                    chunk = body.read(min(UPLOAD_CHUNK, left))
+                    if not chunk:
+                        raise TanError(f"the upload of {name!r} stopped after {length - left} of {length} bytes")
+                    f.write(chunk)
+                    left -= len(chunk)
+            os.replace(partial, path)
+        finally:
+            if os.path.exists(partial):
+                os.remove(partial)
+        video = VideoChoice(f"u{number}", path, name, uploaded=True)
+        with self._lock:
+            self._videos.append(video)
+        return video

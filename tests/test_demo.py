@@ -1,0 +1,424 @@
+"""tan-demo: what it finds to offer, its HTTP calls against the API's own answers (uploads,
+byte ranges, bad requests), the command itself, and the page in a real headless browser."""
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("av")
+pytest.importorskip("transformers")
+
+import tan  # noqa: E402
+from tan.demo.offer import VideoShelf, find_checkpoints  # noqa: E402
+from tan.demo.server import DemoServer  # noqa: E402
+from tan.demo.session import DemoSession  # noqa: E402
+from tan.errors import TanError  # noqa: E402
+from tan.utils.checkpoint import EXTRACTORS_FIELD  # noqa: E402
+from tan.video.synthetic import write_video  # noqa: E402
+
+from conftest import REPO  # noqa: E402
+
+SENTENCES = ["the red circle moves left.", "the blue square grows."]
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+
+
+@pytest.fixture(scope="module")
+def demo_files(trained_tan, video_dataset, tmp_path_factory):
+    """Two runs (one with a checkpoint that records no extractors), test videos and a corrupt one."""
+    root = tmp_path_factory.mktemp("demo")
+    runs = root / "outputs"
+    shutil.copytree(trained_tan, runs / "tan", ignore=shutil.ignore_patterns("*.txt", "*.jsonl"))
+    checkpoint = torch.load(runs / "tan" / "model_final.pth", map_location="cpu", weights_only=False)
+    checkpoint.pop(EXTRACTORS_FIELD)
+    (runs / "older" / "nested").mkdir(parents=True)
+    torch.save(checkpoint, runs / "older" / "nested" / "model_final.pth")
+    videos = root / "videos"
+    videos.mkdir()
+    for name in ("synvid_test_0001.mp4", "synvid_test_0002.mp4"):
+        shutil.copy(os.path.join(video_dataset, "videos", name), videos / name)
+    (videos / "broken.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42" + b"\x17" * 500)
+    return {"runs": str(runs), "videos": str(videos), "trained": str(runs / "tan" / "model_final.pth"),
+            "no_records": str(runs / "older" / "nested" / "model_final.pth"), "uploads": str(root / "uploads")}
+
+
+@pytest.fixture(scope="module")
+def server(demo_files):
+    os.makedirs(demo_files["uploads"], exist_ok=True)
+    session = DemoSession(find_checkpoints([demo_files["runs"]]),
+                          VideoShelf([demo_files["videos"]], demo_files["uploads"], max_upload_bytes=2_000_000), "cpu")
+    httpd = DemoServer("127.0.0.1", 0, session)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def request(server_or_url, path, body=None, headers=None, method=None):
+    """(status, headers, body: parsed JSON where it is JSON)."""
+    url = server_or_url if isinstance(server_or_url, str) else server_or_url.url
+    data = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
+    headers = dict({"Content-Type": "application/json"} if isinstance(body, (dict, list)) else {}, **(headers or {}))
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url.rstrip("/") + path, data, headers, method=method),
+                                    timeout=120) as response:
+            status, got, raw = response.status, response.headers, response.read()
+    except urllib.error.HTTPError as e:
+        status, got, raw = e.code, e.headers, e.read()
+    return status, got, json.loads(raw) if got.get_content_type() == "application/json" else raw
+
+
+def ids(server):
+    _, _, offer = request(server, "/api/offer")
+    checkpoints = {f"{c['run']}/{c['name']}": c["id"] for c in offer["checkpoints"]}
+    videos = {v["name"]: v["id"] for v in offer["videos"]}
+    return checkpoints, videos
+
+
+def test_checkpoints_are_found_run_by_run_newest_first(tmp_path):
+    for run, names in (("b", ["model_1e.pth", "model_2e.pth", "model_final.pth"]), ("a/deep", ["model_best.pth"])):
+        (tmp_path / run).mkdir(parents=True)
+        for name in names:
+            (tmp_path / run / name).write_bytes(b"")
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / ".hidden" / "model_final.pth").write_bytes(b"")
+    found = find_checkpoints([str(tmp_path), str(tmp_path / "b" / "model_1e.pth")])
+    assert [(os.path.basename(c.run), c.name) for c in found] == [
+        ("deep", "model_best.pth"), ("b", "model_final.pth"), ("b", "model_2e.pth"), ("b", "model_1e.pth")]
+    assert [c.id for c in found] == ["c0", "c1", "c2", "c3"]
+    with pytest.raises(TanError, match="no such checkpoint or folder"):
+        find_checkpoints([str(tmp_path / "missing")])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(TanError, match="no checkpoint"):
+        find_checkpoints([str(tmp_path / "empty")])
+
+
+def test_grounding_over_http_is_the_apis_answer(server, demo_files):
+    checkpoints, videos = ids(server)
+    assert set(videos) == {"broken.mp4", "synvid_test_0001.mp4", "synvid_test_0002.mp4"}
+    trained = next(cid for label, cid in checkpoints.items() if label.endswith("tan/model_final.pth"))
+    status, _, info = request(server, f"/api/checkpoints/{trained}")
+    assert status == 200 and info["reads_video_files"] and info["architecture"] == "TAN"
+    assert [d.split(" ")[0] for d in info["video_features"]] == ["clip", "video_transformer"]
+
+    question = {"checkpoint": trained, "video": videos["synvid_test_0001.mp4"], "sentences": SENTENCES, "topk": 4}
+    status, _, answer = request(server, "/api/ground", question)
+    assert status == 200, answer
+    model = tan.load_model(demo_files["trained"], device="cpu")
+    video = model.encode_video_file(os.path.join(demo_files["videos"], "synvid_test_0001.mp4"))
+    expected = model.ground(video, SENTENCES, topk=4)
+    maps = model.score_maps(video, SENTENCES)
+    assert answer["video"]["duration"] == pytest.approx(video.duration)
+    assert [a["sentence"] for a in answer["answers"]] == SENTENCES
+    cells = answer["map"]
+    assert (cells["rows"], cells["cols"]) == tuple(maps.shape[1:])
+    for got, want, score_map in zip(answer["answers"], expected, maps):
+        assert [(m["start"], m["end"], m["score"]) for m in got["moments"]] == [(m.start, m.end, m.score) for m in want]
+        scores = np.array([np.nan if v is None else v for v in got["scores"]]).reshape(score_map.shape)
+        valid = ~np.isnan(scores)
+        assert valid.sum() > 0 and np.all(score_map.numpy()[~valid] == 0)
+        np.testing.assert_allclose(scores[valid], score_map.numpy()[valid], atol=1e-5)
+    # each top moment is a cell of the map whose moment the page can play
+    starts, ends = np.array(cells["starts"]), np.array(cells["ends"])
+    for m in answer["answers"][0]["moments"]:
+        assert np.min(np.abs(starts - m["start"]) + np.abs(ends - m["end"])) < 0.01
+    assert answer["cached"] is False
+    status, _, again = request(server, "/api/ground", dict(question, sentences=SENTENCES[:1]))
+    assert status == 200 and again["cached"] is True and again["answers"][0] == answer["answers"][0]
+
+
+def test_what_the_model_cannot_answer_is_said_in_the_page(server):
+    checkpoints, videos = ids(server)
+    trained = next(cid for label, cid in checkpoints.items() if label.endswith("tan/model_final.pth"))
+    no_records = next(cid for label, cid in checkpoints.items() if label.endswith("nested/model_final.pth"))
+    status, _, info = request(server, f"/api/checkpoints/{no_records}")
+    assert status == 200 and not info["reads_video_files"] and "tan-extract-features" in info["why_not"]
+    good = {"checkpoint": trained, "video": videos["synvid_test_0002.mp4"], "sentences": SENTENCES, "topk": 3}
+    cases = [
+        (dict(good, checkpoint=no_records), "does not say how its training features were made"),
+        (dict(good, video=videos["broken.mp4"]), "broken.mp4"),
+        (dict(good, checkpoint="c99"), "checkpoint 'c99': not one of the page's checkpoints"),
+        (dict(good, video="v99"), "video 'v99': not one of the page's videos"),
+        (dict(good, sentences=["  ", ""]), "type a sentence first"),
+        (dict(good, sentences="the red circle"), "sentences: expected a list of strings"),
+        (dict(good, topk=0), "topk 0: expected a whole number from 1 to 20"),
+        (dict(good, topk=2.5), "topk 2.5"),
+        (dict(good, sentences=["x" * 501]), "at most 500"),
+    ]
+    for question, message in cases:
+        status, _, body = request(server, "/api/ground", question)
+        assert status == 400 and message in body["error"], (question, body)
+    status, _, body = request(server, "/api/ground", b"checkpoint=c0", {"Content-Type": "text/plain"})
+    assert status == 400 and "JSON body" in body["error"]  # what another site's form could send
+    status, _, body = request(server, "/api/ground", b"{not json", {"Content-Type": "application/json"})
+    assert status == 400 and "not JSON" in body["error"]
+    status, _, body = request(server, "/api/checkpoints/c99")
+    assert status == 400 and "c99" in body["error"]
+
+
+def test_videos_are_served_in_byte_ranges_and_the_page_only_from_its_files(server, demo_files):
+    _, videos = ids(server)
+    data = open(os.path.join(demo_files["videos"], "synvid_test_0001.mp4"), "rb").read()
+    path = f"/videos/{videos['synvid_test_0001.mp4']}"
+    status, headers, body = request(server, path)
+    assert status == 200 and body == data and headers["Content-Type"] == "video/mp4"
+    assert headers["Accept-Ranges"] == "bytes"
+    for asked, start, end in (("bytes=100-199", 100, 199), ("bytes=1000-", 1000, len(data) - 1),
+                              ("bytes=-300", len(data) - 300, len(data) - 1),
+                              (f"bytes=10-{len(data) + 50}", 10, len(data) - 1)):
+        status, headers, body = request(server, path, headers={"Range": asked})
+        assert status == 206 and body == data[start:end + 1], asked
+        assert headers["Content-Range"] == f"bytes {start}-{end}/{len(data)}"
+    for asked in (f"bytes={len(data)}-", "bytes=50-10", "pages=1-2", "bytes=-"):
+        status, headers, _ = request(server, path, headers={"Range": asked})
+        assert status == 416 and headers["Content-Range"] == f"bytes */{len(data)}", asked
+    status, headers, body = request(server, path, method="HEAD")
+    assert status == 200 and headers["Content-Length"] == str(len(data)) and body == b""
+
+    status, headers, page = request(server, "/")
+    assert status == 200 and b'<script src="/page/demo.js">' in page
+    for name, kind in (("demo.js", "text/javascript"), ("demo.css", "text/css")):
+        status, headers, _ = request(server, f"/page/{name}")
+        assert status == 200 and headers.get_content_type() == kind
+    for path in ("/page/../offer.py", "/page/%2e%2e/server.py", "/page/offer.py", "/nothing", "/videos/../../etc"):
+        status, _, _ = request(server, path)
+        assert status in (400, 404), path
+
+
+def test_uploads_appear_whole_or_not_at_all(server, demo_files, tmp_path):
+    frames = np.zeros((30, 48, 48, 3), np.uint8)
+    frames[:, 10:30, 10:30, 0] = 220
+    write_video(str(tmp_path / "my clip (1).mp4"), frames, 10)
+    data = (tmp_path / "my clip (1).mp4").read_bytes()
+    status, _, body = request(server, "/api/upload", data, {"X-File-Name": "my%20clip%20(1).mp4",
+                                                            "Content-Type": "application/octet-stream"})
+    assert status == 200 and body["video"]["name"] == "my clip (1).mp4" and body["video"]["uploaded"]
+    uploaded = [n for n in os.listdir(demo_files["uploads"]) if n.endswith(".mp4")]
+    assert len(uploaded) == 1 and re.fullmatch(r"\d{3}-my_clip_1_\.mp4", uploaded[0]), uploaded
+    assert open(os.path.join(demo_files["uploads"], uploaded[0]), "rb").read() == data
+    _, videos = ids(server)
+    assert videos["my clip (1).mp4"] == body["video"]["id"]
+    checkpoints, _ = ids(server)
+    trained = next(cid for label, cid in checkpoints.items() if label.endswith("tan/model_final.pth"))
+    status, _, answer = request(server, "/api/ground", {"checkpoint": trained, "video": body["video"]["id"],
+                                                        "sentences": SENTENCES[:1], "topk": 2})
+    assert status == 200 and answer["video"]["duration"] == pytest.approx(3.0) and answer["answers"][0]["moments"]
+
+    status, _, body = request(server, "/api/upload", b"hello", {"X-File-Name": "notes.txt"})
+    assert status == 400 and "'notes.txt' is not a video file by its name" in body["error"]
+    # too big: refused from its headers, before its body is read (the page checks the size before sending)
+    host, port = server.server_address[:2]
+    with socket.create_connection((host, port), timeout=30) as connection:
+        connection.sendall(b"POST /api/upload HTTP/1.1\r\nHost: x\r\nX-File-Name: big.mp4\r\n"
+                           b"Content-Length: 2000001\r\n\r\n")
+        reply = connection.recv(4096).decode()
+    assert reply.startswith("HTTP/1.1 400") and "'big.mp4' is 2 MB; this page takes uploads of up to 2 MB" in reply
+    status, _, body = request(server, "/api/upload", data)
+    assert status == 400 and "X-File-Name" in body["error"]
+    # a client that goes away halfway: no file, and the shelf does not list it
+    with socket.create_connection((host, port), timeout=30) as connection:
+        connection.sendall(b"POST /api/upload HTTP/1.1\r\nHost: x\r\nX-File-Name: cut.mp4\r\n"
+                           b"Content-Length: 100000\r\n\r\n" + data[:1000])
+        connection.shutdown(socket.SHUT_WR)
+        assert b"400" in connection.recv(200).split(b"\r\n")[0]
+    assert sorted(os.listdir(demo_files["uploads"])) == uploaded
+    assert "cut.mp4" not in ids(server)[1]
+
+
+def start_demo(*args, env=None):
+    """tools/demo.py in the background; (process, its URL) once it listens."""
+    proc = subprocess.Popen([sys.executable, os.path.join(REPO, "tools", "demo.py"), "--port", "0", "--device", "cpu",
+                             *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})), start_new_session=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        match = re.search(r"open (http://\S+) ", line)
+        if match:
+            return proc, match.group(1)
+    proc.wait()
+    raise AssertionError("tan-demo did not start:\n" + "".join(lines))
+
+
+def stop_demo(proc):
+    """Ctrl-C, as a terminal sends it; (exit status, what it printed after starting)."""
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        rest = proc.communicate(timeout=60)[0]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return proc.returncode, rest
+
+
+def test_the_command_serves_until_ctrl_c_and_removes_its_uploads(demo_files, tmp_path):
+    temporary = tmp_path / "tmp"  # the command's temporary folder, for its uploads
+    temporary.mkdir()
+    proc, url = start_demo(demo_files["runs"], "--videos", demo_files["videos"], env={"TMPDIR": str(temporary)})
+    try:
+        status, _, offer = request(url, "/api/offer")
+        assert status == 200 and len(offer["checkpoints"]) == 2 and len(offer["videos"]) == 3
+        status, _, body = request(url, "/api/upload", b"\x00" * 10, {"X-File-Name": "a.mp4"})
+        assert status == 200
+        [uploads] = os.listdir(temporary)
+        assert uploads.startswith("tan-demo-uploads-") and len(os.listdir(temporary / uploads)) == 1
+    finally:
+        code, rest = stop_demo(proc)
+    assert code == 130, rest
+    assert "interrupted (Ctrl-C) while serving the demo page; uploaded videos are deleted" in rest
+    assert "Traceback" not in rest
+    assert os.listdir(temporary) == []
+
+
+
+def test_the_commands_mistakes_are_named(demo_files, tmp_path):
+    from tan.cli.demo import main
+
+    for args, message in (([str(tmp_path / "nowhere")], "no such checkpoint or folder"),
+                          ([demo_files["runs"], "--videos", str(tmp_path / "none")], "none' not found"),
+                          ([demo_files["runs"], "--port", "70000"], "--port 70000: expected 0 to 65535"),
+                          ([demo_files["runs"], "--max-upload-mb", "0"], "--max-upload-mb 0")):
+        with pytest.raises(TanError, match=re.escape(message)):
+            main(args)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(TanError, match="choose another --port"):
+            main([demo_files["runs"], "--port", str(taken.getsockname()[1]), "--upload-dir", str(tmp_path / "up")])
+
+
+def browser():
+    """A headless Chromium driven through its driver (Debian: apt-get install chromium chromium-driver)."""
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.path.exists(p)]
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        missing.append("selenium")
+    if missing:
+        if os.environ.get("TAN_REQUIRE_BROWSER"):
+            pytest.fail(f"the browser test needs {', '.join(missing)}")
+        pytest.skip(f"no headless browser here ({', '.join(missing)} missing)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000",
+                 "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--autoplay-policy=no-user-gesture-required", "--mute-audio"):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+def test_the_page_in_a_headless_browser(demo_files, video_dataset, tmp_path):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    upload = tmp_path / "uploaded_video.mp4"
+    shutil.copy(os.path.join(video_dataset, "videos", "synvid_test_0003.mp4"), upload)
+    proc, url = start_demo(demo_files["trained"], "--videos", demo_files["videos"])
+    driver = browser()
+    try:
+        driver.get(url)
+        wait = WebDriverWait(driver, 120)
+        wait.until(lambda d: "video features: clip" in d.find_element(By.ID, "model-info").text)
+        model = tan.load_model(demo_files["trained"], device="cpu")
+
+        # a video of the folder, chosen from the list
+        choices = Select(driver.find_element(By.ID, "video"))
+        choices.select_by_value(next(o.get_attribute("value") for o in choices.options
+                                     if o.text.startswith("synvid_test_0002.mp4")))
+        driver.find_element(By.ID, "sentences").send_keys(SENTENCES[0])
+        driver.find_element(By.ID, "ask").click()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".answer") or d.find_element(By.ID, "error").text)
+        [want] = model.ground(model.encode_video_file(os.path.join(demo_files["videos"], "synvid_test_0002.mp4")),
+                              SENTENCES[:1])
+        rows = driver.find_elements(By.CSS_SELECTOR, ".answer[data-index='0'] tr.moment-row")
+        assert [float(r.get_attribute("data-start")) for r in rows] == [m.start for m in want]
+        driver.find_element(By.ID, "sentences").clear()
+
+        # an upload, asked two sentences
+        driver.find_element(By.ID, "upload").send_keys(str(upload))
+        wait.until(lambda d: "uploaded uploaded_video.mp4" in d.find_element(By.ID, "upload-status").text)
+        driver.find_element(By.ID, "sentences").send_keys("\n".join(SENTENCES))
+        topk = driver.find_element(By.ID, "topk")
+        topk.clear()
+        topk.send_keys("3")
+        driver.find_element(By.ID, "ask").click()
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".answer")) == 2 or d.find_element(By.ID, "error").text)
+        assert driver.find_element(By.ID, "error").text == ""
+        expected = model.ground(model.encode_video_file(str(upload)), SENTENCES, topk=3)
+        for index, want in enumerate(expected):
+            rows = driver.find_elements(By.CSS_SELECTOR, f".answer[data-index='{index}'] tr.moment-row")
+            got = [(float(r.get_attribute("data-start")), float(r.get_attribute("data-end")),
+                    float(r.get_attribute("data-score"))) for r in rows]
+            assert got == [(m.start, m.end, m.score) for m in want]  # the page's data attributes: exact floats
+            shown = [r.text.split()[:4] for r in rows]  # what a reader sees: rank, start, end, score, rounded
+            assert [s[0] for s in shown] == [f"#{k}" for k in range(1, len(want) + 1)]
+            np.testing.assert_allclose([[float(v) for v in s[1:]] for s in shown],
+                                       [(m.start, m.end, m.score) for m in want], atol=0.0051)
+            bars = driver.find_elements(By.CSS_SELECTOR, f".lane[data-answer='{index}'] .moment")
+            assert [b.text for b in bars] == [str(k) for k in range(1, len(want) + 1)]
+
+        # a moment on the timeline plays the video from its start
+        second = driver.find_elements(By.CSS_SELECTOR, ".lane[data-answer='1'] .moment")[0]
+        second.click()
+        start = expected[1][0].start
+        wait.until(lambda d: d.execute_script("return document.getElementById('player').currentTime") >= start - 0.05)
+        assert "current" in second.get_attribute("class")
+        assert "blue square" in driver.find_element(By.ID, "map-sentence").text
+        player = driver.execute_script("const v = document.getElementById('player');"
+                                       "return {ready: v.readyState, duration: v.duration, error: v.error && v.error.code}")
+        assert player["error"] is None and player["duration"] == pytest.approx(expected_duration(upload), abs=0.15)
+        # the score map is drawn: cells of many colours, the invalid ones grey
+        colours = driver.execute_script(
+            "const c = document.getElementById('map'), d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+            "const seen = new Set(); for (let i = 0; i < d.length; i += 4 * 7) seen.add(d[i] + ',' + d[i+1] + ',' + d[i+2]);"
+            "return seen.size")
+        assert colours > 10
+        ActionChains(driver).move_to_element(driver.find_element(By.ID, "map")).perform()
+        assert re.fullmatch(r"row \d+, column \d+: (not a candidate|[\d.]+–[\d.]+ s, score [\d.]+)",
+                            driver.find_element(By.ID, "map-hover").text)
+        driver.execute_script("document.getElementById('player').pause()")
+        screenshot = tmp_path / "demo.png"
+        driver.save_screenshot(str(screenshot))
+        assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        if os.environ.get("TAN_DEMO_SCREENSHOT"):
+            shutil.copy(screenshot, os.environ["TAN_DEMO_SCREENSHOT"])
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert not errors, errors
+    finally:
+        driver.quit()
+        stop_demo(proc)
+
+
+def expected_duration(path):
+    import av
+
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        return float(stream.duration * stream.time_base)
+
+
+def test_a_slow_client_does_not_hold_the_others(server):
+    """Requests run in their own threads: a connection left open does not stop the page."""
+    host, port = server.server_address[:2]
+    idle = http.client.HTTPConnection(host, port, timeout=30)
+    idle.connect()
+    idle.sock.sendall(b"GET /api/offer HTTP/1.1\r\n")  # and never finishes its headers
+    started = time.perf_counter()
+    status, _, offer = request(server, "/api/offer")
+    assert status == 200 and offer["checkpoints"] and time.perf_counter() - started < 10
+    idle.close()
