@@ -111,6 +111,15 @@ def _children(pid):
     return out
 
 
+def _gone(pid):
+    """Whether process ``pid`` has ended (exited, or a zombie not yet reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 def finish(proc, console, timeout):
     """Wait for a background torchrun (killing it and its workers if the time
     runs out); returns its console output."""
@@ -159,6 +168,12 @@ def test_a_hung_peer_ends_the_run_with_a_clear_error(synthetic_root, tmp_path):
     workers = _children(proc.pid)
     os.kill(workers[1], signal.SIGSTOP)  # alive but silent
     try:
+        # once the rank that waited has given up, kill the silent one: torchrun would otherwise
+        # wait out its own grace period (30 s) for a stopped process to answer SIGTERM
+        deadline = time.time() + 240
+        while not _gone(workers[0]) and time.time() < deadline:
+            time.sleep(0.2)
+        os.kill(workers[1], signal.SIGKILL)
         output = finish(proc, tmp_path / "console.txt", 240)
     finally:
         for pid in workers:

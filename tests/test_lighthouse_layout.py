@@ -19,7 +19,6 @@ from tan.data.text.words import tokenize
 from conftest import REPO, run_tool
 
 MMN_SYNTHETIC = os.path.join(REPO, "configs", "mmn_synthetic.yaml")
-TAN_SYNTHETIC = os.path.join(REPO, "configs", "2dtan_synthetic.yaml")
 SPLITS = ("train", "val", "test")
 
 
@@ -93,8 +92,11 @@ def metric(out, name="R@1,IoU@0.5", folder="model_final"):
         return json.load(f)[name]
 
 
+# MMN only: 2D-TAN reads the same inputs the same way (tan.data), and learning 2D-TAN from two
+# streams and sentence features is the README's video block (tests/test_video_features.py trains
+# it); 2D-TAN needs 5 epochs here, which cost 75 s of the suite.
 @pytest.mark.slow
-@pytest.mark.parametrize("architecture,config,epochs", [("MMN", MMN_SYNTHETIC, 3), ("TAN", TAN_SYNTHETIC, 5)])
+@pytest.mark.parametrize("architecture,config,epochs", [("MMN", MMN_SYNTHETIC, 3)])
 def test_a_model_learns_from_streams_and_sentence_features(lighthouse_root, tmp_path, architecture, config, epochs):
     """Trained clearly beats untrained, with no word-vector file anywhere."""
     untrained = tmp_path / "untrained"

@@ -19,6 +19,7 @@ Examples:
 import argparse
 import os
 import shutil
+import sys
 import tempfile
 
 from ..errors import TanError
@@ -58,7 +59,7 @@ def main(argv=None):
     from ..demo.session import DemoSession
 
     args = build_parser().parse_args(argv)
-    setup_logger("tan", "")
+    setup_logger(None, stream=sys.stderr)
     if not 0 <= args.port <= 65535:
         raise TanError(f"--port {args.port}: expected 0 to 65535")
     if args.max_upload_mb <= 0:

@@ -85,7 +85,7 @@ def main(argv=None):
     from ..video.backbones.base import DTYPES
 
     args = build_parser().parse_args(argv)
-    setup_logger("tan", "")
+    setup_logger(None, stream=sys.stderr)
     _check(args)
     if args.write_tiny:
         tiny_writer(args.backbone)(args.write_tiny, args.seed)

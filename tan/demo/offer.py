@@ -7,12 +7,14 @@ from dataclasses import dataclass
 
 from ..cli.checkpoints import expand_checkpoints
 from ..errors import TanError
+from ..utils.io import clear_abandoned_temporaries, sync_folder, temporary_beside
 from ..video.extract import VIDEO_EXTENSIONS, list_videos
 
 # How deep below a folder given to look for run folders (OUTPUT_DIRs holding *.pth):
 # outputs/ -> outputs/experiment/seed_1/model_final.pth is two levels down.
 SEARCH_DEPTH = 4
 UPLOAD_CHUNK = 1 << 20
+_UPLOADED = re.compile(r"(\d{3,})-(.+)")  # an upload as stored: "NNN-" + its cleaned name
 
 
 @dataclass(frozen=True)
@@ -34,8 +36,11 @@ class VideoChoice:
     uploaded: bool = False
 
     def as_json(self):
-        return {"id": self.id, "name": self.name, "uploaded": self.uploaded,
-                "megabytes": round(os.path.getsize(self.path) / 1e6, 2)}
+        try:
+            size = os.path.getsize(self.path)
+        except OSError:  # deleted or moved since it was listed: the page still loads
+            size = None
+        return {"id": self.id, "name": self.name, "uploaded": self.uploaded, "bytes": size}
 
 
 def _shown(path):
@@ -79,7 +84,8 @@ def find_checkpoints(specs):
 
 
 class VideoShelf:
-    """The videos of the folders (or files) given, then those uploaded, kept in ``upload_dir``."""
+    """The videos of the folders (or files) given, then the uploads: those already in ``upload_dir``
+    (a folder kept from an earlier session) and those received while the page runs."""
 
     def __init__(self, paths, upload_dir, max_upload_bytes):
         self.upload_dir = upload_dir
@@ -87,7 +93,14 @@ class VideoShelf:
         self._lock = threading.Lock()
         self._videos = [VideoChoice(f"v{i}", path, vid + os.path.splitext(path)[1])
                         for i, (vid, path) in enumerate(list_videos(paths) if paths else [])]
+        clear_abandoned_temporaries(upload_dir)  # what a killed session left half-received
         self._uploads = 0
+        for name in sorted(os.listdir(upload_dir)):
+            match = _UPLOADED.fullmatch(name)
+            if match and name.lower().endswith(VIDEO_EXTENSIONS):
+                self._uploads = max(self._uploads, int(match.group(1)))
+                self._videos.append(VideoChoice(f"u{int(match.group(1))}", os.path.join(upload_dir, name),
+                                                match.group(2), uploaded=True))
 
     def all(self):
         with self._lock:
@@ -100,35 +113,55 @@ class VideoShelf:
         raise TanError(f"video {video_id!r}: not one of the page's videos (reload the page)")
 
     def receive(self, name, body, length):
-        """Store an upload of ``length`` bytes read from ``body`` (a file object) as ``name`` was
-        called; the file appears whole or not at all."""
+        """Store an upload of ``length`` bytes read from ``body`` (a file object) under the name it
+        came with; the file appears whole or not at all, and never in place of another."""
         name = os.path.basename(str(name).replace("\\", "/")).strip()
         extension = os.path.splitext(name)[1].lower()
         if extension not in VIDEO_EXTENSIONS:
             raise TanError(f"{name!r} is not a video file by its name: expected one of {' '.join(VIDEO_EXTENSIONS)}")
         if length > self.max_upload_bytes:
-            raise TanError(f"{name!r} is {length / 1e6:.0f} MB; this page takes uploads of up to "
-                           f"{self.max_upload_bytes / 1e6:.0f} MB (tan-demo --max-upload-mb)")
-        with self._lock:
-            self._uploads += 1
-            number = self._uploads
+            raise TanError(f"{name!r} is {megabytes(length)}; this page takes uploads of up to "
+                           f"{megabytes(self.max_upload_bytes)} (tan-demo --max-upload-mb)")
         stem = re.sub(r"[^A-Za-z0-9._-]+", "_", os.path.splitext(name)[0])[:80] or "video"
-        path = os.path.join(self.upload_dir, f"{number:03d}-{stem}{extension}")
-        partial = f"{path}.part"
         try:
-            with open(partial, "wb") as f:
-                left = length
-                while left:
-                    chunk = body.read(min(UPLOAD_CHUNK, left))
-                    if not chunk:
-                        raise TanError(f"the upload of {name!r} stopped after {length - left} of {length} bytes")
-                    f.write(chunk)
-                    left -= len(chunk)
-            os.replace(partial, path)
-        finally:
-            if os.path.exists(partial):
-                os.remove(partial)
+            with temporary_beside(os.path.join(self.upload_dir, f"{stem}{extension}")) as partial:
+                _copy(body, partial, length, name)
+                number, path = self._publish(partial, f"{stem}{extension}")
+            sync_folder(self.upload_dir)
+        except OSError as e:
+            raise TanError(f"cannot store the upload {name!r} in {self.upload_dir}: {e.strerror or e}") from None
         video = VideoChoice(f"u{number}", path, name, uploaded=True)
         with self._lock:
             self._videos.append(video)
         return video
+
+    def _publish(self, partial, filename):
+        """Link the received file as "NNN-filename" under the next free number: a link fails where
+        a file is (another session's upload), where a rename would replace it."""
+        while True:
+            with self._lock:
+                self._uploads += 1
+                number = self._uploads
+            path = os.path.join(self.upload_dir, f"{number:03d}-{filename}")
+            try:
+                os.link(partial, path)
+                return number, path
+            except FileExistsError:
+                continue
+
+
+def _copy(body, path, length, name):
+    with open(path, "wb") as f:
+        left = length
+        while left:
+            chunk = body.read(min(UPLOAD_CHUNK, left))
+            if not chunk:
+                raise TanError(f"the upload of {name!r} stopped after {length - left} of {length} bytes")
+            f.write(chunk)
+            left -= len(chunk)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def megabytes(size):
+    return f"{size / 1e6:.1f} MB" if size >= 1e5 else f"{size / 1e3:.1f} kB"

@@ -1,9 +1,12 @@
 """The demo's HTTP side, on the standard library: the page's files, its JSON calls, uploads,
 and the videos themselves with byte ranges (so that the page's player can seek).
 
-Calls that make the server work (grounding, uploads) must carry a JSON content type or a custom
-header: a browser sends neither across sites without asking first, and this server never says
-yes, so another web site open in the same browser cannot drive it."""
+Another web site open in the same browser must not drive the server. Calls that make it work
+(grounding, uploads) must carry a JSON content type or a custom header, which a browser sends
+across sites only after asking, and this server never agrees; and while it listens on the
+loopback address it answers only requests addressed to a loopback name, so a site whose name
+is made to point at 127.0.0.1 (DNS rebinding) is refused too."""
+import ipaddress
 import json
 import logging
 import mimetypes
@@ -24,6 +27,8 @@ VIDEO_TYPES = {".mkv": "video/x-matroska", ".ts": "video/mp2t", ".m4v": "video/m
 MAX_JSON_BYTES = 1 << 20
 SEND_CHUNK = 1 << 16
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]", "::1")
+IDLE_SECONDS = 300  # a connection silent this long (a stalled upload) is closed
 logger = get_logger("demo")
 
 
@@ -36,6 +41,7 @@ class DemoServer(ThreadingHTTPServer):
             self.address_family = socket.AF_INET6
         super().__init__((host, port), DemoHandler)
         self.session = session
+        self.loopback = ipaddress.ip_address(self.server_address[0]).is_loopback
 
     @property
     def url(self):
@@ -47,6 +53,7 @@ class DemoServer(ThreadingHTTPServer):
 class DemoHandler(BaseHTTPRequestHandler):
     server_version = "tan-demo"
     protocol_version = "HTTP/1.1"
+    timeout = IDLE_SECONDS
 
     def do_GET(self):
         self._answer(self._get)
@@ -80,29 +87,48 @@ class DemoHandler(BaseHTTPRequestHandler):
         if path == "/api/upload":
             name = self.headers.get("X-File-Name")
             if not name:
-                return self._error(HTTPStatus.BAD_REQUEST, "an upload names its file in the X-File-Name header")
+                raise TanError("an upload names its file in the X-File-Name header")
             video = session.videos.receive(unquote(name), self.rfile, self._length())
-            logger.info("received %s (%.1f MB)", video.name, os.path.getsize(video.path) / 1e6)
+            logger.info("received %s (%d bytes) as %s", video.name, os.path.getsize(video.path), video.path)
             return self._json({"video": video.as_json()})
-        return self._error(HTTPStatus.NOT_FOUND, f"no such call: POST {path}")
+        return self._fail(HTTPStatus.NOT_FOUND, f"no such call: POST {path}")
 
     def _answer(self, route):
         """Run ``route``; a user's mistake (TanError) is a 400 whose JSON says what was wrong."""
+        self._answered = False
         try:
+            if not self._addressed_to_us():
+                return self._fail(HTTPStatus.FORBIDDEN, "this server answers requests for localhost only")
             route(urlsplit(self.path).path)
         except TanError as e:
             self._fail(HTTPStatus.BAD_REQUEST, str(e))
-        except (BrokenPipeError, ConnectionResetError):  # the page went away (a seek cancels a video request)
+        except (ConnectionError, TimeoutError):  # the page went away (a seek cancels a video request) or stalled
             self.close_connection = True
         except Exception as e:  # a bug: the page says so, the console has the traceback
             logger.exception("%s %s failed", self.command, self.path)
             self._fail(HTTPStatus.INTERNAL_SERVER_ERROR, f"the demo failed: {type(e).__name__}: {e}")
 
+    def _addressed_to_us(self):
+        """Any Host while listening on an outside address; a loopback name while on the loopback."""
+        if not self.server.loopback:
+            return True
+        host = (self.headers.get("Host") or "").strip().lower()
+        host = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+        return host in LOOPBACK_NAMES
+
+    def send_response(self, code, message=None):
+        self._answered = True
+        super().send_response(code, message)
+
     def _fail(self, status, message):
-        self.close_connection = True  # what is left of the request's body (a refused upload) goes unread
+        """An error answer, and the connection closed: what is left of the request's body (a refused
+        upload) goes unread. Nothing is sent once an answer has begun (a video cut short)."""
+        self.close_connection = True
+        if self._answered:
+            return
         try:
             self._error(status, message)
-        except (BrokenPipeError, ConnectionResetError):
+        except (ConnectionError, TimeoutError):
             pass
 
     def _length(self):
@@ -154,19 +180,14 @@ class DemoHandler(BaseHTTPRequestHandler):
         """The file, or the byte range asked for (206), as players ask when they seek."""
         size = os.path.getsize(path)
         start, end, status = 0, size - 1, HTTPStatus.OK
-        asked = self.headers.get("Range")
+        asked = _byte_range(self.headers.get("Range"), size)
+        if asked == "unsatisfiable":
+            self.send_response(HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE)
+            self.send_header("Content-Range", f"bytes */{size}")
+            self.send_header("Content-Length", "0")
+            return self.end_headers()
         if asked:
-            match = _RANGE.fullmatch(asked.strip())
-            if match and match.group(1):
-                start, end = int(match.group(1)), min(int(match.group(2) or size - 1), size - 1)
-            elif match and match.group(2):  # the last N bytes
-                start = max(size - int(match.group(2)), 0)
-            if not match or not (match.group(1) or match.group(2)) or start > end:
-                self.send_response(HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE)
-                self.send_header("Content-Range", f"bytes */{size}")
-                self.send_header("Content-Length", "0")
-                return self.end_headers()
-            status = HTTPStatus.PARTIAL_CONTENT
+            (start, end), status = asked, HTTPStatus.PARTIAL_CONTENT
         self.send_response(status)
         kind = VIDEO_TYPES.get(os.path.splitext(path)[1].lower()) or mimetypes.guess_type(path)[0]
         self.send_header("Content-Type", kind or "application/octet-stream")
@@ -190,3 +211,19 @@ class DemoHandler(BaseHTTPRequestHandler):
     def log_message(self, format, *args):  # noqa: A002 (the base class's name): requests at debug level
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("%s %s", self.address_string(), format % args)
+
+
+def _byte_range(header, size):
+    """(first, last) byte of a Range header's one range, "unsatisfiable" when it starts past the end,
+    None for no header or one to ignore (another unit, several ranges, malformed: RFC 9110 says
+    to answer those with the whole file)."""
+    match = _RANGE.fullmatch((header or "").strip())
+    if not match or not (match.group(1) or match.group(2)):
+        return None
+    if not match.group(1):  # the last N bytes
+        length = int(match.group(2))
+        return (max(size - length, 0), size - 1) if length and size else "unsatisfiable"
+    first, last = int(match.group(1)), int(match.group(2)) if match.group(2) else size - 1
+    if first >= size:
+        return "unsatisfiable"
+    return (first, min(last, size - 1)) if last >= first else None

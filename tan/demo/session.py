@@ -10,6 +10,7 @@ import numpy as np
 from ..api import load_model
 from ..data.features.provenance import describe_extractor
 from ..errors import TanError
+from ..video.extract import VIDEO_EXTENSIONS
 
 MODELS_KEPT = 2  # loaded models held at once (the least recently used goes first)
 VIDEOS_KEPT = 16  # encoded videos (2D maps) held, over all models
@@ -34,8 +35,8 @@ class DemoSession:
         """What the page lists: checkpoints (by run) and videos."""
         return {"checkpoints": [{"id": c.id, "run": c.run, "name": c.name} for c in self.checkpoints.values()],
                 "videos": [v.as_json() for v in self.videos.all()], "device": str(self.device),
-                "max_upload_mb": round(self.videos.max_upload_bytes / 1e6), "max_topk": MAX_TOPK,
-                "max_sentences": MAX_SENTENCES}
+                "max_upload_bytes": self.videos.max_upload_bytes, "video_extensions": list(VIDEO_EXTENSIONS),
+                "max_topk": MAX_TOPK, "max_sentences": MAX_SENTENCES}
 
     def checkpoint(self, checkpoint_id):
         try:

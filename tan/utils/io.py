@@ -208,12 +208,10 @@ def _sweep_once(folder):
 
 
 @contextmanager
-def replaced_when_done(path):
-    """For files written by a library that wants a path (h5py): yields a temporary
-    path beside ``path`` (its folder made if need be; ".NAME.PID-HOST.XXXXXX.tmp", as
-    temporary_writer reads it), renamed over it when the block ends normally and
-    removed when it raises (Ctrl-C, or SIGTERM in a tool, included), so no
-    half-written file remains."""
+def temporary_beside(path):
+    """A temporary path beside ``path`` (its folder made if need be; ".NAME.PID-HOST.XXXXXX.tmp",
+    as temporary_writer reads it, so that one a killed writer left is cleared later), removed
+    when the block ends if it is still there: for a writer that publishes it itself."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     _sweep_once(folder)
@@ -222,14 +220,23 @@ def replaced_when_done(path):
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
         yield tmp
-        os.replace(tmp, path)
-    except BaseException:
+    finally:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
-        raise
-    sync_folder(folder)  # make the rename itself durable
+
+
+@contextmanager
+def replaced_when_done(path):
+    """For files written by a library that wants a path (h5py): yields a temporary
+    path beside ``path`` (:func:`temporary_beside`), renamed over it when the block
+    ends normally and removed when it raises (Ctrl-C, or SIGTERM in a tool,
+    included), so no half-written file remains."""
+    with temporary_beside(path) as tmp:
+        yield tmp
+        os.replace(tmp, path)
+    sync_folder(os.path.dirname(os.path.abspath(path)))  # make the rename itself durable
 
 
 @contextmanager

@@ -9,7 +9,9 @@ const VIRIDIS = ["#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89
 const INVALID_CELL = "#e6e8ec";
 
 const $ = id => document.getElementById(id);
-const state = { offer: null, result: null, selected: 0, stopAt: null, busy: false, ready: "ready" };
+// generation: bumped whenever the model or the video changes, so that an answer to an older
+// question is dropped instead of being drawn over another video
+const state = { offer: null, result: null, selected: 0, stopAt: null, busy: false, ready: "ready", generation: 0 };
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -23,10 +25,15 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
-function seconds(t) {
+function seconds(t) {  // 8.63, or 1:42.5 from 100 s on
   if (t < 100) return t.toFixed(2);
-  const m = Math.floor(t / 60), s = t - 60 * m;
-  return `${m}:${s.toFixed(1).padStart(4, "0")}`;
+  const tenths = Math.round(t * 10), m = Math.floor(tenths / 600);
+  return `${m}:${((tenths - 600 * m) / 10).toFixed(1).padStart(4, "0")}`;
+}
+
+function size(bytes) {
+  if (bytes === null || bytes === undefined) return "missing";
+  return bytes >= 1e5 ? `${(bytes / 1e6).toFixed(1)} MB` : `${(bytes / 1e3).toFixed(1)} kB`;
 }
 
 async function call(url, options = {}) {
@@ -68,7 +75,7 @@ function fillVideos(videos, chosen) {
   select.replaceChildren();
   if (!videos.length) select.append(el("option", { value: "", textContent: "(no video yet: upload one)" }));
   for (const v of videos) {
-    const label = `${v.name}${v.uploaded ? " (uploaded)" : ""}, ${v.megabytes.toFixed(1)} MB`;
+    const label = `${v.name}${v.uploaded ? " (uploaded)" : ""}, ${size(v.bytes)}`;
     select.append(el("option", { value: v.id, textContent: label }));
   }
   if (chosen) select.value = chosen;
@@ -98,16 +105,22 @@ function chooseVideo() {
   const id = $("video").value;
   const player = $("player");
   $("player-note").textContent = "";
+  state.stopAt = null;
   if (id) player.src = `/videos/${id}`;
   else player.removeAttribute("src");
   clearResult();
 }
 
 async function upload(file) {
-  const limit = state.offer.max_upload_mb;
-  if (file.size > limit * 1e6) {
-    showError(`${file.name} is ${(file.size / 1e6).toFixed(0)} MB; this page takes uploads of up to ${limit} MB`);
-    return;
+  const limit = state.offer.max_upload_bytes, dot = file.name.lastIndexOf(".");
+  const extension = dot < 0 ? "" : file.name.slice(dot).toLowerCase();
+  if (!state.offer.video_extensions.includes(extension)) {
+    $("upload").value = "";
+    return showError(`${file.name} is not a video file by its name: expected one of ${state.offer.video_extensions.join(" ")}`);
+  }
+  if (file.size > limit) {
+    $("upload").value = "";
+    return showError(`${file.name} is ${size(file.size)}; this page takes uploads of up to ${size(limit)}`);
   }
   $("upload-status").textContent = `uploading ${file.name}…`;
   setStatus("uploading", true);
@@ -143,27 +156,30 @@ async function ask() {
   $("ask").disabled = true;
   showError("");
   setStatus("making the video's features and grounding the sentences", true);
+  const generation = state.generation;
   try {
     const result = await call("/api/ground", { method: "POST", body: JSON.stringify(question),
                                                 headers: { "Content-Type": "application/json" } });
+    if (generation !== state.generation) return;  // the model or the video changed meanwhile
     state.result = result;
     state.selected = 0;
     render();
     const s = result.seconds;
     $("timing").textContent = `${result.cached ? "features kept from before" : `features made in ${s.features.toFixed(2)} s`}`
       + `, grounded in ${s.grounding.toFixed(2)} s; video ${seconds(result.video.duration)} s long`;
-    setStatus(state.ready);
   } catch (e) {
-    showError(e.message);
-    setStatus(state.ready);
+    if (generation === state.generation) showError(e.message);
   } finally {
     state.busy = false;
     $("ask").disabled = false;
+    setStatus(state.ready);
   }
 }
 
 function clearResult() {
+  state.generation += 1;
   state.result = null;
+  for (const id of ["map-rows", "map-cols", "legend-low", "legend-high"]) $(id).textContent = "";
   $("timeline").replaceChildren();
   $("answers").replaceChildren();
   $("timing").textContent = "";
@@ -210,7 +226,7 @@ function animate() {
 // ---- drawing ------------------------------------------------------------------------------
 
 function niceStep(duration) {
-  const raw = duration / 8, power = 10 ** Math.floor(Math.log10(raw));
+  const raw = Math.max(duration, 0.01) / 8, power = 10 ** Math.floor(Math.log10(raw));
   return [1, 2, 5, 10].map(f => f * power).find(step => step >= raw);
 }
 
@@ -227,7 +243,7 @@ function render() {
   result.answers.forEach((answer, index) => {
     const color = COLORS[index % COLORS.length];
     const best = Math.max(...answer.moments.map(m => m.score), 1e-9);
-    const track = el("div", { className: "track", title: "click: play from here",
+    const track = el("div", { className: "track", title: "click: go to this time",
                               onclick: e => { if (e.target === track) seekTo(e, track, duration); } });
     answer.moments.forEach((m, rank) => {
       track.append(el("div", {
@@ -272,7 +288,7 @@ function renderAnswer(answer, index, color) {
   return el("div", { className: "answer", "data-index": index },
     el("h3", { onclick: () => select(index) }, el("span", { className: "swatch", style: { background: color } }), answer.sentence),
     el("table", { className: "moments" },
-      el("thead", {}, el("tr", {}, ...["rank", "start (s)", "end (s)", "score", ""].map(t => el("th", { textContent: t })))),
+      el("thead", {}, el("tr", {}, ...["rank", "start", "end", "score", ""].map(t => el("th", { textContent: t })))),
       el("tbody", {}, ...body)));
 }
 
@@ -349,9 +365,10 @@ function drawLegend() {
 function cellAt(event) {
   const { result } = state;
   if (!result) return -1;
-  const box = $("map").getBoundingClientRect(), cells = result.map;
-  const cell = box.width / Math.max(cells.rows, cells.cols);
-  const col = Math.floor((event.clientX - box.left) / cell), row = Math.floor((event.clientY - box.top) / cell);
+  const canvas = $("map"), box = canvas.getBoundingClientRect(), cells = result.map;
+  const cell = canvas.clientWidth / Math.max(cells.rows, cells.cols);  // inside the border
+  const col = Math.floor((event.clientX - box.left - canvas.clientLeft) / cell);
+  const row = Math.floor((event.clientY - box.top - canvas.clientTop) / cell);
   if (row < 0 || col < 0 || row >= cells.rows || col >= cells.cols) return -1;
   return row * cells.cols + col;
 }
