@@ -261,13 +261,15 @@ def test_a_refused_call_closes_its_connection_and_other_hosts_are_refused(server
             reply = read_until_closed(connection)
         assert reply.count(b"HTTP/1.1 ") == 1 and reply.split(b" ")[1] in (b"400", b"404"), reply
     # a page of another site whose name was pointed at this machine (DNS rebinding)
-    status, _, body = request(server, "/api/offer", headers={"Host": f"evil.example:{port}"})
-    assert status == 403 and "localhost only" in body["error"]
-    for name in (f"localhost:{port}", f"127.0.0.1:{port}", "localhost"):
-        assert request(server, "/api/offer", headers={"Host": name})[0] == 200
+    for name in (f"evil.example:{port}", "evil.example", "localhost.evil.example"):
+        status, _, body = request(server, "/api/offer", headers={"Host": name})
+        assert status == 403 and "localhost or to an IP address only" in body["error"], name
+    for name in (f"localhost:{port}", f"127.0.0.1:{port}", "localhost", f"[::1]:{port}", "127.0.1.1",
+                 f"app.localhost:{port}"):
+        assert request(server, "/api/offer", headers={"Host": name})[0] == 200, name
 
 
-def test_a_kept_upload_folder_is_listed_again_and_never_overwritten(tmp_path):
+def test_a_kept_upload_folder_is_listed_again_and_never_overwritten(tmp_path, monkeypatch):
     folder = tmp_path / "uploads"
     folder.mkdir()
     (folder / "001-first.mp4").write_bytes(b"earlier session")
@@ -285,12 +287,20 @@ def test_a_kept_upload_folder_is_listed_again_and_never_overwritten(tmp_path):
             return chunk
 
     video = shelf.receive("first.mp4", Body(b"new"), 3)
-    assert (video.id, os.path.basename(video.path)) == ("u3", "003-first.mp4")
+    assert (video.id, os.path.basename(video.path)) == ("u2", "003-first.mp4")  # ids: this session's count
     assert [(folder / n).read_bytes() for n in ("001-first.mp4", "002-first.mp4", "003-first.mp4")] == [
         b"earlier session", b"another session's, meanwhile", b"new"]
     with pytest.raises(TanError, match="stopped after 2 of 5 bytes"):
         shelf.receive("cut.mp4", Body(b"ab"), 5)
     assert sorted(os.listdir(folder)) == ["001-first.mp4", "002-first.mp4", "003-first.mp4", "notes.txt"]
+
+    def no_hard_links(source, target):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_hard_links)  # a FAT or network folder: the name is reserved instead
+    video = shelf.receive("second.mp4", Body(b"other"), 5)
+    assert os.path.basename(video.path) == "004-second.mp4" and (folder / "004-second.mp4").read_bytes() == b"other"
+    assert [v.id for v in VideoShelf([], str(folder), 1000).all()] == ["u1", "u2", "u3", "u4"]
 
 
 def start_demo(*args, env=None, deadline=120):
@@ -298,34 +308,35 @@ def start_demo(*args, env=None, deadline=120):
     proc = subprocess.Popen([sys.executable, os.path.join(REPO, "tools", "demo.py"), "--port", "0", "--device", "cpu",
                              *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})), start_new_session=True)
-    lines, found = [], []
+    lines, found = [], threading.Event()
 
-    def read():
+    def read():  # to the end, so that the server never blocks on a full pipe
         for line in proc.stdout:
             lines.append(line)
-            match = re.search(r"open (http://\S+) ", line)
-            if match:
-                return found.append(match.group(1))
+            if re.search(r"open (http://\S+) ", line):
+                found.set()
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    reader.join(deadline)
-    if not found:
+    proc.reader = threading.Thread(target=read, daemon=True)
+    proc.reader.start()
+    proc.lines = lines
+    if not found.wait(deadline):
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         raise AssertionError("tan-demo did not start:\n" + "".join(lines))
-    return proc, found[0]
+    return proc, next(re.search(r"open (http://\S+) ", line).group(1) for line in lines if "open http" in line)
 
 
 def stop_demo(proc):
     """Ctrl-C, as a terminal sends it; (exit status, what it printed after starting)."""
     os.killpg(proc.pid, signal.SIGINT)
     try:
-        rest = proc.communicate(timeout=60)[0]
+        proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    return proc.returncode, rest
+            proc.wait()
+    proc.reader.join(30)
+    return proc.returncode, "".join(proc.lines)
 
 
 def test_the_command_serves_until_ctrl_c_and_removes_its_uploads(demo_files, tmp_path):
@@ -382,7 +393,8 @@ def test_the_commands_mistakes_are_named(demo_files, tmp_path, logging_as_it_was
 
 def browser():
     """A headless Chromium driven through its driver (Debian: apt-get install chromium chromium-driver)."""
-    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.path.exists(p)]
+    missing = [name for name, path in (("chromium", CHROMIUM), ("chromedriver", CHROMEDRIVER))
+               if not path or not os.path.exists(path)]
     try:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
@@ -407,8 +419,9 @@ def test_the_page_in_a_headless_browser(demo_files, video_dataset, tmp_path):
     upload = tmp_path / "uploaded_video.mp4"
     shutil.copy(os.path.join(video_dataset, "videos", "synvid_test_0003.mp4"), upload)
     driver = browser()  # first: a machine without one skips before anything starts
-    proc, url = start_demo(demo_files["trained"], "--videos", demo_files["videos"])
+    proc = None
     try:
+        proc, url = start_demo(demo_files["trained"], "--videos", demo_files["videos"])
         driver.get(url)
         page = Page(driver)
         page.wait_for("model-info", "video features: clip")
@@ -437,7 +450,8 @@ def test_the_page_in_a_headless_browser(demo_files, video_dataset, tmp_path):
         assert not errors, errors
     finally:
         driver.quit()
-        stop_demo(proc)
+        if proc is not None:
+            stop_demo(proc)
 
 
 class Page:

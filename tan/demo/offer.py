@@ -2,6 +2,7 @@
 video files, those of the folders given and those uploaded while it runs."""
 import os
 import re
+import socket
 import threading
 from dataclasses import dataclass
 
@@ -94,13 +95,10 @@ class VideoShelf:
         self._videos = [VideoChoice(f"v{i}", path, vid + os.path.splitext(path)[1])
                         for i, (vid, path) in enumerate(list_videos(paths) if paths else [])]
         clear_abandoned_temporaries(upload_dir)  # what a killed session left half-received
-        self._uploads = 0
-        for name in sorted(os.listdir(upload_dir)):
-            match = _UPLOADED.fullmatch(name)
-            if match and name.lower().endswith(VIDEO_EXTENSIONS):
-                self._uploads = max(self._uploads, int(match.group(1)))
-                self._videos.append(VideoChoice(f"u{int(match.group(1))}", os.path.join(upload_dir, name),
-                                                match.group(2), uploaded=True))
+        self._uploads = 0  # ids of uploads, this session's own count: file numbers may repeat across sessions
+        for number, name, shown in sorted(_stored_uploads(upload_dir)):
+            self._uploads += 1
+            self._videos.append(VideoChoice(f"u{self._uploads}", os.path.join(upload_dir, name), shown, uploaded=True))
 
     def all(self):
         with self._lock:
@@ -126,28 +124,48 @@ class VideoShelf:
         try:
             with temporary_beside(os.path.join(self.upload_dir, f"{stem}{extension}")) as partial:
                 _copy(body, partial, length, name)
-                number, path = self._publish(partial, f"{stem}{extension}")
+                path = self._publish(partial, f"{stem}{extension}")
             sync_folder(self.upload_dir)
+        except (ConnectionError, TimeoutError, socket.timeout):  # the client's side: the server says so
+            raise
         except OSError as e:
             raise TanError(f"cannot store the upload {name!r} in {self.upload_dir}: {e.strerror or e}") from None
-        video = VideoChoice(f"u{number}", path, name, uploaded=True)
         with self._lock:
+            self._uploads += 1
+            video = VideoChoice(f"u{self._uploads}", path, name, uploaded=True)
             self._videos.append(video)
         return video
 
     def _publish(self, partial, filename):
-        """Link the received file as "NNN-filename" under the next free number: a link fails where
-        a file is (another session's upload), where a rename would replace it."""
+        """Put the received file in place as "NNN-filename", NNN above every number in the folder,
+        never over a file: a hard link fails where a file is (another session's upload, just
+        now), where a rename would replace it; where links are not supported, the name is
+        reserved first (O_EXCL) and the reservation replaced."""
         while True:
-            with self._lock:
-                self._uploads += 1
-                number = self._uploads
+            number = max((n for n, _, _ in _stored_uploads(self.upload_dir)), default=0) + 1
             path = os.path.join(self.upload_dir, f"{number:03d}-{filename}")
             try:
                 os.link(partial, path)
-                return number, path
+                return path
             except FileExistsError:
                 continue
+            except OSError:  # no hard links on this file system
+                try:
+                    os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+                except FileExistsError:
+                    continue
+                os.replace(partial, path)
+                return path
+
+
+def _stored_uploads(folder):
+    """[(number, file name, name shown)] of the uploads stored in ``folder``."""
+    found = []
+    for name in os.listdir(folder):
+        match = _UPLOADED.fullmatch(name)
+        if match and name.lower().endswith(VIDEO_EXTENSIONS):
+            found.append((int(match.group(1)), name, match.group(2)))
+    return found
 
 
 def _copy(body, path, length, name):

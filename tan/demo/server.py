@@ -27,7 +27,6 @@ VIDEO_TYPES = {".mkv": "video/x-matroska", ".ts": "video/mp2t", ".m4v": "video/m
 MAX_JSON_BYTES = 1 << 20
 SEND_CHUNK = 1 << 16
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
-LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]", "::1")
 IDLE_SECONDS = 300  # a connection silent this long (a stalled upload) is closed
 logger = get_logger("demo")
 
@@ -98,23 +97,33 @@ class DemoHandler(BaseHTTPRequestHandler):
         self._answered = False
         try:
             if not self._addressed_to_us():
-                return self._fail(HTTPStatus.FORBIDDEN, "this server answers requests for localhost only")
+                return self._fail(HTTPStatus.FORBIDDEN, "this server answers requests addressed to localhost or to an IP address only")
             route(urlsplit(self.path).path)
         except TanError as e:
             self._fail(HTTPStatus.BAD_REQUEST, str(e))
-        except (ConnectionError, TimeoutError):  # the page went away (a seek cancels a video request) or stalled
-            self.close_connection = True
+        except (ConnectionError, TimeoutError, socket.timeout):  # the page went away (a seek cancels a video
+            self.close_connection = True                           # request) or stalled
         except Exception as e:  # a bug: the page says so, the console has the traceback
             logger.exception("%s %s failed", self.command, self.path)
             self._fail(HTTPStatus.INTERNAL_SERVER_ERROR, f"the demo failed: {type(e).__name__}: {e}")
 
     def _addressed_to_us(self):
-        """Any Host while listening on an outside address; a loopback name while on the loopback."""
+        """Any Host while listening on an outside address; on the loopback, an address (which no
+        DNS answer can put there) or localhost."""
         if not self.server.loopback:
             return True
         host = (self.headers.get("Host") or "").strip().lower()
-        host = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-        return host in LOOPBACK_NAMES
+        if host.startswith("["):
+            host = host[1:].split("]", 1)[0]
+        elif host.count(":") == 1:
+            host = host.split(":", 1)[0]
+        if host == "localhost" or host.endswith(".localhost"):
+            return True
+        try:
+            ipaddress.ip_address(host)
+            return True
+        except ValueError:
+            return False
 
     def send_response(self, code, message=None):
         self._answered = True
@@ -128,7 +137,7 @@ class DemoHandler(BaseHTTPRequestHandler):
             return
         try:
             self._error(status, message)
-        except (ConnectionError, TimeoutError):
+        except (ConnectionError, TimeoutError, socket.timeout):
             pass
 
     def _length(self):
@@ -178,7 +187,10 @@ class DemoHandler(BaseHTTPRequestHandler):
 
     def _video(self, path):
         """The file, or the byte range asked for (206), as players ask when they seek."""
-        size = os.path.getsize(path)
+        try:
+            size = os.path.getsize(path)
+        except FileNotFoundError:
+            raise TanError(f"the video file {path!r} is no longer there") from None
         start, end, status = 0, size - 1, HTTPStatus.OK
         asked = _byte_range(self.headers.get("Range"), size)
         if asked == "unsatisfiable":

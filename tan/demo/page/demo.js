@@ -31,6 +31,10 @@ function seconds(t) {  // 8.63, or 1:42.5 from 100 s on
   return `${m}:${((tenths - 600 * m) / 10).toFixed(1).padStart(4, "0")}`;
 }
 
+function span(start, end) {  // "6.74–9.19 s", or "1:40.5–1:52.0"
+  return `${seconds(start)}–${seconds(end)}${end < 100 ? " s" : ""}`;
+}
+
 function size(bytes) {
   if (bytes === null || bytes === undefined) return "missing";
   return bytes >= 1e5 ? `${(bytes / 1e6).toFixed(1)} MB` : `${(bytes / 1e3).toFixed(1)} kB`;
@@ -82,11 +86,12 @@ function fillVideos(videos, chosen) {
 }
 
 async function describeCheckpoint() {
-  const info = $("model-info");
+  const info = $("model-info"), chosen = $("checkpoint").value;
   info.textContent = "loading the model…";
   info.classList.remove("warning");
   try {
-    const c = await call(`/api/checkpoints/${$("checkpoint").value}`);
+    const c = await call(`/api/checkpoints/${chosen}`);
+    if (chosen !== $("checkpoint").value) return;  // another was chosen meanwhile: its own answer follows
     const lines = [`${c.run}/${c.name}: ${c.architecture}`];
     if (c.video_features.length) lines.push(`video features: ${c.video_features.join(" + ")}`);
     if (c.text_features) lines.push(`sentences: ${c.text_features}`);
@@ -96,6 +101,7 @@ async function describeCheckpoint() {
       info.classList.add("warning");
     }
   } catch (e) {
+    if (chosen !== $("checkpoint").value) return;
     info.textContent = e.message;
     info.classList.add("warning");
   }
@@ -166,7 +172,7 @@ async function ask() {
     render();
     const s = result.seconds;
     $("timing").textContent = `${result.cached ? "features kept from before" : `features made in ${s.features.toFixed(2)} s`}`
-      + `, grounded in ${s.grounding.toFixed(2)} s; video ${seconds(result.video.duration)} s long`;
+      + `, grounded in ${s.grounding.toFixed(2)} s; video ${seconds(result.video.duration)}${result.video.duration < 100 ? " s" : ""} long`;
   } catch (e) {
     if (generation === state.generation) showError(e.message);
   } finally {
@@ -247,7 +253,7 @@ function render() {
                               onclick: e => { if (e.target === track) seekTo(e, track, duration); } });
     answer.moments.forEach((m, rank) => {
       track.append(el("div", {
-        className: "moment", textContent: `${rank + 1}`, title: `#${rank + 1}: ${seconds(m.start)}–${seconds(m.end)} s, score ${m.score.toFixed(3)}`,
+        className: "moment", textContent: `${rank + 1}`, title: `#${rank + 1}: ${span(m.start, m.end)}, score ${m.score.toFixed(3)}`,
         "data-start": m.start, "data-end": m.end, "data-score": m.score, "data-rank": rank + 1, "data-answer": index,
         style: { left: `${(m.start / duration) * 100}%`, width: `${Math.max((m.end - m.start) / duration * 100, 0.4)}%`,
                  background: color, opacity: 0.35 + 0.65 * (m.score / best), zIndex: 1 + answer.moments.length - rank },
@@ -308,17 +314,17 @@ function drawMap() {
   const { result } = state;
   if (!result) return;
   const cells = result.map, answer = result.answers[state.selected];
-  const canvas = $("map"), ratio = window.devicePixelRatio || 1, size = 360;
-  canvas.width = size * ratio;
-  canvas.height = size * ratio;
+  const canvas = $("map"), ratio = window.devicePixelRatio || 1, side = 360;
+  canvas.width = side * ratio;
+  canvas.height = side * ratio;
   const ctx = canvas.getContext("2d");
   ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
-  const cell = size / Math.max(cells.rows, cells.cols);
+  const cell = side / Math.max(cells.rows, cells.cols);
   // colours span the sentence's own scores, lowest to highest: a map's contrast is in its differences
   const valid = answer.scores.filter(v => v !== null);
   const low = Math.min(...valid), high = Math.max(...valid), span = Math.max(high - low, 1e-9);
   ctx.fillStyle = "#fff";
-  ctx.fillRect(0, 0, size, size);
+  ctx.fillRect(0, 0, side, side);
   answer.scores.forEach((v, k) => {
     ctx.fillStyle = v === null ? INVALID_CELL : viridis((v - low) / span);
     ctx.fillRect((k % cells.cols) * cell, Math.floor(k / cells.cols) * cell, Math.ceil(cell), Math.ceil(cell));
@@ -378,7 +384,7 @@ function hoverMap(event) {
   if (k < 0) return;
   const { map: cells, answers } = state.result, v = answers[state.selected].scores[k];
   $("map-hover").textContent = `row ${Math.floor(k / cells.cols)}, column ${k % cells.cols}: ` + (v === null
-    ? "not a candidate" : `${seconds(cells.starts[k])}–${seconds(cells.ends[k])} s, score ${v.toFixed(3)}`);
+    ? "not a candidate" : `${span(cells.starts[k], cells.ends[k])}, score ${v.toFixed(3)}`);
 }
 
 function clickMap(event) {
