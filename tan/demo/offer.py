@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ..cli.checkpoints import expand_checkpoints
 from ..errors import TanError
-from ..utils.io import clear_abandoned_temporaries, sync_folder, temporary_beside
+from ..utils.io import sync_folder, temporary_beside
 from ..video.extract import VIDEO_EXTENSIONS, list_videos
 
 # How deep below a folder given to look for run folders (OUTPUT_DIRs holding *.pth):
@@ -94,7 +94,6 @@ class VideoShelf:
         self._lock = threading.Lock()
         self._videos = [VideoChoice(f"v{i}", path, vid + os.path.splitext(path)[1])
                         for i, (vid, path) in enumerate(list_videos(paths) if paths else [])]
-        clear_abandoned_temporaries(upload_dir)  # what a killed session left half-received
         self._uploads = 0  # ids of uploads, this session's own count: file numbers may repeat across sessions
         for number, name, shown in sorted(_stored_uploads(upload_dir)):
             self._uploads += 1

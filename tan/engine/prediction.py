@@ -78,9 +78,9 @@ def ground_sentences(model, cfg, map2d, duration, encoded_sentences, device, top
 
     encoded_sentences: list of [L, E] word vectors (or [L] word-piece ids). Returns (moments [S, topk, 2]
     seconds, scores [S, topk], filled [S, topk], score maps [S, R, C] as the model draws them), all on the CPU."""
-    moments, scores, filled, pictures = ground_and_draw(model, cfg, map2d, duration, encoded_sentences, device,
-                                                        topk, batch_size)
-    return moments, scores, filled, torch.stack([p.values for p in pictures])
+    parts = [(*kept, picture.values.cpu()) for kept, picture in
+             _grounded_batches(model, cfg, map2d, duration, encoded_sentences, device, topk, batch_size)]
+    return tuple(torch.cat(column) for column in zip(*parts))
 
 
 @torch.no_grad()
@@ -88,22 +88,29 @@ def ground_and_draw(model, cfg, map2d, duration, encoded_sentences, device, topk
     """:func:`ground_sentences`, with each sentence's whole score map as drawn (a ScoreMap of one
     sentence on the CPU: values and valid [R, C], each cell's moment in seconds, what rows and
     columns are) in place of the bare values."""
+    kept, pictures = [], []
+    for part, picture in _grounded_batches(model, cfg, map2d, duration, encoded_sentences, device, topk, batch_size):
+        kept.append(part)
+        picture = picture._replace(**{k: v.cpu() for k, v in picture._asdict().items() if torch.is_tensor(v)})
+        pictures.extend(one_picture(picture, i) for i in range(len(picture.values)))  # one copy a batch, then views
+    return (*(torch.cat(column) for column in zip(*kept)), pictures)
+
+
+def _grounded_batches(model, cfg, map2d, duration, encoded_sentences, device, topk, batch_size):
+    """Per batch of sentences: (their kept moments, scores and filled slots on the CPU, their
+    ScoreMap on the device); the callers take of the map what they need."""
     if topk < 1:
         raise TanError(f"topk must be at least 1, got {topk}")
     if not encoded_sentences:
         raise TanError("no sentence to ground")
     duration = check_duration(duration)
-    kept, pictures = [], []
     for start in range(0, len(encoded_sentences), batch_size):
         queries, lengths = pad_sentences(encoded_sentences[start:start + batch_size], cfg.INPUT.PRE_QUERY_SIZE)
         with autocast(cfg.SOLVER.AMP, device):
             output = model.ground(map2d, queries.to(device), lengths)
         durations = torch.full((len(queries),), duration, device=device)
-        kept.append([t.cpu() for t in top_candidates(model.candidates(output, durations), cfg.TEST.NMS_THRESH, topk,
-                                                     units=cfg.TEST.NMS_UNITS)])
-        picture = model.score_map(output, durations)
-        pictures.extend(one_picture(picture, i) for i in range(len(queries)))
-    return (*(torch.cat(column) for column in zip(*kept)), pictures)
+        kept = top_candidates(model.candidates(output, durations), cfg.TEST.NMS_THRESH, topk, units=cfg.TEST.NMS_UNITS)
+        yield [t.cpu() for t in kept], model.score_map(output, durations)
 
 
 def one_picture(picture, index):
