@@ -50,6 +50,7 @@ import numpy as np
 
 from .data.catalog import BUILTIN_DATASETS, LIGHTHOUSE_STREAMS, builtin_entries
 from .data.formats import load_annotations
+from .data.formats.common import Query
 from .data.tokens import tokenize
 from .errors import TanError
 from .utils.io import atomic_write_text, replaced_when_done
@@ -408,3 +409,98 @@ def _save_npz(path, key, array):
     with replaced_when_done(path) as tmp:
         with zipfile.ZipFile(tmp, "w") as archive, archive.open(member, "w", force_zip64=True) as f:
             np.lib.format.write_array(f, np.asarray(array), allow_pickle=False)
+
+
+# QVHighlights: no annotation file of it is at hand, so the stand-in's queries are generated too, with the
+# release's shapes: videos of at most 150 s cut from longer ones ("{youtube id}_{start}_{end}"), 2-second
+# clips, windows on clip bounds (one to three per query), the clips inside them scored 0..4 by three
+# annotators, integer qids, and a test split without its labels. Sentences are drawn from a small grammar
+# whose content words carry the planted signal.
+QVHIGHLIGHTS_QUERIES = {"train": 7218, "val": 1550, "test": 1542}  # the release's counts
+QVHIGHLIGHTS_DURATIONS = (150, 150, 150, 150, 150, 150, 126, 138, 144, 98)
+_SUBJECTS = ("a man", "a woman", "a girl", "a boy", "a chef", "a family", "a teenager", "a vlogger")
+_ACTIONS = ("cooks pasta", "plays guitar", "walks on the beach", "drives a car", "shoots a basketball",
+            "paints a wall", "rides a bike", "talks to the camera", "feeds a dog", "swims in a pool",
+            "opens a present", "climbs a rock", "dances in the kitchen", "shops for shoes", "builds a snowman")
+_PLACES = ("", " at night", " in the rain", " outside", " with friends", " on a boat", " in a city")
+HIDDEN_TEST_FIELDS = ("relevant_windows", "relevant_clip_ids", "saliency_scores")
+
+
+def make_qvhighlights_standin(root, dims=None, seed=0, queries_per_split=None):
+    """Write a generated QVHighlights stand-in under ``root`` at the paths of the built-in
+    ``qvhighlight_lighthouse_*`` datasets: highlight_{train,val,test}_release.jsonl (test without
+    relevant_windows, relevant_clip_ids and saliency_scores, as released), the clip and slowfast
+    streams, and clip_text/qid{qid}.npz. ``queries_per_split``: {split: count} (default: the
+    release's). Returns the summary written to qvhighlight_lighthouse_standin.json."""
+    dims = _lighthouse_dims(dims)
+    counts = dict(QVHIGHLIGHTS_QUERIES, **(queries_per_split or {}))
+    for split, count in counts.items():
+        if split not in QVHIGHLIGHTS_QUERIES:
+            raise TanError(f"unknown QVHighlights split {split!r}; expected one of {', '.join(QVHIGHLIGHTS_QUERIES)}")
+        _check_positive(f"{split} queries", count)
+    rng = np.random.default_rng(seed)
+    splits, next_qid = {}, 0
+    for split, count in counts.items():
+        splits[split] = [_qvh_query(rng, next_qid + k) for k in range(count)]
+        next_qid += count
+    entries = {split: builtin_entries()[f"qvhighlight_lighthouse_{split}"] for split in splits}
+    for split, records in splits.items():
+        hidden = HIDDEN_TEST_FIELDS if split == "test" else ()
+        lines = [json.dumps({k: v for k, v in r.items() if k not in hidden}) for r, _ in records]
+        atomic_write_text(os.path.join(root, entries[split]["annotations"]), "".join(line + "\n" for line in lines))
+    queries = [q for records in splits.values() for _, q in records]
+    videos = _moments_by_video(queries)
+    _, signal_words = _signal_words(q.sentence for q in queries)
+    first = entries["train"]
+    streams = dict(zip(LIGHTHOUSE_STREAMS, (os.path.join(root, path) for path in first["features"])))
+    _write_streams(streams, videos, dims, CLIP_SECONDS_QVH, signal_words, np.random.default_rng([seed, 2]))
+    _write_sentence_features(os.path.join(root, first["text_features"]), "qid{qid}.npz", queries, dims["text"],
+                             np.random.default_rng([seed, 1]))
+    summary = {"benchmark": "qvhighlight", "layout": "lighthouse", "videos": len(videos), "queries": len(queries),
+               "queries_per_split": {split: len(r) for split, r in splits.items()}, "dims": dims,
+               "clip_seconds": CLIP_SECONDS_QVH, "signal_words": len(signal_words), "seed": seed,
+               "test_labels": "left out, as in the release"}
+    atomic_write_text(os.path.join(root, "qvhighlight_lighthouse_standin.json"), json.dumps(summary, indent=2))
+    get_logger("standin").info("QVHighlights stand-in: %d videos, %d queries (%s), in %s", len(videos), len(queries),
+                               ", ".join(f"{s} {len(r)}" for s, r in splits.items()), root)
+    return summary
+
+
+CLIP_SECONDS_QVH = 2.0
+
+
+def _qvh_query(rng, qid):
+    """(the release's record, the Query the features are planted from) of one generated query on its own video."""
+    duration = int(rng.choice(QVHIGHLIGHTS_DURATIONS))
+    clips = int(duration // CLIP_SECONDS_QVH)
+    youtube = "".join(rng.choice(list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"), 11))
+    start = float(150 * rng.integers(0, 20))
+    video = f"{youtube}_{start:.1f}_{start + 150:.1f}"
+    windows = _qvh_windows(rng, clips)
+    sentence = (f"{rng.choice(_SUBJECTS)} {rng.choice(_ACTIONS)}{rng.choice(_PLACES)}.").capitalize()
+    clip_ids = [c for a, b in windows for c in range(a, b)]
+    # each annotator: a level per window, a little noise per clip; clips of the window's middle score higher
+    scores = []
+    for a, b in windows:
+        level = rng.integers(1, 5, size=3)
+        for c in range(a, b):
+            middle = 1 if abs(c - (a + b - 1) / 2) <= (b - a) / 4 else 0
+            scores.append([int(x) for x in np.clip(level + middle - rng.integers(0, 2, size=3), 0, 4)])
+    seconds = [[int(a * CLIP_SECONDS_QVH), int(b * CLIP_SECONDS_QVH)] for a, b in windows]
+    record = {"qid": qid, "query": sentence, "duration": duration, "vid": video, "relevant_windows": seconds,
+              "relevant_clip_ids": clip_ids, "saliency_scores": scores}
+    query = Query(video, float(duration), seconds[0][0], seconds[0][1], sentence, qid=str(qid),
+                  windows=tuple(tuple(w) for w in seconds))
+    return record, query
+
+
+def _qvh_windows(rng, clips):
+    """One to three disjoint windows [first clip, end clip) on clip bounds, in time order, about a quarter of
+    the video in all (QVHighlights' moments average about 24 s of 150)."""
+    count = int(rng.choice((1, 1, 1, 2, 2, 3)))
+    cuts = np.sort(rng.choice(np.arange(1, clips), size=2 * count, replace=False))
+    windows = []
+    for a, b in cuts.reshape(count, 2):
+        length = max(1, min(int(b - a), int(rng.integers(2, 20))))
+        windows.append((int(a), int(a) + length))
+    return windows

@@ -7,7 +7,10 @@ files, one HDF5 feature file and a GloVe text file. --layout lighthouse
 writes the files of the built-in *_lighthouse_* datasets: JSON-lines
 annotations, CLIP and SlowFast feature folders (float16 .npz per video) and
 CLIP-like token features per query (docs/data.md §9); train those with
-configs/lighthouse/*.yaml.
+configs/lighthouse/*.yaml. --benchmark qvhighlight (lighthouse layout only)
+generates QVHighlights as a whole, its queries too (no annotation file of it
+is needed): one to three windows per query, the clips' saliency scores, and a
+test split without labels, as released.
 
 Examples:
   python tools/make_standin.py --benchmark activitynet --root datasets_standin
@@ -17,6 +20,7 @@ Examples:
       --dim-clip 64 --dim-slowfast 32 --dim-text 64
   python tools/train_net.py --config-file configs/lighthouse/2dtan_charades.yaml DATASETS.ROOT datasets_lh \\
       MODEL.TAN.FEATPOOL.INPUT_SIZE 96 INPUT.PRE_QUERY_SIZE 64
+  python tools/make_standin.py --benchmark qvhighlight --layout lighthouse --root datasets_lh --videos 500
 """
 import argparse
 import os
@@ -24,19 +28,21 @@ import time
 
 import checkout_path  # noqa: F401  (this checkout's tan first on sys.path)
 from tan.cli.exits import run_cli
-from tan.standin import (BENCHMARKS, LIGHTHOUSE, LIGHTHOUSE_DIMS, make_lighthouse_standin, make_standin,
-                              write_charades_text_form)
+from tan.standin import (BENCHMARKS, LIGHTHOUSE, LIGHTHOUSE_DIMS, QVHIGHLIGHTS_QUERIES, make_lighthouse_standin,
+                         make_qvhighlights_standin, make_standin, write_charades_text_form)
 from tan.utils.logger import setup_logger
 
 SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "annotations")
 LAYOUTS = ("reference", "lighthouse")
+QVHIGHLIGHT = "qvhighlight"
 
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--benchmark", required=True, choices=sorted(BENCHMARKS) + ["all"])
+    parser.add_argument("--benchmark", required=True, choices=sorted(BENCHMARKS) + [QVHIGHLIGHT, "all"],
+                        help=f"{QVHIGHLIGHT}: generated, lighthouse layout only; all: every benchmark of the layout")
     parser.add_argument("--layout", choices=LAYOUTS, default="reference",
                         help="reference: 2D-TAN's files (default); lighthouse: the *_lighthouse_* datasets' files")
     parser.add_argument("--annotations", default=os.path.normpath(SHARED),
@@ -53,7 +59,8 @@ def parse_args():
                                  f"real one)" + ("; set INPUT.PRE_QUERY_SIZE to match" if name == "text" else ""))
     parser.add_argument("--videos", type=int, default=None,
                         help="keep only the first N videos (by id) of each split, with their queries "
-                             "(default: all), for a quick stand-in")
+                             f"(default: all), for a quick stand-in; {QVHIGHLIGHT}: N videos (one query each) per "
+                             f"split (default: the release's {', '.join(f'{s} {n}' for s, n in QVHIGHLIGHTS_QUERIES.items())})")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     _check_layout_options(parser, args)
@@ -68,12 +75,18 @@ def _check_layout_options(parser, args):
                      "--dim-clip, --dim-slowfast and --dim-text (the rate is lighthouse's clip length)")
     if args.layout == "reference" and any(v is not None for v in lighthouse_dims.values()):
         parser.error("--dim-clip, --dim-slowfast and --dim-text are for --layout lighthouse; use --dim")
+    if args.benchmark == QVHIGHLIGHT and args.layout != "lighthouse":
+        parser.error(f"--benchmark {QVHIGHLIGHT} exists in the lighthouse layout only: add --layout lighthouse")
     if args.videos is not None and args.videos < 1:
         parser.error(f"--videos: expected a positive number of videos, got {args.videos}")
     args.lighthouse_dims = lighthouse_dims
 
 
 def write(benchmark, args):
+    if benchmark == QVHIGHLIGHT:
+        sizes = None if args.videos is None else {split: args.videos for split in QVHIGHLIGHTS_QUERIES}
+        make_qvhighlights_standin(args.root, args.lighthouse_dims, args.seed, sizes)
+        return
     if args.layout == "lighthouse":
         make_lighthouse_standin(benchmark, args.annotations, args.root, args.lighthouse_dims, args.seed, args.videos)
         return
@@ -85,7 +98,7 @@ def write(benchmark, args):
 def main():
     args = parse_args()
     setup_logger(None)
-    benchmarks = sorted(LIGHTHOUSE if args.layout == "lighthouse" else BENCHMARKS)
+    benchmarks = sorted(LIGHTHOUSE) + [QVHIGHLIGHT] if args.layout == "lighthouse" else sorted(BENCHMARKS)
     for benchmark in benchmarks if args.benchmark == "all" else [args.benchmark]:
         start = time.perf_counter()
         write(benchmark, args)

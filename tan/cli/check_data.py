@@ -4,8 +4,11 @@ For each dataset of DATASETS.TRAIN, VAL and TEST: the files found, the
 queries kept and dropped (by reason), the videos without features, each
 feature stream's width and lengths, and how much of the sentences the text
 input covers. The datasets are built as training builds them, so the
-counts are training's own. Exit status 0 when training can start, 1 when
-something would stop it (each such problem is listed), 2 for a bad config.
+counts are training's own. Then what the training datasets share with the
+evaluation datasets: videos, identical queries (same video and sentence),
+the same annotation file (training warns about these too). Exit status 0
+when training can start, 1 when something would stop it (each such
+problem is listed), 2 for a bad config; an overlap is reported, not fatal.
 
 Examples:
   tan-check-data --config-file configs/lighthouse/2dtan_charades.yaml
@@ -19,7 +22,7 @@ import sys
 
 from ..config import load_config
 from ..data import RunData
-from ..data.check import check_run, format_report
+from ..data.check import check_overlaps, check_run, format_overlaps, format_report
 from ..utils.io import atomic_write_text
 from ..utils.logger import setup_logger
 from .arguments import ConfigArgumentParser, add_overrides
@@ -41,12 +44,15 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     setup_logger(None, stream=sys.stderr)  # the datasets' own log lines; the report goes to stdout
     cfg = load_config(args.config_file, args.opts)
-    reports, problems = check_run(RunData(cfg))
+    data = RunData(cfg)
+    reports, problems = check_run(data)
+    overlaps = check_overlaps(data, reports)
     text, all_problems = format_report(reports, problems)
-    print(text, flush=True)
+    print("\n".join([text] + format_overlaps(overlaps)), flush=True)
     if args.json:
         record = {"config": args.config_file, "problems": all_problems,
-                  "datasets": [dataclasses.asdict(r) for r in reports]}
+                  "datasets": [dataclasses.asdict(r) for r in reports],
+                  "overlaps": [dict(dataclasses.asdict(o), overlaps=o.overlaps) for o in overlaps]}
         atomic_write_text(args.json, json.dumps(record, indent=2, default=list) + "\n")
     if all_problems:
         sys.exit(EXIT_PROBLEMS)

@@ -8,6 +8,7 @@ import torch
 
 from ..config import load_config
 from ..data import ALL_SPLITS, RunData, check_batch_sizes
+from ..data.overlap import run_overlaps, warn_about_overlaps
 from ..engine.cpu_allocator import keeps_freed_memory
 from ..engine.precision import amp_is_emulated, check_amp_support, configure_backends, slow_amp_warning
 from ..errors import TanError
@@ -126,6 +127,9 @@ def default_setup(args, training=True, cfg=None):
     check_amp_support(cfg.SOLVER.AMP, device)
     configure_backends(cfg, device)
     check_batch_sizes(cfg, comm.get_world_size())
+    # on every rank: reading a generated dataset's annotations writes it first (rank 0, the others wait)
+    overlaps = run_overlaps(data) if training else []
+    data.check_labeled()
     folder = _prepare_output_dir(cfg, training, getattr(args, "accept_config_changes", False))
     try:
         logger, log_existed = _start_log(cfg)
@@ -134,6 +138,7 @@ def default_setup(args, training=True, cfg=None):
             logger.warning("%s", slow_amp_warning(cfg.SOLVER.AMP))
         if comm.is_main_process():
             _check_log(log_existed)
+            warn_about_overlaps(overlaps, logger)
         if folder is not None:
             folder.describe(logger)
     except BaseException:  # a TanError, or Ctrl-C: the run never started

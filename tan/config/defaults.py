@@ -149,8 +149,15 @@ _C.TEST.NMS_THRESH = 0.4
 _C.TEST.NMS_UNITS = "seconds"
 # (tan) Metric that picks the best epoch on the validation datasets (the first
 # of DATASETS.VAL, or of DATASETS.TEST when VAL is empty), saved as
-# OUTPUT_DIR/model_best.pth: one of R@{1,5},IoU@{0.1,0.3,0.5,0.7} or mIoU.
+# OUTPUT_DIR/model_best.pth: one of R@{1,5},IoU@{0.1,0.3,0.5,0.7} or mIoU, or
+# with Moment-DETR's metrics on, one of theirs (MR-full-mAP, MR-full-R1@0.7, ...).
 _C.TEST.BEST_METRIC = "R@1,IoU@0.5"
+# (tan) Moment-DETR's metrics (docs/metric.md §4): R1@0.5/0.7, mAP at 0.5, 0.75
+# and over 0.5:0.05:0.95, mAP by moment length, and HD mAP / HIT@1 where the
+# annotations have saliency scores; each dataset's results folder also gets a
+# submission file in their format. "auto": for datasets with JSON-lines
+# annotations; "on": for every dataset; "off": never.
+_C.TEST.DETR_METRICS = "auto"
 
 # ---------------------------------------------------------------------------
 # Distributed (tan)

@@ -12,7 +12,7 @@ from yacs.config import CfgNode
 from ..errors import TanError
 from ..utils.io import atomic_write_text, read_named_text
 from ..utils.yaml_files import parse_yaml
-from .choices import AMP_MODES, NMS_UNITS, metric_names
+from .choices import AMP_MODES, DETR_METRICS, NMS_UNITS, best_metric_names, metric_names
 from .defaults import _C
 from .models import MODELS, default_model, model_class, need
 from .plugins import load_plugins
@@ -197,8 +197,12 @@ def _check_values(cfg):
         names = cfg.DATASETS[key]
         need(all(isinstance(x, str) and x for x in names), f"DATASETS.{key}",
              f"expected a list of dataset names, got {names!r}")
-    need(cfg.TEST.BEST_METRIC in metric_names(), "TEST.BEST_METRIC",
-         f"expected one of {', '.join(metric_names())}; got {cfg.TEST.BEST_METRIC!r}")
+    need(cfg.TEST.BEST_METRIC in best_metric_names(), "TEST.BEST_METRIC",
+         f"expected one of {', '.join(best_metric_names())}; got {cfg.TEST.BEST_METRIC!r}")
+    need(cfg.TEST.DETR_METRICS in DETR_METRICS, "TEST.DETR_METRICS",
+         f"expected {', '.join(repr(m) for m in DETR_METRICS[:-1])} or {DETR_METRICS[-1]!r}, got {cfg.TEST.DETR_METRICS!r}")
+    need(cfg.TEST.BEST_METRIC in metric_names() or cfg.TEST.DETR_METRICS != "off", "TEST.BEST_METRIC",
+         f"{cfg.TEST.BEST_METRIC!r} is one of Moment-DETR's metrics, which TEST.DETR_METRICS 'off' turns off")
     need(cfg.SOLVER.AMP in AMP_MODES, "SOLVER.AMP",
          f"expected {', '.join(repr(m) for m in AMP_MODES[:-1])} or {AMP_MODES[-1]!r}, got {cfg.SOLVER.AMP!r}")
     need(0.0 <= cfg.INPUT.FEATURE_LENGTH_TOLERANCE < 1.0, "INPUT.FEATURE_LENGTH_TOLERANCE",

@@ -19,7 +19,7 @@ from .dataset import FeatureSettings, MomentDataset
 from .features.provenance import differences, read_extractor, same_extractor
 from .features.sources import streams_of
 from .generated import ALL_SPLITS, write_generated
-from .loaders import RunLoaders
+from .loaders import RunLoaders, unlabeled_message
 from .text.inputs import text_input_class
 
 def _file_key(entry):
@@ -131,6 +131,18 @@ class RunData:
         Shared by every caller: read them, do not change them."""
         return self._parse(self.entry(name))
 
+    def check_labeled(self):
+        """Refuse a dataset without labels (tan.data.formats.Query.labeled) in DATASETS.TRAIN or VAL."""
+        for key in ("TRAIN", "VAL"):
+            for name in self.cfg.DATASETS[key] if key in self.splits else ():
+                queries = self.queries(name)[0]
+                if queries and not any(q.labeled for q in queries):
+                    raise TanError(unlabeled_message(name, f"DATASETS.{key}", "trained or validated on"))
+
+    def annotation_key(self, name):
+        """What ``name``'s queries are read from (file, format, durations file): equal keys, the same queries."""
+        return _file_key(self.entry(name))
+
     def _parse(self, entry):
         key = _file_key(entry)
         if key not in self._parsed:
@@ -152,8 +164,10 @@ class RunData:
         if name not in self._datasets:
             text = self.text_input.encoder(name)
             entry = self.entry(name)
-            self._datasets[name] = MomentDataset(entry["name"], self._parse(entry), self.feature_settings(entry), text,
-                                                 source=entry["annotations"])
+            dataset = MomentDataset(entry["name"], self._parse(entry), self.feature_settings(entry), text,
+                                    source=entry["annotations"])
+            dataset.annotation_format = entry["format"]
+            self._datasets[name] = dataset
         return self._datasets[name]
 
     def feature_settings(self, entry):

@@ -65,6 +65,12 @@ for _name, _splits in (("charades", ("train", "test")), ("tacos", ("train", "val
         "features": [f"lighthouse/features/{_name}/{s}" for s in LIGHTHOUSE_STREAMS],
         "text_features": f"lighthouse/features/{_name}/clip_text"})
 del _name, _splits
+# QVHighlights (Moment-DETR's benchmark) as lighthouse publishes it: the same streams; several windows per
+# query, 2-second clips' saliency scores; its test split has no labels (the evaluation server holds them).
+BUILTIN_DATASETS["qvhighlight_lighthouse"] = (("train", "val", "test"), {
+    "annotations": "lighthouse/data/qvhighlight/highlight_{split}_release.jsonl", "format": "jsonl",
+    "features": [f"lighthouse/features/qvhighlight/{s}" for s in LIGHTHOUSE_STREAMS],
+    "text_features": "lighthouse/features/qvhighlight/clip_text"})
 
 
 def register_builtin(name, splits, entry):

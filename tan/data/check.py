@@ -19,6 +19,7 @@ from ..errors import TanError
 from ..utils.logger import get_logger
 from .formats import NOT_DROPPED
 from .dataset import MISSING_VIDEO, named
+from .overlap import run_overlaps
 from .features.provenance import describe_extractor, read_extractor
 from .features.sources import open_source, stream_lengths_agree, streams_of
 
@@ -49,6 +50,7 @@ class DatasetReport:
     without_features: list = field(default_factory=list)
     unusable_features: dict = field(default_factory=dict)  # reason (NaN, no rows): videos left out for it
     text: str = ""
+    labeled: bool = True  # False: a split released without labels (evaluated into a submission file only)
     problems: list = field(default_factory=list)  # what would stop training
 
 
@@ -127,6 +129,12 @@ def check_dataset(run_data, name, build=True):
         report.unusable_features = {reason: videos for reason, videos in dataset.videos_left_out.items()
                                     if reason != MISSING_VIDEO}  # those are listed as without features
         report.text = run_data.text_input.summary(dataset)
+        report.labeled = dataset.labeled
+        trained_on = [key for key in ("TRAIN", "VAL") if name in run_data.cfg.DATASETS[key]]
+        if not dataset.labeled and trained_on:
+            report.problems.append(f"no labels (no relevant_windows in its annotations), but named in DATASETS."
+                                   f"{trained_on[0]}: a split without labels can only be evaluated into a "
+                                   f"submission file (DATASETS.TEST)")
     except TanError as e:
         report.problems.append(str(e))
     return report
@@ -143,6 +151,30 @@ def check_run(run_data):
         for warning in run_data.extractor_warnings():
             get_logger("data").warning("%s", warning)
     return reports, problems
+
+
+def check_overlaps(run_data, reports):
+    """The training / evaluation :class:`~tan.data.overlap.SplitOverlap` pairs of the run, or [] when a
+    dataset's annotations could not be read (its report says why)."""
+    unread = {r.name for r in reports if any(not found for _, _, found in r.files) or not r.records}
+    if unread & set(run_data.names):
+        return []
+    return run_overlaps(run_data)
+
+
+def format_overlaps(overlaps):
+    """The split-hygiene section of the report: each pair's findings, or that there is none."""
+    if not overlaps:
+        return []
+    lines = ["", "training / evaluation splits:"]
+    for o in overlaps:
+        found = o.describe()
+        lines.append(f"  {o.trained} / {o.evaluated}: {'OVERLAP' if found else 'no shared video or query'}")
+        lines += [f"    - {line}" for line in found]
+        if not o.same_file:
+            lines.append(f"    ({o.sentences} of {o.evaluated_sentences} distinct sentences also occur in training, "
+                         f"on other videos: information only, generic sentences recur across real splits)")
+    return lines
 
 
 def _lengths(stream):
@@ -174,7 +206,8 @@ def format_report(reports, problems):
                 lines.append(f"  {'':<14}made by {s.made_by}")
         if r.kept is not None:
             dropped = sum(n for k, n in r.dropped.items() if k not in NOT_DROPPED)
-            lines.append(f"  {'queries':<14}{r.kept} kept, {dropped} dropped")
+            lines.append(f"  {'queries':<14}{r.kept} kept, {dropped} dropped"
+                         + ("" if r.labeled else "; no labels: evaluated into a submission file only"))
             for reason, count in sorted(r.dropped.items(), key=lambda kv: (-kv[1], kv[0])):
                 note = "a window or moment, not a query" if reason in NOT_DROPPED else "dropped"
                 lines.append(f"  {'':<14}  {count:>7}  {reason} ({note})")

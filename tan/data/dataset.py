@@ -105,6 +105,12 @@ class MomentDataset(Dataset):
         self.durations = np.asarray([q.duration for q in kept], dtype=np.float32)
         self._check_rate(name, kept, shapes)
         self.sentences = [q.sentence for q in kept]
+        self.qids = [q.qid_written if q.qid_written is not None else (q.qid or row) for row, q in enumerate(kept)]
+        # QVHighlights' clip labels, where every query has them (highlight detection, docs/metric.md §4.2)
+        self.saliency = [q.saliency for q in kept] if all(q.saliency is not None for q in kept) else None
+        self.annotation_format = ""  # the catalog's "format" (tan.data.build sets it)
+        # a split released without labels: evaluated into predictions and a submission file only
+        self.labeled = all(q.labeled for q in kept)
         self.word_offsets = np.cumsum([0] + [len(t) for t in token_ids])
         self.word_ids = np.concatenate(token_ids)
         self.dropped = dropped

@@ -58,6 +58,7 @@ class RunLoaders:
         key = (distributed, by_video)
         if key not in self._train:
             datasets = self.run_data.datasets(self.run_data.cfg.DATASETS.TRAIN)
+            _refuse_unlabeled(datasets, "DATASETS.TRAIN", "trained on")
             if by_video:  # all of a video's sentences, or a sample of them (DATALOADER.SENTENCES_PER_VIDEO)
                 dataset = VideoGroups(datasets, self.run_data.cfg.DATALOADER.SENTENCES_PER_VIDEO, self.run_data.cfg.SEED)
             else:
@@ -67,12 +68,14 @@ class RunLoaders:
 
     def val(self, distributed, by_video=False):
         """Loaders of DATASETS.VAL for periodic evaluation; of DATASETS.TEST (with a warning) when VAL is empty."""
-        names = self.run_data.cfg.DATASETS.VAL
+        names, key = self.run_data.cfg.DATASETS.VAL, "DATASETS.VAL"
         if not names:
+            key = "DATASETS.TEST, evaluated during training as DATASETS.VAL is empty"
             if not self._warned_val_fallback:
                 get_logger("data").warning(VAL_FALLBACK_WARNING)
                 self._warned_val_fallback = True
             names = self.run_data.cfg.DATASETS.TEST
+        _refuse_unlabeled(self.run_data.datasets(names), key, "validated on")
         return self._eval(names, distributed, by_video)
 
     def test(self, distributed, by_video=False):
@@ -89,6 +92,18 @@ class RunLoaders:
                 self._evals[key] = self._loader(source, "TEST.BATCH_SIZE", False, distributed, by_video)
             loaders.append(self._evals[key])
         return loaders
+
+
+def unlabeled_message(name, key, what):
+    return (f"dataset {name!r} ({key}) has no labels (its annotation file has no relevant_windows: a split whose "
+            f"labels are held back, as QVHighlights' test); it cannot be {what}, only evaluated by tan-test into a "
+            f"submission file (docs/metric.md §4.3)")
+
+
+def _refuse_unlabeled(datasets, key, what):
+    for dataset in datasets:
+        if not dataset.labeled:
+            raise TanError(unlabeled_message(dataset.name, key, what))
 
 
 def longest_first(dataset):

@@ -19,7 +19,8 @@ def comparison_rows(results, checkpoints):
     in the order evaluated, ``checkpoints`` {name: path}."""
     return [{"name": name, "checkpoint": checkpoints.get(name, ""), "dataset": dataset,
              **{m: metrics[m] for m in metric_names()}}
-            for name, by_dataset in results.items() for dataset, metrics in by_dataset.items()]
+            for name, by_dataset in results.items() for dataset, metrics in by_dataset.items()
+            if metrics]  # a split without labels has no metric to compare
 
 
 def format_comparison(rows):

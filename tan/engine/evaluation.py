@@ -1,11 +1,11 @@
 """Score maps -> top moments (greedy NMS) -> recall and mIoU (docs/metric.md §2, §3)."""
 import torch
 
-from ..config.choices import IOU_THRESHOLDS, NMS_UNITS, RECALL_AT, metric_names
+from ..config.choices import DETR_METRIC_NAMES, HIGHLIGHT_METRIC_NAMES, IOU_THRESHOLDS, NMS_UNITS, RECALL_AT, metric_names
 from ..structures.candidates import map_candidates
 from ..structures.moments import best_window_iou, temporal_iou
 
-__all__ = ["top_moments", "top_candidates", "evaluate_moments", "format_table", "metric_names", "RECALL_AT", "IOU_THRESHOLDS"]
+__all__ = ["top_moments", "top_candidates", "clip_saliency", "evaluate_moments", "format_table", "metric_names", "RECALL_AT", "IOU_THRESHOLDS"]
 
 
 def top_moments(scores, durations, nms_thresh, topk=5, mask2d=None, units="seconds"):
@@ -60,6 +60,25 @@ def top_candidates(candidates, nms_thresh, topk=5, units="seconds"):
     return kept_moments, kept_scores, filled
 
 
+def clip_saliency(candidates, durations, clip_seconds):
+    """What a 2D-map model can say about each clip of a video for highlight detection: the best score
+    of any candidate moment that covers the clip's middle (docs/metric.md §4.2). ``candidates``
+    (tan.structures.candidates.Candidates) of videos of ``durations`` [B] seconds; clips of
+    ``clip_seconds`` from 0. Returns [B, K] float32, K the most clips of any video; a clip past its
+    video's end, or covered by no candidate, scores 0."""
+    count = int(torch.ceil(durations.max() / clip_seconds).clamp(min=1).item())
+    middles = (torch.arange(count, device=durations.device, dtype=torch.float32) + 0.5) * clip_seconds  # [K]
+    scores = candidates.scores.float()
+    valid = scores > 0 if candidates.valid is None else candidates.valid
+    scores = torch.where(valid, scores, torch.zeros_like(scores))
+    seconds = candidates.seconds.float()
+    best = scores.new_zeros(scores.shape[0], count)
+    for k in range(count):  # one clip at a time: [B, C] at most, never [B, K, C]
+        covers = (seconds[..., 0] <= middles[k]) & (seconds[..., 1] >= middles[k])
+        best[:, k] = torch.where(covers, scores, torch.zeros_like(scores)).max(dim=1).values
+    return best * (middles[None, :] < durations.float()[:, None])
+
+
 def evaluate_moments(kept_moments, filled, gt_moments):
     """Metrics (percent) from top moments [Q, k, 2], filled [Q, k], ground truth [Q, 2], or
     [Q, W, 2] for queries with several windows: a moment's IoU is then its best window's
@@ -76,11 +95,16 @@ def evaluate_moments(kept_moments, filled, gt_moments):
 
 
 def format_table(results, title=""):
-    """A small text table: rows R@1 / R@5, columns IoU thresholds, and mIoU."""
+    """A small text table: rows R@1 / R@5, columns IoU thresholds, and mIoU; then Moment-DETR's
+    metrics where ``results`` has them."""
     head = "       " + "".join(f"IoU@{m:<6}" for m in IOU_THRESHOLDS)
     lines = [title] if title else []
     lines.append(head)
     for k in RECALL_AT:
         lines.append(f"R@{k:<5}" + "".join(f"{results[f'R@{k},IoU@{m}']:<10.2f}" for m in IOU_THRESHOLDS))
     lines.append(f"mIoU   {results['mIoU']:.2f}")
+    for label, names in (("Moment-DETR", DETR_METRIC_NAMES), ("highlights", HIGHLIGHT_METRIC_NAMES)):
+        present = [n for n in names if n in results]
+        if present:
+            lines.append(f"{label}: " + "  ".join(f"{n} {results[n]:.2f}" for n in present))
     return "\n".join(lines)

@@ -22,7 +22,7 @@ from ..utils.events import ScalarWriter
 from ..utils.hooks import HookBase
 from ..utils.logger import get_logger
 from ..utils.metric_logger import MetricLogger
-from .inference import inference
+from .inference import inference, reported_metrics
 from .interrupt import InterruptFlag
 
 # Checkpointer.save() and save_weights() take names without ".pth".
@@ -236,6 +236,9 @@ class BestModel:
     def update(self, state, results, epoch):
         """Compare this epoch's ``results`` {dataset: metrics} with the best so far; save when better."""
         dataset = next(iter(results))
+        if self.metric not in results[dataset]:  # e.g. a length bucket without any query of that length
+            raise TanError(f"TEST.BEST_METRIC {self.metric!r} has no value on {dataset!r} at epoch {epoch}: "
+                           f"it reports {', '.join(results[dataset])}")
         value = results[dataset][self.metric]
         best = state.best
         if best is not None and best.get("metric") == self.metric and value <= best["value"]:
@@ -254,6 +257,13 @@ class PeriodicEvaluator(HookBase):
         self.cfg, self.model, self.loaders, self.device = cfg, model, loaders or [], device
         self.period, self.first_epoch = cfg.SOLVER.TEST_PERIOD, cfg.SOLVER.SKIP_TEST
         self.best_model, self.training_logger = best_model, training_logger
+        if self.loaders and self.period:  # a best metric the first validation dataset never reports: say so now
+            first = self.loaders[0].dataset
+            reported = reported_metrics(cfg.TEST.DETR_METRICS, first.by_query)
+            if best_model.metric not in reported:
+                raise TanError(f"TEST.BEST_METRIC {best_model.metric!r} is not reported on {first.name!r}, the first "
+                               f"validation dataset (TEST.DETR_METRICS {cfg.TEST.DETR_METRICS!r}); it reports "
+                               f"{', '.join(reported)}")
 
     def before_train(self, state):
         self.best_model.recover(state)
@@ -265,7 +275,8 @@ class PeriodicEvaluator(HookBase):
         for loader in self.loaders:  # every rank takes part; rank 0 gets the metrics
             name = loader.dataset.name
             metrics = inference(self.model, loader, name, self.cfg.TEST.NMS_THRESH, self.device,
-                                amp=self.cfg.SOLVER.AMP, nms_units=self.cfg.TEST.NMS_UNITS)
+                                amp=self.cfg.SOLVER.AMP, nms_units=self.cfg.TEST.NMS_UNITS,
+                                detr=self.cfg.TEST.DETR_METRICS)
             if metrics is not None:
                 results[name] = metrics
         comm.synchronize()

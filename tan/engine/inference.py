@@ -11,15 +11,20 @@ from ..utils.logger import get_logger
 from ..utils.progress import progress
 from ..utils.signals import signals_held
 from ..structures.moments import best_window_iou
-from .evaluation import evaluate_moments, format_table, top_candidates
+from ..config.choices import DETR_METRIC_NAMES, DETR_METRICS, HIGHLIGHT_METRIC_NAMES, RECALL_AT, metric_names
+from .evaluation import clip_saliency, evaluate_moments, format_table, top_candidates
 from .precision import autocast
 from .step import forward_batch, move_batch
+from .submission import submission_name, write_submission
+from .window_metrics import CLIP_SECONDS, MAX_WINDOWS, clip_labels, detr_metrics, highlight_metrics
 from .wrappers import unwrap
 
 
 @torch.no_grad()
-def compute_predictions(model, data_loader, device, nms_thresh, topk=5, amp="off", nms_units="seconds"):
-    """Top moments of every query of this process's shard: {index: (moments, filled, scores)} on CPU.
+def compute_predictions(model, data_loader, device, nms_thresh, topk=5, amp="off", nms_units="seconds",
+                        saliency=False):
+    """Top moments of every query of this process's shard: {index: (moments, filled, scores, saliency)}
+    on CPU; ``saliency`` [clips] (each 2-second clip's score, :func:`clip_saliency`) when asked, else None.
 
     ``nms_units``: TEST.NMS_UNITS, what the NMS measures IoU on (docs/metric.md §2)."""
     was_training = model.training
@@ -30,11 +35,15 @@ def compute_predictions(model, data_loader, device, nms_thresh, topk=5, amp="off
         batch = move_batch(batch, device)
         with autocast(amp, device):
             output = forward_batch(model, batch)
-        candidates = core.candidates(output, batch["durations"].to(device))  # one row per query
+        durations = batch["durations"].to(device)
+        candidates = core.candidates(output, durations)  # one row per query
         kept = top_candidates(candidates, nms_thresh, topk, units=nms_units)
         moments, kept_scores, filled = (t.cpu() for t in kept)  # one copy per batch
+        clips = clip_saliency(candidates, durations, CLIP_SECONDS).cpu() if saliency else None
+        counts = torch.ceil(durations / CLIP_SECONDS).long().clamp(min=1).tolist() if saliency else None
         for row, index in enumerate(batch["indices"].tolist()):
-            outputs[index] = (moments[row], filled[row], kept_scores[row])
+            outputs[index] = (moments[row], filled[row], kept_scores[row],
+                              clips[row, :counts[row]] if saliency else None)
     model.train(was_training)
     return outputs
 
@@ -47,53 +56,114 @@ def _gather(predictions):
     return merged
 
 
+def wants_detr_metrics(mode, dataset):
+    """TEST.DETR_METRICS ``mode`` for ``dataset``: "on", "off", or "auto" (on for JSON-lines annotations)."""
+    if mode not in DETR_METRICS:
+        raise ValueError(f"TEST.DETR_METRICS must be one of {DETR_METRICS}, got {mode!r}")
+    return mode == "on" or (mode == "auto" and getattr(dataset, "annotation_format", "") == "jsonl")
+
+
+def reported_metrics(mode, dataset):
+    """The names of the metrics :func:`inference` reports on ``dataset`` with TEST.DETR_METRICS ``mode``."""
+    names = metric_names()
+    if wants_detr_metrics(mode, dataset):
+        names += list(DETR_METRIC_NAMES) + (list(HIGHLIGHT_METRIC_NAMES) if dataset.saliency is not None else [])
+    return names
+
+
 def inference(model, data_loader, dataset_name, nms_thresh, device, output_folder=None, checkpoint=None, amp="off",
-              nms_units="seconds"):
-    """Evaluate one test loader (``nms_units``: TEST.NMS_UNITS). Returns the metrics dict on rank 0, None elsewhere."""
+              nms_units="seconds", detr="off"):
+    """Evaluate one test loader (``nms_units``: TEST.NMS_UNITS; ``detr``: TEST.DETR_METRICS, Moment-DETR's
+    metrics besides ours). Returns the metrics dict on rank 0, None elsewhere."""
     logger = get_logger("inference")
     dataset = data_loader.dataset.by_query  # a loader of videos holds the queries' dataset
+    detr = wants_detr_metrics(detr, dataset)
+    # held-back labels: the submission gets clip saliency too, as the server scores highlights as well
+    highlights = detr and (dataset.saliency is not None or not dataset.labeled)
     logger.info("evaluating on %s (%d queries)", dataset_name, len(dataset))
     start = time.perf_counter()
-    predictions = _gather(compute_predictions(model, data_loader, device, nms_thresh, amp=amp, nms_units=nms_units))
+    predictions = _gather(compute_predictions(model, data_loader, device, nms_thresh, amp=amp, nms_units=nms_units,
+                                              topk=MAX_WINDOWS if detr else max(RECALL_AT), saliency=highlights))
     if not comm.is_main_process():
         return None
     order = sorted(predictions)
     if order != list(range(len(dataset))):
         raise RuntimeError(f"predictions cover {len(order)} of {len(dataset)} queries of {dataset_name}")
+    if not dataset.labeled:
+        return _unlabeled(dataset, dataset_name, predictions, output_folder, checkpoint, detr)
     kept = torch.stack([predictions[i][0] for i in order])
     filled = torch.stack([predictions[i][1] for i in order])
     gt = torch.from_numpy(dataset.windows)  # [Q, W, 2]: every ground-truth window
     results = evaluate_moments(kept, filled, gt)
+    buckets = {}
+    if detr:
+        results.update(_detr_results(dataset, predictions, order, highlights))
+        buckets = results.pop("MR-buckets")
     logger.info("%s: %d queries evaluated in %.1f s\n%s", dataset_name, len(order), time.perf_counter() - start,
                 format_table(results, f"results on {dataset_name}:"))
     if output_folder:
         record = dict(results, checkpoint=checkpoint or "", num_queries=len(order))
-        with signals_held():  # both files new, or both as they were
+        if buckets:
+            record["MR-buckets"] = buckets
+        with signals_held():  # every file new, or every one as it was
             atomic_write_text(os.path.join(output_folder, "metrics.json"), json.dumps(record, indent=2) + "\n")
             write_predictions(os.path.join(output_folder, "predictions.jsonl"), dataset, predictions, gt)
+            if detr:
+                write_submission(os.path.join(output_folder, submission_name(dataset_name)), dataset, predictions)
     return results
 
 
-def write_predictions(path, dataset, predictions, gt):
+def _unlabeled(dataset, dataset_name, predictions, output_folder, checkpoint, detr):
+    """A split without labels: predictions and the submission file, no metric (an empty dict)."""
+    logger = get_logger("inference")
+    if output_folder:
+        record = {"labeled": False, "checkpoint": checkpoint or "", "num_queries": len(predictions),
+                  "note": "the annotation file has no labels: no metric; predictions and submission file only"}
+        with signals_held():
+            atomic_write_text(os.path.join(output_folder, "metrics.json"), json.dumps(record, indent=2) + "\n")
+            write_predictions(os.path.join(output_folder, "predictions.jsonl"), dataset, predictions)
+            if detr:
+                write_submission(os.path.join(output_folder, submission_name(dataset_name)), dataset, predictions)
+    logger.info("%s has no labels (%d queries): no metric; %s", dataset_name, len(predictions),
+                f"predictions and {submission_name(dataset_name) if detr else 'no submission file'} written to "
+                f"{output_folder}" if output_folder else "nothing written")
+    return {}
+
+
+def _detr_results(dataset, predictions, order, highlights):
+    """Moment-DETR's metrics of the kept moments (each query's filled slots, in rank order)."""
+    listed = []
+    for i in order:
+        moments, filled, scores, _ = predictions[i]
+        listed.append((moments[filled].double().numpy(), scores[filled].double().numpy()))
+    truth = [dataset.windows[i, :dataset.window_counts[i]] for i in order]
+    results = detr_metrics(listed, truth)
+    if highlights:
+        labels = [clip_labels(dataset.durations[i], *dataset.saliency[i]) for i in order]
+        results.update(highlight_metrics([predictions[i][3].double().numpy() for i in order], labels))
+    return results
+
+
+def write_predictions(path, dataset, predictions, gt=None):
     """One JSON line per query: video, sentence, duration, ground truth (``gt``, the first
     window; ``gt_windows`` too where a query has several), and the kept top moments
-    (seconds) with their scores and IoU with the ground truth (its best window)."""
+    (seconds) with their scores and IoU with the ground truth (its best window). Without
+    ``gt`` (a split without labels) the lines have no ground truth and no IoU."""
     lines = []
     for index in sorted(predictions):
-        moments, filled, scores = predictions[index]
+        moments, filled, scores, _ = predictions[index]
         moments, scores = moments[filled], scores[filled]
-        ious = best_window_iou(moments, gt[index][None]) if len(moments) else torch.zeros(0)
-        count = int(dataset.window_counts[index])
-        several = {"gt_windows": [[round(float(x), 4) for x in w] for w in gt[index][:count]]} if count > 1 else {}
-        lines.append(json.dumps({
-            "index": index,
-            "video": dataset.videos[dataset.video_ids[index]],
-            "sentence": dataset.sentences[index],
-            "duration": round(float(dataset.durations[index]), 4),
-            "gt": [round(float(x), 4) for x in gt[index][0]],
-            **several,
-            "moments": [[round(float(a), 4), round(float(b), 4)] for a, b in moments.tolist()],
-            "scores": [round(float(x), 6) for x in scores.tolist()],
-            "ious": [round(float(x), 4) for x in ious.tolist()],
-        }))
+        record = {"index": index, "video": dataset.videos[dataset.video_ids[index]],
+                  "sentence": dataset.sentences[index], "duration": round(float(dataset.durations[index]), 4)}
+        if gt is not None:
+            count = int(dataset.window_counts[index])
+            record["gt"] = [round(float(x), 4) for x in gt[index][0]]
+            if count > 1:
+                record["gt_windows"] = [[round(float(x), 4) for x in w] for w in gt[index][:count]]
+        record["moments"] = [[round(float(a), 4), round(float(b), 4)] for a, b in moments.tolist()]
+        record["scores"] = [round(float(x), 6) for x in scores.tolist()]
+        if gt is not None:
+            ious = best_window_iou(moments, gt[index][None]) if len(moments) else torch.zeros(0)
+            record["ious"] = [round(float(x), 4) for x in ious.tolist()]
+        lines.append(json.dumps(record))
     atomic_write_text(path, "\n".join(lines) + "\n")

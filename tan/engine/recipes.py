@@ -119,7 +119,7 @@ def run_test(cfg, model, device, distributed, data, checkpoint="", folder=None):
         name = loader.dataset.name
         output = os.path.join(folder, name) if comm.is_main_process() else None
         results[name] = inference(model, loader, name, cfg.TEST.NMS_THRESH, device, output, checkpoint,
-                                  amp=cfg.SOLVER.AMP, nms_units=cfg.TEST.NMS_UNITS)
+                                  amp=cfg.SOLVER.AMP, nms_units=cfg.TEST.NMS_UNITS, detr=cfg.TEST.DETR_METRICS)
         comm.synchronize()
     return results
 
@@ -139,7 +139,8 @@ def test_final_and_best(cfg, model, device, distributed, data, checkpoint):
     results["best"] = run_test(cfg, model, device, distributed, data, best_path)
     if comm.is_main_process():
         metric = cfg.TEST.BEST_METRIC
-        for name in results["final"]:
+        for name in (n for n in results["final"] if metric in results["final"][n]):  # not a split without labels
             logger.info("%s on %s: final model %.2f, best model (epoch %s) %.2f", metric, name,
-                        results["final"][name][metric], info.get("epoch", "?"), results["best"][name][metric])
+                        results["final"][name].get(metric, float("nan")), info.get("epoch", "?"),
+                        results["best"][name].get(metric, float("nan")))
     return results

@@ -24,6 +24,11 @@ class Query:
     sentence: str
     qid: str = ""  # the query's id where the format has one (jsonl)
     windows: tuple = ()  # every ground-truth window, (start, end) each, the first included
+    qid_written: object = None  # the qid as the file wrote it (a JSON number stays one in a submission file)
+    saliency: tuple = None  # (relevant_clip_ids, saliency_scores [3 per clip]) where the format has them (jsonl)
+    # False for a query of a split released without its labels (QVHighlights' test): it has no moment (start
+    # 0, end the duration stand in), is never trained on, and is evaluated into a submission file only
+    labeled: bool = True
 
     def __post_init__(self):
         if not self.windows:
@@ -33,7 +38,7 @@ class Query:
 # Counted, but no query is dropped for them: the query is kept with its moment clipped,
 # or with its other windows.
 NOT_DROPPED = ("moment clipped to the video", "window clipped to the video", "window with start >= end",
-               "window not two finite numbers")
+               "window not two finite numbers", "saliency labels unusable (left out)")
 
 # name -> reader: ``read(path, durations, counts) -> list of Query`` (docs/data.md §11).
 ANNOTATION_FORMATS = Registry("annotation format")

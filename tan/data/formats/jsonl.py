@@ -1,11 +1,13 @@
 """The "jsonl" format: Moment-DETR's and lighthouse's JSON lines, one query per line (``qid``, ``query``,
-``vid``, ``duration``, ``relevant_windows``: one or several windows; docs/data.md §9.1)."""
+``vid``, ``duration``, ``relevant_windows``: one or several windows; QVHighlights adds ``relevant_clip_ids``
+and ``saliency_scores``, three annotators' 0..4 per clip; docs/data.md §9.1)."""
 import json
 import math
 
 from .common import Dropped, Query, clip_moment, json_number, moment, read_text, register_format, sentence_text
 
 JSONL_FIELDS = ("qid", "query", "vid", "duration", "relevant_windows")
+UNLABELED_FIELDS = JSONL_FIELDS[:-1]  # a split released without labels (QVHighlights' test)
 
 
 def _clipped_window(stamp, duration, counts):
@@ -19,11 +21,12 @@ def _clipped_window(stamp, duration, counts):
                        empty="window with start >= end")
 
 
-def _jsonl_query(record, seen, counts):
-    """The Query of one JSON-lines record; raises Dropped with the reason."""
+def _jsonl_query(record, seen, counts, labeled=True):
+    """The Query of one JSON-lines record (``labeled`` False: of a file without any relevant_windows);
+    raises Dropped with the reason."""
     if not isinstance(record, dict):
         raise Dropped("line not a JSON object")
-    missing = [f for f in JSONL_FIELDS if f not in record]
+    missing = [f for f in (JSONL_FIELDS if labeled else UNLABELED_FIELDS) if f not in record]
     if missing:
         raise Dropped(f"record without {'/'.join(missing)}")
     qid, video = record["qid"], record["vid"]
@@ -40,6 +43,9 @@ def _jsonl_query(record, seen, counts):
     if not 0 < duration < math.inf:
         raise Dropped("video with a non-positive duration")
     sentence = sentence_text(record["query"])
+    if not labeled:
+        seen.add(qid)
+        return Query(video, duration, 0.0, duration, sentence, qid=qid, qid_written=record["qid"], labeled=False)
     windows = record["relevant_windows"]
     if not isinstance(windows, list) or not windows:
         raise Dropped("relevant_windows not a non-empty list")
@@ -48,22 +54,44 @@ def _jsonl_query(record, seen, counts):
     if not kept:
         raise Dropped("no usable window")
     seen.add(qid)
-    return Query(video, duration, kept[0][0], kept[0][1], sentence, qid=qid, windows=tuple(kept))
+    return Query(video, duration, kept[0][0], kept[0][1], sentence, qid=qid, windows=tuple(kept),
+                 qid_written=record["qid"], saliency=_saliency(record, counts))
+
+
+def _saliency(record, counts):
+    """(clip ids, scores) of a record with QVHighlights' saliency labels, else None; unusable labels
+    are counted and left out (the query's windows are still used)."""
+    if "relevant_clip_ids" not in record and "saliency_scores" not in record:
+        return None
+    ids, scores = record.get("relevant_clip_ids"), record.get("saliency_scores")
+    usable = (isinstance(ids, list) and isinstance(scores, list) and len(ids) == len(scores)
+              and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids)
+              and all(isinstance(s, list) and len(s) == 3 and all(json_number(x) is not None for x in s)
+                      for s in scores))
+    if not usable:
+        counts["saliency labels unusable (left out)"] += 1
+        return None
+    return tuple(ids), tuple(tuple(float(x) for x in s) for s in scores)
 
 
 @register_format("jsonl")
 def read(path, durations, counts):
     """The queries of a JSON-lines file; a line that is not JSON is counted, not fatal. ``durations``
-    is not used (each record has its own)."""
-    queries, seen = [], set()
+    is not used (each record has its own). A file where no record has relevant_windows is a split
+    released without labels: its queries are read as unlabeled (Query.labeled False)."""
+    records = []
     for line in read_text(path, "annotation file").split("\n"):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-            queries.append(_jsonl_query(record, seen, counts))
+            records.append(json.loads(line))
         except (ValueError, RecursionError):
             counts["line not valid JSON"] += 1
+    labeled = any(isinstance(r, dict) and "relevant_windows" in r for r in records)
+    queries, seen = [], set()
+    for record in records:
+        try:
+            queries.append(_jsonl_query(record, seen, counts, labeled))
         except Dropped as dropped:
             counts[str(dropped)] += 1
     return queries

@@ -1,0 +1,42 @@
+"""Moment-DETR's submission file: what its evaluation server and ``standalone_eval`` read
+(docs/metric.md §4.3). One JSON line per query: ``qid``, ``query``, ``vid``,
+``pred_relevant_windows`` ([start, end, score] in seconds, best first, at most ten) and, for
+datasets with saliency labels, ``pred_saliency_scores`` (one score per 2-second clip). The
+QVHighlights server takes ``hl_val_submission.jsonl`` and ``hl_test_submission.jsonl`` in one zip."""
+import json
+import re
+
+from ..utils.io import atomic_write_text
+
+# a dataset named "qvhighlight..._{split}" gets the server's file name, hl_{split}_submission.jsonl
+_QVHIGHLIGHTS = re.compile(r"qvhighlights?(_\w+)?_(?P<split>train|val|test)$")
+
+
+def submission_name(dataset_name):
+    """The submission file's name for ``dataset_name``: the server's for QVHighlights, else {name}_submission.jsonl."""
+    found = _QVHIGHLIGHTS.fullmatch(dataset_name)
+    return f"hl_{found['split']}_submission.jsonl" if found else f"{dataset_name}_submission.jsonl"
+
+
+def submission_record(qid, query, vid, windows, saliency=None):
+    """One line: ``windows`` [(start, end, score)] best first; ``saliency`` a score per clip, or None."""
+    record = {"qid": qid, "query": query, "vid": vid,
+              "pred_relevant_windows": [[round(float(s), 4), round(float(e), 4), round(float(p), 6)]
+                                        for s, e, p in windows]}
+    if saliency is not None:
+        record["pred_saliency_scores"] = [round(float(x), 6) for x in saliency]
+    return record
+
+
+def write_submission(path, dataset, predictions):
+    """The submission file of ``dataset``'s queries from inference's ``predictions``
+    {index: (moments, filled, scores, saliency)}; qids as the annotation file wrote them."""
+    lines = []
+    for index in sorted(predictions):
+        moments, filled, scores, saliency = predictions[index]
+        windows = [(s, e, p) for (s, e), p in zip(moments[filled].tolist(), scores[filled].tolist())]
+        record = submission_record(dataset.qids[index], dataset.sentences[index],
+                                   dataset.videos[dataset.video_ids[index]], windows,
+                                   None if saliency is None else saliency.tolist())
+        lines.append(json.dumps(record))
+    atomic_write_text(path, "".join(line + "\n" for line in lines))

@@ -1,0 +1,145 @@
+"""QVHighlights in lighthouse's layout: the generated stand-in's files, 2D-TAN and MMN trained on it and
+evaluated with Moment-DETR's metrics, and the submission files of val and of the label-less test split."""
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from tan.config.choices import DETR_METRIC_NAMES, HIGHLIGHT_METRIC_NAMES
+from tan.config import load_config
+from tan.data import RunData
+from tan.data.catalog import builtin_entries
+from tan.data.overlap import run_overlaps
+from tan.engine.window_metrics import clip_labels, detr_metrics, highlight_metrics
+from tan.standin import HIDDEN_TEST_FIELDS, make_qvhighlights_standin
+
+from conftest import REPO, run_tool
+
+DIMS = {"clip": 32, "slowfast": 16, "text": 32}
+SIZES = {"train": 400, "val": 50, "test": 30}
+RELEASE_KEYS = ["qid", "query", "duration", "vid", "relevant_windows", "relevant_clip_ids", "saliency_scores"]
+
+
+@pytest.fixture(scope="module")
+def qvh_root(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("qvhighlight"))
+    make_qvhighlights_standin(root, DIMS, seed=0, queries_per_split=SIZES)
+    return root
+
+
+def records(root, split):
+    path = os.path.join(root, builtin_entries()[f"qvhighlight_lighthouse_{split}"]["annotations"])
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+def test_files_follow_the_release(qvh_root):
+    entry = builtin_entries()["qvhighlight_lighthouse_val"]
+    assert entry["annotations"] == "lighthouse/data/qvhighlight/highlight_val_release.jsonl"
+    qids = []
+    for split in ("train", "val"):
+        for r in records(qvh_root, split):
+            assert list(r) == RELEASE_KEYS
+            assert isinstance(r["qid"], int) and isinstance(r["duration"], int) and r["duration"] <= 150
+            clips = set()
+            for start, end in r["relevant_windows"]:
+                assert start % 2 == 0 and end % 2 == 0 and 0 <= start < end <= r["duration"]
+                clips |= set(range(start // 2, end // 2))
+            assert r["relevant_clip_ids"] == sorted(clips)  # the 2-second clips inside the windows
+            assert len(r["saliency_scores"]) == len(clips)
+            assert all(len(s) == 3 and all(isinstance(x, int) and 0 <= x <= 4 for x in s) for s in r["saliency_scores"])
+            qids.append(r["qid"])
+    test = records(qvh_root, "test")
+    assert all(list(r) == [k for k in RELEASE_KEYS if k not in HIDDEN_TEST_FIELDS] for r in test)
+    qids += [r["qid"] for r in test]
+    assert len(set(qids)) == len(qids) == sum(SIZES.values())
+    assert any(len(r["relevant_windows"]) > 1 for r in records(qvh_root, "train"))  # several windows per query
+    for r in test[:5]:  # features in both streams, ~duration / 2 rows; token features per qid
+        clip = np.load(os.path.join(qvh_root, "lighthouse/features/qvhighlight/clip", f"{r['vid']}.npz"))["features"]
+        assert clip.shape == (math.ceil(r["duration"] / 2), DIMS["clip"]) and clip.dtype == np.float16
+        text = np.load(os.path.join(qvh_root, "lighthouse/features/qvhighlight/clip_text", f"qid{r['qid']}.npz"))
+        assert text["last_hidden_state"].shape[1] == DIMS["text"]
+
+
+def test_the_splits_share_no_video_or_query(qvh_root):
+    cfg = load_config(os.path.join(REPO, "configs", "lighthouse", "mmn_qvhighlight.yaml"), ["DATASETS.ROOT", qvh_root])
+    found = run_overlaps(RunData(cfg))
+    assert len(found) == 2 and not any(o.overlaps for o in found)
+
+
+def small(architecture):
+    """The config's model at a size that trains in seconds on the stand-in's small streams."""
+    key = f"MODEL.{architecture}"
+    options = [f"{key}.FEATPOOL.INPUT_SIZE", "48", "INPUT.PRE_QUERY_SIZE", "32", f"{key}.NUM_CLIPS", "16",
+               f"{key}.FEAT2D.POOLING_COUNTS", "[15]", f"{key}.FEATPOOL.HIDDEN_SIZE", "64",
+               f"{key}.PREDICTOR.HIDDEN_SIZE", "64", f"{key}.PREDICTOR.KERNEL_SIZE", "5",
+               f"{key}.PREDICTOR.NUM_STACK_LAYERS", "2", "INPUT.NUM_PRE_CLIPS", "32", "SOLVER.LR", "0.003",
+               "SOLVER.BATCH_SIZE", "16", "SOLVER.MILESTONES", "(10,)", "DATALOADER.NUM_WORKERS", "0"]
+    if architecture == "TAN":
+        return options + [f"{key}.INTEGRATOR.QUERY_HIDDEN_SIZE", "64"]
+    return options + [f"{key}.JOINT_SPACE_SIZE", "64", f"{key}.TEXT_ENCODER.LSTM.HIDDEN_SIZE", "64",
+                      "SOLVER.SKIP_TEST", "0", "SOLVER.ONLY_IOU", "2"]
+
+
+def check_submission(path, annotations, saliency):
+    """Every field of a submission file, line by line, against the annotation records it answers."""
+    with open(path) as f:
+        lines = [json.loads(line) for line in f]
+    assert [line["qid"] for line in lines] == [r["qid"] for r in annotations]
+    for line, r in zip(lines, annotations):
+        assert list(line) == ["qid", "query", "vid", "pred_relevant_windows"] + (["pred_saliency_scores"] if saliency else [])
+        assert line["query"] == r["query"] and line["vid"] == r["vid"]
+        windows = line["pred_relevant_windows"]
+        assert 1 <= len(windows) <= 10
+        assert all(len(w) == 3 and 0 <= w[0] < w[1] <= r["duration"] + 1e-3 for w in windows)
+        assert [w[2] for w in windows] == sorted((w[2] for w in windows), reverse=True)
+        if saliency:
+            assert len(line["pred_saliency_scores"]) == math.ceil(r["duration"] / 2)
+            assert all(isinstance(x, float) and x >= 0 for x in line["pred_saliency_scores"])
+    return lines
+
+
+# measured (these settings, 5 epochs): MR-full-mAP 2D-TAN 27.6, MMN 33.2; untrained about 2
+@pytest.mark.slow
+@pytest.mark.parametrize("architecture,config", [("TAN", "2dtan_qvhighlight.yaml"), ("MMN", "mmn_qvhighlight.yaml")])
+def test_trains_and_writes_the_submission_files(qvh_root, tmp_path, architecture, config):
+    out = tmp_path / "run"
+    proc = run_tool("train_net", "--config-file", os.path.join(REPO, "configs", "lighthouse", config),
+                    "DATASETS.ROOT", qvh_root, "OUTPUT_DIR", str(out), "MODEL.DEVICE", "cpu", "SOLVER.MAX_EPOCH", "5",
+                    *small(architecture))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    folder = out / "inference" / "model_final"
+    with open(folder / "qvhighlight_lighthouse_val" / "metrics.json") as f:
+        metrics = json.load(f)
+    assert set(DETR_METRIC_NAMES) | set(HIGHLIGHT_METRIC_NAMES) <= set(metrics)
+    assert metrics["MR-full-mAP"] > 15, metrics  # untrained: about 2
+    assert "MR-full-mAP" in proc.stdout + proc.stderr  # the printed table has them too
+
+    val = records(qvh_root, "val")
+    lines = check_submission(folder / "qvhighlight_lighthouse_val" / "hl_val_submission.jsonl", val, saliency=True)
+    # the file gives back metrics.json's figures: standalone_eval's arithmetic on exactly what was submitted
+    predicted = [(np.array([w[:2] for w in line["pred_relevant_windows"]]),
+                  np.array([w[2] for w in line["pred_relevant_windows"]])) for line in lines]
+    again = detr_metrics(predicted, [np.array(r["relevant_windows"], dtype=float) for r in val])
+    again.update(highlight_metrics([line["pred_saliency_scores"] for line in lines],
+                                   [clip_labels(r["duration"], r["relevant_clip_ids"], r["saliency_scores"]) for r in val]))
+    for name in DETR_METRIC_NAMES + HIGHLIGHT_METRIC_NAMES:
+        assert again[name] == pytest.approx(metrics[name], abs=0.02), name
+
+    test_folder = folder / "qvhighlight_lighthouse_test"
+    check_submission(test_folder / "hl_test_submission.jsonl", records(qvh_root, "test"), saliency=True)
+    with open(test_folder / "metrics.json") as f:
+        assert json.load(f)["labeled"] is False
+    assert "has no labels" in proc.stdout + proc.stderr
+
+
+def test_a_split_without_labels_is_refused_for_training(qvh_root, tmp_path):
+    proc = run_tool("train_net", "--config-file", os.path.join(REPO, "configs", "lighthouse", "2dtan_qvhighlight.yaml"),
+                    "DATASETS.ROOT", qvh_root, "OUTPUT_DIR", str(tmp_path / "run"), "MODEL.DEVICE", "cpu",
+                    "DATASETS.TRAIN", "('qvhighlight_lighthouse_test',)", *small("TAN"))
+    assert proc.returncode != 0
+    output = proc.stdout + proc.stderr
+    assert "'qvhighlight_lighthouse_test' (DATASETS.TRAIN) has no labels" in output
+    assert not (tmp_path / "run").exists()  # refused before the run folder is made

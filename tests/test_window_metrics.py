@@ -1,0 +1,122 @@
+"""Moment-DETR's metrics (tan.engine.window_metrics) on cases worked out by hand."""
+import numpy as np
+import pytest
+
+from tan.config.choices import DETR_METRIC_NAMES, HIGHLIGHT_METRIC_NAMES
+
+from tan.engine.window_metrics import (MAP_THRESHOLDS, average_precision, clip_labels, clip_saliency_ap,
+                                       detr_metrics, first_window_iou, highlight_metrics)
+
+
+def test_r1_counts_iou_equal_to_the_threshold_and_takes_the_first_listed_window():
+    gt = [[0.0, 10.0]]
+    # [0, 5] has IoU 0.5 exactly: a hit at 0.5 (standalone_eval's >=), a miss at 0.7
+    results = detr_metrics([([[0.0, 5.0]], [0.9])], [gt])
+    assert results["MR-full-R1@0.5"] == 100.0 and results["MR-full-R1@0.7"] == 0.0
+    # the first listed window counts, even with the lower score
+    assert first_window_iou(np.array([[0.0, 1.0], [0.0, 10.0]]), np.array(gt)) == pytest.approx(0.1)
+
+
+def test_r1_is_measured_against_the_window_the_prediction_overlaps_most():
+    assert first_window_iou(np.array([[10.0, 20.0]]), np.array([[0.0, 10.0], [12.0, 20.0]])) == pytest.approx(0.8)
+    assert first_window_iou(np.zeros((0, 2)), np.array([[0.0, 1.0]])) == 0.0
+
+
+def test_ap_of_a_miss_then_a_hit_is_one_half():
+    # ranked: miss (precision 0), hit (precision 1/2, recall 1) -> AP = 1 * 1/2
+    ap = average_precision([[20.0, 30.0], [0.0, 10.0]], [0.9, 0.8], np.array([[0.0, 10.0]]))
+    assert ap == pytest.approx(np.full(len(MAP_THRESHOLDS), 0.5))
+
+
+def test_equal_scores_keep_their_listed_order():
+    gt = np.array([[0.0, 10.0]])
+    assert average_precision([[20.0, 30.0], [0.0, 10.0]], [0.5, 0.5], gt)[0] == pytest.approx(0.5)
+    assert average_precision([[0.0, 10.0], [20.0, 30.0]], [0.5, 0.5], gt)[0] == pytest.approx(1.0)
+
+
+def test_a_window_matched_twice_counts_once():
+    # the second copy finds its window taken: a false positive after recall 1, AP stays 1
+    ap = average_precision([[0.0, 10.0], [0.0, 10.0]], [0.9, 0.8], np.array([[0.0, 10.0]]))
+    assert ap == pytest.approx(np.ones(len(MAP_THRESHOLDS)))
+
+
+def test_ap_with_several_ground_truth_windows():
+    # hit, miss, hit: precision 1, 1/2, 2/3 at recall 1/2, 1/2, 1
+    # interpolated: 1 up to recall 1/2, 2/3 up to 1 -> AP = 1/2 * 1 + 1/2 * 2/3 = 5/6
+    gt = np.array([[0.0, 10.0], [20.0, 30.0]])
+    ap = average_precision([[0.0, 10.0], [40.0, 50.0], [20.0, 30.0]], [0.9, 0.8, 0.7], gt)
+    assert ap[0] == pytest.approx(5 / 6)
+
+
+def test_only_the_first_ten_listed_windows_are_ranked():
+    gt = np.array([[0.0, 10.0]])
+    misses = [[20.0 + i, 21.0 + i] for i in range(10)]
+    # the hit is eleventh in the list although it has the best score: it is dropped before ranking
+    assert average_precision(misses + [[0.0, 10.0]], [0.1] * 10 + [0.9], gt)[0] == 0.0
+    assert average_precision([[0.0, 10.0]] + misses, [0.9] + [0.1] * 10, gt)[0] == 1.0
+
+
+def test_map_average_over_thresholds():
+    # IoU 0.6: a hit at 0.5, 0.55, 0.6 (three of ten thresholds), a miss above
+    results = detr_metrics([([[0.0, 6.0]], [1.0])], [[[0.0, 10.0]]])
+    assert results["MR-full-mAP@0.5"] == 100.0 and results["MR-full-mAP@0.75"] == 0.0
+    assert results["MR-full-mAP"] == 30.0
+    assert results["MR-buckets"]["full"]["mAP"]["0.6"] == 100.0
+    assert results["MR-buckets"]["full"]["mAP"]["0.65"] == 0.0
+
+
+def test_a_query_without_predictions_misses_r1_and_is_left_out_of_map():
+    results = detr_metrics([([[0.0, 10.0]], [0.9]), (np.zeros((0, 2)), [])], [[[0.0, 10.0]], [[5.0, 8.0]]])
+    assert results["MR-full-R1@0.5"] == 50.0
+    assert results["MR-full-mAP"] == 100.0
+
+
+def test_length_buckets_keep_the_windows_of_their_length():
+    predictions = [([[0.0, 5.0]], [1.0]), ([[0.0, 20.0]], [1.0]), ([[50.0, 55.0], [0.0, 40.0]], [0.9, 0.8])]
+    gt = [[[0.0, 5.0]], [[0.0, 20.0]], [[0.0, 40.0], [50.0, 55.0]]]
+    results = detr_metrics(predictions, gt)
+    buckets = results["MR-buckets"]
+    assert {name: b["queries"] for name, b in buckets.items()} == {"full": 3, "short": 2, "middle": 1, "long": 1}
+    # short and middle: each found first; long: [0, 40] is found second, after a miss -> AP 1/2
+    assert results["MR-short-mAP"] == results["MR-middle-mAP"] == 100.0 and results["MR-long-mAP"] == 50.0
+    # the third query's first window is [50, 55]: a hit in the short bucket, a miss in the long one
+    assert buckets["long"]["R1"]["0.5"] == 0.0 and buckets["short"]["R1"]["0.5"] == 100.0
+    assert list(results)[:-1] == list(DETR_METRIC_NAMES)
+
+
+def test_a_bucket_without_queries_is_left_out():
+    results = detr_metrics([([[0.0, 5.0]], [1.0])], [[[0.0, 5.0]]])
+    assert "MR-long-mAP" not in results and "long" not in results["MR-buckets"]
+
+
+def test_clip_saliency_ap_by_hand():
+    # scores descending: pos, neg, pos, neg -> precision 1, 1/2, 2/3, 1/2 at recall 1/2, 1/2, 1, 1
+    # recall levels 1/2 and 1, best precision there 1 and 2/3 -> mean 5/6
+    assert clip_saliency_ap([1, 0, 1, 0], [0.9, 0.8, 0.7, 0.1]) == pytest.approx(5 / 6)
+    # equal scores enter together: one level, precision 1/2
+    assert clip_saliency_ap([1, 0], [0.5, 0.5]) == pytest.approx(0.5)
+    # a level reached with several positives at once counts once: (1 + 3/4) / 2, not the recall-weighted mean
+    assert clip_saliency_ap([1, 1, 1, 0], [0.9, 0.5, 0.5, 0.5]) == pytest.approx((1 + 3 / 4) / 2)
+    assert clip_saliency_ap([1, 1], [0.1, 0.2]) == 1.0 and clip_saliency_ap([0, 0], [0.1, 0.2]) == 0.0
+
+
+def test_clip_labels_lay_the_scores_on_two_second_clips():
+    labels = clip_labels(9.0, [1, 3, 7], [[4, 1, 0], [2, 2, 2], [4, 4, 4]])  # 4 clips; id 7 is past the end
+    assert labels.tolist() == [[0, 0, 0], [4, 1, 0], [0, 0, 0], [2, 2, 2]]
+
+
+def test_highlight_metrics_by_hand():
+    labels = [clip_labels(8.0, [0, 2], [[4, 2, 1], [3, 3, 3]])]  # clips 0..3
+    results = highlight_metrics([[0.2, 0.1, 0.9, 0.0]], labels)
+    # the top clip is 2, scored 3 by everyone: a hit at Fair and Good, a miss at VeryGood
+    assert list(results) == list(HIGHLIGHT_METRIC_NAMES)
+    assert results["HL-min-Fair-Hit1"] == 100.0 and results["HL-min-Good-Hit1"] == 100.0
+    assert results["HL-min-VeryGood-Hit1"] == 0.0
+    # Fair (>= 2): annotators 1, 2 see clips 0 and 2 positive (ranked 2nd and 1st: AP 1); annotator 3 clip 2 only (AP 1)
+    assert results["HL-min-Fair-mAP"] == 100.0
+    # VeryGood (4): only annotator 1's clip 0, ranked 2nd: AP 1/2; the other two have no positive clip: AP 0
+    assert results["HL-min-VeryGood-mAP"] == pytest.approx(100 * (0.5 + 0 + 0) / 3, abs=0.01)
+    # a prediction longer than the video is cut before ranking; its top clip past the end is no hit
+    longer = highlight_metrics([[0.1, 0.2, 0.3, 0.0, 5.0]], labels)
+    assert longer["HL-min-Fair-Hit1"] == 0.0
+    assert longer["HL-min-Fair-mAP"] == pytest.approx(100.0 * np.mean([clip_saliency_ap([1, 0, 1, 0], [0.1, 0.2, 0.3, 0.0])] * 2 + [1.0]), abs=0.01)
