@@ -1,7 +1,7 @@
 """tan: config-driven training and evaluation of 2D-map models for temporal video grounding
 (2D-TAN and MMN built in; more as plug-ins, docs/models.md).
 
-The Python API (tan/api.py; the README's "Python API" section)::
+The Python API (tan/api.py; docs/prediction.md, "Python API")::
 
     import tan
     model = tan.load_model("outputs/synthetic/model_final.pth")

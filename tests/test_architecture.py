@@ -1,6 +1,6 @@
 """The shape of the package, checked: layers, private names, function size.
 
-These are the rules of the README's Code map; a change that breaks one fails
+These are the rules of the Code map (docs/code-map.md); a change that breaks one fails
 here with the file and line to look at."""
 import ast
 import os
@@ -107,7 +107,7 @@ def test_the_dataset_catalog_keeps_no_class_level_state():
 
 
 # The layers of the package, lowest first: a module imports only modules of its own
-# layer or of lower ones (the README's Code map). tan/__init__.py stands above all.
+# layer or of lower ones (docs/code-map.md). tan/__init__.py stands above all.
 LAYERS = [("tan.errors", "tan.version"), ("tan.utils",), ("tan.config",), ("tan.structures",), ("tan.data",),
           ("tan.video",), ("tan.modeling",), ("tan.solver", "tan.engine"), ("tan.api",),
           ("tan.standin", "tan.cli", "tan.demo")]

@@ -148,9 +148,9 @@ def test_missing_feature_file_is_named(synthetic_root, tmp_path):
                     str(catalog), "DATASETS.TEST", "('holes_test',)", "OUTPUT_DIR", str(tmp_path / "o"), *FAST)
     assert proc.returncode == 2
     assert re.search(r"features file .*synthetic_features.hdf5' not found", proc.stderr + proc.stdout)
-    assert "see the README's 'Data' section" in proc.stderr + proc.stdout
-    with open(os.path.join(REPO, "README.md")) as f:
-        assert "\n## Data\n" in f.read()  # the section the message points to exists
+    assert 'see docs/datasets.md, "Getting the data"' in proc.stderr + proc.stdout
+    with open(os.path.join(REPO, "docs", "datasets.md")) as f:
+        assert f.read().startswith("# Getting the data\n")  # the page the message points to exists
     assert not (tmp_path / "o").exists()  # nothing written before the check
 
 

@@ -1,5 +1,6 @@
 """Split hygiene: a planted overlap between training and evaluation data is reported by tan-check-data
 and warned about once when training starts; the shipped configs' splits have none."""
+import functools
 import glob
 import json
 import os
@@ -110,13 +111,14 @@ def shipped_configs():
                   for p in glob.glob(os.path.join(REPO, "configs", pattern)) if "qvhighlight" not in p)
 
 
+@functools.lru_cache(maxsize=None)  # each real file parsed once for all the configs
 def real_split(name):
     """The real queries of a shipped dataset name, whatever layout it reads (reference JSON, microsoft's
     text files, lighthouse's JSON lines: each is converted from the same split), from the shared folder."""
     benchmark = next(b for b in SOURCES if b in name)
     split = name.rpartition("_")[2]
     source = os.path.join(SHARED, SOURCES[benchmark].format(split=split))
-    return load_annotations(source, "tacos" if benchmark == "tacos" else "seconds")[0]
+    return tuple(load_annotations(source, "tacos" if benchmark == "tacos" else "seconds")[0])
 
 
 @pytest.mark.parametrize("config", shipped_configs())

@@ -37,7 +37,7 @@ LAYOUTS = ("reference", "lighthouse")
 QVHIGHLIGHT = "qvhighlight"
 
 
-def parse_args():
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -62,7 +62,7 @@ def parse_args():
                              f"(default: all), for a quick stand-in; {QVHIGHLIGHT}: N videos (one query each) per "
                              f"split (default: the release's {', '.join(f'{s} {n}' for s, n in QVHIGHLIGHTS_QUERIES.items())})")
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     _check_layout_options(parser, args)
     return args
 

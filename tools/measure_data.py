@@ -72,13 +72,17 @@ def time_dataset_build(config_file, opts):
     return tuple(times)
 
 
-def main():
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config-file", required=True)
     parser.add_argument("--seconds", type=float, default=90, help="how long to let training run")
     parser.add_argument("opts", nargs=argparse.REMAINDER, help="KEY VALUE overrides for the run")
-    args = parser.parse_args()
+    return parser
+
+
+def main():
+    args = build_parser().parse_args()
     setup_logger(None)
 
     first, warm = time_dataset_build(args.config_file, args.opts)

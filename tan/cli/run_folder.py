@@ -1,7 +1,7 @@
 """OUTPUT_DIR of a training run: created, locked for this run alone, and its
 config.yml compared with the config of this run, all before anything is written.
 
-docs/checkpoints.md §6 describes the rules; the README's "Training" section the flag.
+docs/checkpoints.md §6 describes the rules; docs/training.md the flag.
 """
 import os
 from dataclasses import dataclass, field

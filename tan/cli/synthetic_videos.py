@@ -3,7 +3,7 @@ acting out the moments of their sentences, their annotations (JSON lines)
 and a catalog naming the feature folders that tan-extract-features fills
 (docs/video.md).
 
-Example (the README's first run from video files):
+Example (the first run from video files, docs/quickstart.md):
   tan-synthetic-videos --output datasets/synthetic_videos
 """
 import argparse

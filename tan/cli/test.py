@@ -31,11 +31,13 @@ import os
 from ..data import RunData
 from ..engine.comparison import LEFT_OUT_NAME, comparison_rows, format_comparison, write_comparison
 from ..engine.recipes import run_test
+from ..engine.seed_summary import format_summary, metrics_of, seed_of_checkpoint, summarize, write_summary
 from ..engine.wrappers import prepare_model, wrap_distributed
 from ..errors import TanError
 from ..modeling import build_model
 from ..utils import comm
-from ..utils.checkpoint import check_model_weights, load_model_weights, model_state_from, read_checkpoint
+from ..utils.checkpoint import (check_model_weights, checkpoint_name, load_model_weights, model_state_from,
+                                read_checkpoint)
 from ..utils.logger import get_logger
 from .arguments import default_argument_parser
 from .checkpoints import KEEP_GOING_FLAG, plan_evaluations
@@ -99,10 +101,30 @@ def main(argv=None):
         logger.info("comparison (* the best per dataset), also in %s and %s:\n%s%s", *paths, format_comparison(rows),
                     f"\nleft out (also in {LEFT_OUT_NAME}): " + ", ".join(p for p, _ in plan.left_out)
                     if plan.left_out else "")
+    if several and comm.is_main_process():
+        _summarize_seeds(evaluations, results, os.path.join(results_dir, "inference"), logger)
     if plan.left_out:
         raise TanError(_left_out_text(plan, f"evaluated {len(evaluations)} of "
                                             f"{len(evaluations) + len(plan.left_out)} checkpoints"))
     return results
+
+
+def _summarize_seeds(evaluations, results, folder, logger):
+    """Checkpoints from the seed folders of a run over several seeds (…/seed_N/model_final.pth): every
+    metric summed up over the seeds, per checkpoint name and dataset, as tan-train --seeds does."""
+    seeds = {e.name: seed_of_checkpoint(e.checkpoint) if e.checkpoint else None for e in evaluations}
+    if None in seeds.values() or len(set(seeds.values())) < 2:
+        return
+    by_seed, folders = {}, {}
+    for e in evaluations:
+        seed = seeds[e.name]
+        folders[seed] = os.path.dirname(os.path.abspath(e.checkpoint))
+        for dataset, metrics in results[e.name].items():
+            by_seed.setdefault(seed, {})[(checkpoint_name(e.checkpoint), dataset)] = metrics_of(metrics)
+    rows = summarize(by_seed)
+    paths = write_summary(folder, rows, sorted(by_seed), folders)
+    logger.info("summary over seeds %s, also in %s and %s:\n%s", ", ".join(map(str, sorted(by_seed))), *paths,
+                format_summary(rows))
 
 
 def _fitting(plan, several, keep_going):

@@ -7,16 +7,18 @@ Examples:
   tan-train --config-file configs/2dtan_synthetic.yaml
   tan-train --config-file configs/2dtan_128x128_pool_k5l8_tacos.yaml OUTPUT_DIR outputs/tacos SOLVER.AMP bf16
   torchrun --nproc_per_node=4 tools/train_net.py --config-file FILE SOLVER.BATCH_SIZE 32
+  tan-train --config-file configs/2dtan_synthetic.yaml --seeds 1 2 3 4 OUTPUT_DIR outputs/synthetic_seeds
 """
 from ..engine.recipes import test_final_and_best, train
 from . import interrupts
 from .arguments import default_argument_parser
 from .exits import run_cli
 from .run_folder import ACCEPT_FLAG
+from .seeds import add_seed_arguments, check_seed_arguments, run_seeds
 from .setup import default_setup
 
 
-def main(argv=None):
+def build_parser():
     parser = default_argument_parser("Train a grounding model, then test it.", __doc__.split("\n\n", 1)[1])
     parser.add_argument("--skip-test", action="store_true",
                         help="do not test after training (test later with tan-test)")
@@ -25,7 +27,17 @@ def main(argv=None):
                              "config.yml: the new values hold from the next step (the learning rate and schedule "
                              "included; a higher SOLVER.MAX_EPOCH continues a finished run) and the change is "
                              "recorded in OUTPUT_DIR/config_history.jsonl")
-    args = parser.parse_args(argv)
+    add_seed_arguments(parser)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    check_seed_arguments(args)
+    if args.seeds:
+        interrupts.now_doing("training seeds", "each seed's checkpoints are kept; run the same command again to "
+                                               "resume (finished seeds are kept as they are)")
+        return run_seeds(args)
     interrupts.now_doing("preparing the run", "checkpoints and results are kept as they were")
     run = default_setup(args)
     # Building the model and the datasets, resuming. Once the loop runs, a
@@ -41,3 +53,7 @@ def main(argv=None):
 
 def cli():
     run_cli(main)
+
+
+if __name__ == "__main__":  # python -m tan.cli.train: how --seeds starts each seed
+    cli()

@@ -19,7 +19,7 @@ RECALL_AT = (1, 5)
 IOU_THRESHOLDS = (0.1, 0.3, 0.5, 0.7)
 
 
-# TEST.DETR_METRICS: Moment-DETR's metrics besides ours (docs/metric.md §4): "auto" on for datasets
+# TEST.DETR_METRICS: Moment-DETR's metrics besides ours (docs/metric.md §6): "auto" on for datasets
 # with JSON-lines annotations (the format of the DETR half of the field), "on" everywhere, "off" never.
 DETR_METRICS = ("auto", "on", "off")
 # Their names (tan.engine.window_metrics reports them); the HL ones only on datasets with saliency labels.

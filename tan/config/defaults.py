@@ -67,7 +67,7 @@ _C.DATASETS = CN()
 # (tan) Folder that relative dataset and word-vector paths are taken from.
 _C.DATASETS.ROOT = "datasets"
 # (tan) Optional YAML or JSON file registering more datasets by name (see
-# README "Registering a dataset"). A relative path is taken from ROOT.
+# docs/datasets.md, "Registering a dataset"). A relative path is taken from ROOT.
 _C.DATASETS.CATALOG = ""
 # (tan) Folder for caches of prepared data (the word vectors the datasets use),
 # relative to ROOT; OUTPUT_DIR/cache when it cannot be written.
@@ -152,7 +152,7 @@ _C.TEST.NMS_UNITS = "seconds"
 # OUTPUT_DIR/model_best.pth: one of R@{1,5},IoU@{0.1,0.3,0.5,0.7} or mIoU, or
 # with Moment-DETR's metrics on, one of theirs (MR-full-mAP, MR-full-R1@0.7, ...).
 _C.TEST.BEST_METRIC = "R@1,IoU@0.5"
-# (tan) Moment-DETR's metrics (docs/metric.md §4): R1@0.5/0.7, mAP at 0.5, 0.75
+# (tan) Moment-DETR's metrics (docs/metric.md §6): R1@0.5/0.7, mAP at 0.5, 0.75
 # and over 0.5:0.05:0.95, mAP by moment length, and HD mAP / HIT@1 where the
 # annotations have saliency scores; each dataset's results folder also gets a
 # submission file in their format. "auto": for datasets with JSON-lines

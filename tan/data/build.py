@@ -74,7 +74,7 @@ class RunData:
                 if not os.path.exists(path):
                     what = "file" if key in ("annotations", "durations") else "file or folder"
                     raise TanError(f"dataset {entry['name']!r}: {key} {what} {path!r} not found (DATASETS.ROOT is "
-                                   f"{self.cfg.DATASETS.ROOT!r}; see the README's 'Data' section)")
+                                   f"{self.cfg.DATASETS.ROOT!r}; see docs/datasets.md, \"Getting the data\")")
         problems = self.text_input.problems()
         if problems:
             raise TanError(problems[0])

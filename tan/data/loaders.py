@@ -97,7 +97,7 @@ class RunLoaders:
 def unlabeled_message(name, key, what):
     return (f"dataset {name!r} ({key}) has no labels (its annotation file has no relevant_windows: a split whose "
             f"labels are held back, as QVHighlights' test); it cannot be {what}, only evaluated by tan-test into a "
-            f"submission file (docs/metric.md §4.3)")
+            f"submission file (docs/metric.md §6.3)")
 
 
 def _refuse_unlabeled(datasets, key, what):

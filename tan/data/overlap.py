@@ -1,5 +1,5 @@
 """Split hygiene: what a run's training datasets share with the datasets it is evaluated on
-(``tan-check-data`` reports it, training warns once at start; docs/data.md §10.2).
+(``tan-check-data`` reports it, training warns once at start; docs/data.md §10.3).
 
 Three findings per (training, evaluation) pair of datasets:
 

@@ -62,7 +62,7 @@ def top_candidates(candidates, nms_thresh, topk=5, units="seconds"):
 
 def clip_saliency(candidates, durations, clip_seconds):
     """What a 2D-map model can say about each clip of a video for highlight detection: the best score
-    of any candidate moment that covers the clip's middle (docs/metric.md §4.2). ``candidates``
+    of any candidate moment that covers the clip's middle (docs/metric.md §6.2). ``candidates``
     (tan.structures.candidates.Candidates) of videos of ``durations`` [B] seconds; clips of
     ``clip_seconds`` from 0. Returns [B, K] float32, K the most clips of any video; a clip past its
     video's end, or covered by no candidate, scores 0."""

@@ -1,4 +1,4 @@
-"""Moment-DETR's metrics, with its ``standalone_eval``'s arithmetic (docs/metric.md §4).
+"""Moment-DETR's metrics, with its ``standalone_eval``'s arithmetic (docs/metric.md §6).
 
 The DETR half of the field (Moment-DETR, QD-DETR, CG-DETR, lighthouse) reports
 moment retrieval as R1@t, mAP@t and their average over 0.5:0.05:0.95, by
