@@ -133,6 +133,8 @@ def test_the_readme_test_command_is_what_ci_runs():
 @pytest.mark.parametrize("page,command", ALL, ids=[f"{p}:{c[:60]}" for p, c in ALL])
 def test_a_documented_command_is_accepted_as_written(page, command):
     kind, name, argv = tool_and_arguments(command)
+    optional = [w for w in argv if w.startswith("[-") or w == "[KEY"]  # "[--flag]": how a synopsis writes an option
+    assert not optional, f"{page}: {command!r} is a synopsis ({optional[0]} ...): write it in a text block"
     if kind == "shell":
         assert name in SHELL or name.endswith(":"), f"{page}: unknown command {command!r}"
         if name == "pip":  # the extras it names exist

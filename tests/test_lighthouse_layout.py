@@ -1,11 +1,10 @@
-"""Training on data in the Moment-DETR / lighthouse layout: JSON-lines
-annotations, two feature streams in folders of per-video .npz files, and
-precomputed sentence features per query, with no word-vector file.
+"""Data in the Moment-DETR / lighthouse layout: JSON-lines annotations, two
+feature streams in folders of per-video .npz files, and precomputed sentence
+features per query, with no word-vector file, read as training reads them.
 
 The built-in synthetic dataset is rewritten in that layout (its 128 feature
 channels split into two streams of 96 and 32, one of them a row shorter,
-float16; each sentence's rows are its words' vectors), so that a short run
-has a known signal to learn."""
+float16; each sentence's rows are its words' vectors)."""
 import json
 import os
 
@@ -87,24 +86,6 @@ def test_the_checker_passes_the_lighthouse_layout(lighthouse_root, tmp_path):
     assert "1781 of 1781 queries (100.0%) have a file" in proc.stdout
 
 
-def metric(out, name="R@1,IoU@0.5", folder="model_final"):
-    with open(os.path.join(out, "inference", folder, "lh_test", "metrics.json")) as f:
-        return json.load(f)[name]
-
-
-# MMN only: 2D-TAN reads the same inputs the same way (tan.data), and learning 2D-TAN from two
-# streams and sentence features is the README's video block (tests/test_video_features.py trains
-# it); 2D-TAN needs 5 epochs here, which cost 75 s of the suite.
-@pytest.mark.slow
-@pytest.mark.parametrize("architecture,config,epochs", [("MMN", MMN_SYNTHETIC, 3)])
-def test_a_model_learns_from_streams_and_sentence_features(lighthouse_root, tmp_path, architecture, config, epochs):
-    """Trained clearly beats untrained, with no word-vector file anywhere."""
-    untrained = tmp_path / "untrained"
-    proc = run_tool("test_net", "--config-file", config, *overrides(lighthouse_root, untrained, architecture))
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    out = tmp_path / "run"
-    proc = run_tool("train_net", "--config-file", config, *overrides(lighthouse_root, out, architecture),
-                    "SOLVER.MAX_EPOCH", str(epochs), "SOLVER.TEST_PERIOD", str(epochs))
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    before, after = metric(untrained, folder="untrained"), metric(out)
-    assert after > before + 20, (before, after)  # measured: MMN 16.6 -> 42.5 (3 epochs), 2D-TAN 3.7 -> 28.1 (5)
+# Learning from this layout (JSON-lines annotations, two streams one row apart, sentence features, no
+# word-vector file) is tested on the QVHighlights stand-in, which has the same files for every model
+# (tests/test_qvhighlights.py: each trains well past its untrained figure there).

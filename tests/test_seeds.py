@@ -121,3 +121,13 @@ def test_bad_seed_arguments_are_refused_before_anything_runs(tmp_path, extra, me
     with pytest.raises(TanError, match=message):
         train_main(["--config-file", SYNTHETIC_CONFIG, "OUTPUT_DIR", str(tmp_path / "never"), *extra])
     assert not (tmp_path / "never").exists()
+
+
+def test_each_running_seed_gets_a_gpu_of_its_own_as_this_command_sees_them():
+    from tan.cli.seeds import seed_gpus
+
+    assert seed_gpus("auto", 2, None) == ["0", "1"]
+    assert seed_gpus("cuda", 2, "2,3") == ["2", "3"]  # the command's own mask: physical GPUs 2 and 3
+    assert seed_gpus("auto", 1, "GPU-5b2c, GPU-77aa") == ["GPU-5b2c"]  # UUIDs; torch saw one of them
+    assert seed_gpus("cpu", 4, None) == [] and seed_gpus("auto", 0, None) == []
+    assert seed_gpus("cuda:1", 2, None) == []  # the config names its GPU: left as it is

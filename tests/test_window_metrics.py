@@ -1,5 +1,6 @@
 """Moment-DETR's metrics (tan.engine.window_metrics) on cases worked out by hand."""
 import numpy as np
+import torch
 import pytest
 
 from tan.config.choices import DETR_METRIC_NAMES, HIGHLIGHT_METRIC_NAMES
@@ -120,3 +121,74 @@ def test_highlight_metrics_by_hand():
     longer = highlight_metrics([[0.1, 0.2, 0.3, 0.0, 5.0]], labels)
     assert longer["HL-min-Fair-Hit1"] == 0.0
     assert longer["HL-min-Fair-mAP"] == pytest.approx(100.0 * np.mean([clip_saliency_ap([1, 0, 1, 0], [0.1, 0.2, 0.3, 0.0])] * 2 + [1.0]), abs=0.01)
+
+
+def test_clip_saliency_is_the_best_covering_candidate():
+    from tan.engine.evaluation import clip_saliency
+    from tan.structures.candidates import Candidates
+
+    seconds = torch.tensor([[[0.0, 2.0], [0.0, 4.0], [4.0, 6.0]]] * 2)
+    spans = torch.zeros(3, 2)
+    # video 0 (6 s, clips 0-2, 2-4, 4-6): [4, 6] scores 0, so it is no candidate; clip 2 gets the lowest score
+    # video 1 (4 s): its third clip is past the end
+    scores = torch.tensor([[0.9, 0.5, 0.0], [0.2, 0.7, 0.4]])
+    got = clip_saliency(Candidates(scores, seconds, spans), torch.tensor([6.0, 4.0]), 2.0)
+    np.testing.assert_allclose(got.numpy(), [[0.9, 0.5, 0.5], [0.7, 0.7, 0.2]], rtol=1e-6)
+    # scores of any sign (valid given): an uncovered clip never ranks above a covered one
+    negative = torch.tensor([[-0.1, -0.5, -0.9]])
+    got = clip_saliency(Candidates(negative, seconds[:1], spans, torch.ones(1, 3, dtype=torch.bool)),
+                        torch.tensor([8.0]), 2.0)
+    np.testing.assert_allclose(got.numpy(), [[-0.1, -0.5, -0.9, -0.9]], rtol=1e-6)
+
+
+def test_submission_file_names():
+    from tan.engine.submission import submission_name
+
+    assert submission_name("qvhighlight_lighthouse_val") == "hl_val_submission.jsonl"
+    assert submission_name("qvhighlight_lighthouse_test") == "hl_test_submission.jsonl"
+    assert submission_name("qvhighlights_test") == "hl_test_submission.jsonl"
+    assert submission_name("charades_lighthouse_test") == "charades_lighthouse_test_submission.jsonl"
+
+
+def _evaluate_untrained(root, out, *extra):
+    from conftest import SYNTHETIC_CONFIG, run_tool
+
+    return run_tool("test_net", "--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", root, "OUTPUT_DIR", str(out),
+                    "DATASETS.TEST", "('synthetic_val',)", "MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0", *extra)
+
+
+def test_the_config_turns_the_metrics_on_and_they_match_the_predictions_file(synthetic_root, tmp_path):
+    import json
+
+    folder = tmp_path / "on" / "inference" / "untrained" / "synthetic_val"
+    proc = _evaluate_untrained(synthetic_root, tmp_path / "on", "TEST.DETR_METRICS", "on")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert set(DETR_METRIC_NAMES) - {"MR-long-mAP"} <= set(metrics) and "MR-buckets" in metrics
+    lines = [json.loads(line) for line in (folder / "predictions.jsonl").read_text().split("\n") if line]
+    assert max(len(line["moments"]) for line in lines) == 10  # the top 10 are kept for the mAP
+    again = detr_metrics([(np.array(line["moments"]), np.array(line["scores"])) for line in lines],
+                         [np.array([line["gt"]]) for line in lines])
+    for name in DETR_METRIC_NAMES:
+        if name in metrics:
+            assert again[name] == pytest.approx(metrics[name], abs=0.02), name
+    assert (folder / "synthetic_val_submission.jsonl").is_file()
+
+    # "auto" (the default): the synthetic annotations are not JSON lines, so neither the metrics nor the file
+    proc = _evaluate_untrained(synthetic_root, tmp_path / "auto")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    folder = tmp_path / "auto" / "inference" / "untrained" / "synthetic_val"
+    assert not [k for k in json.loads((folder / "metrics.json").read_text()) if k.startswith("MR-")]
+    assert not (folder / "synthetic_val_submission.jsonl").exists()
+
+
+def test_a_best_metric_the_validation_data_does_not_report_is_refused_before_the_run_folder_claims_a_run(
+        synthetic_root, tmp_path):
+    from conftest import SYNTHETIC_CONFIG, run_tool
+
+    out = tmp_path / "run"
+    proc = run_tool("train_net", "--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", synthetic_root, "OUTPUT_DIR",
+                    str(out), "MODEL.DEVICE", "cpu", "TEST.BEST_METRIC", "MR-full-mAP", "DATALOADER.NUM_WORKERS", "0")
+    assert proc.returncode == 2
+    assert "TEST.BEST_METRIC 'MR-full-mAP' is not reported on 'synthetic_val'" in proc.stdout + proc.stderr
+    assert not (out / "config.yml").exists()

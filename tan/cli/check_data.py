@@ -46,9 +46,9 @@ def main(argv=None):
     cfg = load_config(args.config_file, args.opts)
     data = RunData(cfg)
     reports, problems = check_run(data)
-    overlaps = check_overlaps(data, reports)
+    overlaps, unread = check_overlaps(data, reports)
     text, all_problems = format_report(reports, problems)
-    print("\n".join([text] + format_overlaps(overlaps)), flush=True)
+    print("\n".join([text] + format_overlaps(overlaps, unread)), flush=True)
     if args.json:
         record = {"config": args.config_file, "problems": all_problems,
                   "datasets": [dataclasses.asdict(r) for r in reports],

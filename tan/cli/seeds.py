@@ -28,6 +28,7 @@ from ..errors import TanError
 from ..utils.checkpoint import BEST, FINAL
 from ..utils.io import atomic_write_text
 from ..utils.logger import get_logger, setup_logger
+from . import interrupts
 from .run_folder import ACCEPT_FLAG
 
 LAUNCHERS = ("local", "slurm", "submitit-local")
@@ -140,25 +141,26 @@ def run_seeds(args):
         codes = launch(plan, todo, status)
         failed = {s: code for s, code in codes.items() if code != 0}
         if failed:
-            raise TanError("seed " + ", ".join(f"{s} ended with exit status {c} (its log: "
+            raise TanError("seed " + ", ".join(f"{s} ended with exit status {c} (its output above, and "
                                                f"{os.path.join(plan.folders[s], 'log.txt')})" for s, c in failed.items())
-                           + "; run the same command again to resume: finished seeds are kept")
+                           + "; once what it says is fixed, the same command resumes: finished seeds are kept")
     if args.skip_test:
         logger.info("all %d seeds trained; test them and sum them up with: tan-test --ckpt %s", len(args.seeds),
                     " ".join(os.path.join(plan.folders[s], FINAL) for s in args.seeds))
         return None
-    return summarize_folders(plan.output_dir, plan.folders)
+    return summarize_folders(plan.output_dir, plan.folders, plan.base_cfg.DATASETS.TEST)
 
 
-def summarize_folders(output_dir, folders):
-    """Read each seed folder's test results (inference/model_final and model_best), write and log the summary."""
+def summarize_folders(output_dir, folders, datasets):
+    """Read each seed folder's test results on ``datasets`` (inference/model_final and model_best), write and
+    log the summary; results of other datasets in those folders (an earlier config's, a manual tan-test's)
+    are not read."""
     by_seed = {}
     for seed, folder in folders.items():
         found = {}
         for model in ("model_final", "model_best"):
-            results = os.path.join(folder, "inference", model)
-            for name in sorted(os.listdir(results)) if os.path.isdir(results) else ():
-                path = os.path.join(results, name, "metrics.json")
+            for name in datasets:
+                path = os.path.join(folder, "inference", model, name, "metrics.json")
                 if os.path.isfile(path):
                     with open(path) as f:
                         found[(model, name)] = metrics_of(json.load(f))
@@ -190,16 +192,24 @@ def _run_local(plan, seeds, status):
     """Train ``seeds`` here, ``--seeds-at-once`` at a time; {seed: exit status}. A Ctrl-C or SIGTERM of this
     command is passed on to the running seeds, which stop with a checkpoint; then it is raised again."""
     logger = get_logger("seeds")
-    gpus = torch.cuda.device_count() if plan.base_cfg.MODEL.DEVICE != "cpu" else 0
+    gpus = seed_gpus(plan.base_cfg.MODEL.DEVICE, torch.cuda.device_count(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    at_once = plan.args.seeds_at_once
+    if gpus and at_once > len(gpus):
+        raise TanError(f"--seeds-at-once {at_once}: there are {len(gpus)} GPUs for the seeds ({', '.join(gpus)}); "
+                       f"each seed gets one of its own, so at most {len(gpus)} run at once")
     pending, running, codes = list(seeds), {}, {}
     try:
         while pending or running:
-            while pending and len(running) < plan.args.seeds_at_once:
+            while pending and len(running) < at_once:
                 seed = pending.pop(0)
                 env = dict(os.environ)
-                if gpus:  # a GPU no running seed has
-                    env["CUDA_VISIBLE_DEVICES"] = str(_free_gpu(running, gpus))
-                logger.info("seed %d: training in %s", seed, plan.folders[seed])
+                if gpus:  # a GPU no running seed has, named as this command sees it
+                    taken = {gpu for _, gpu in running.values()}
+                    env["CUDA_VISIBLE_DEVICES"] = next(g for g in gpus if g not in taken)
+                elif at_once > 1:  # seeds on the CPU share its cores instead of each taking them all
+                    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // at_once)))
+                logger.info("seed %d: training in %s%s", seed, plan.folders[seed],
+                            f" on GPU {env['CUDA_VISIBLE_DEVICES']}" if gpus else "")
                 running[seed] = (subprocess.Popen(plan.command(seed), env=env, start_new_session=True,
                                                   preexec_fn=_die_with_parent), env.get("CUDA_VISIBLE_DEVICES"))
                 status[seed] = "training"
@@ -213,7 +223,7 @@ def _run_local(plan, seeds, status):
                     logger.info("seed %d: %s", seed, status[seed])
             time.sleep(POLL_SECONDS)
     except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM (tan.cli.interrupts.Terminated)
-        sent = signal.SIGTERM if type(stop).__name__ == "Terminated" else signal.SIGINT
+        sent = signal.SIGTERM if isinstance(stop, interrupts.Terminated) else signal.SIGINT
         for seed, (proc, _) in running.items():
             proc.send_signal(sent)
         for seed, (proc, _) in running.items():
@@ -224,9 +234,15 @@ def _run_local(plan, seeds, status):
     return codes
 
 
-def _free_gpu(running, gpus):
-    taken = {int(gpu) for _, gpu in running.values() if gpu is not None}
-    return next((g for g in range(gpus) if g not in taken), 0)
+def seed_gpus(device, count, visible):
+    """The GPUs the local launcher hands out, one per running seed, as CUDA_VISIBLE_DEVICES entries: those of
+    this command's own CUDA_VISIBLE_DEVICES (``visible``), else 0 .. ``count`` - 1; none when MODEL.DEVICE
+    (``device``) is the CPU or names one GPU itself ("cuda:1": that seed's choice is kept)."""
+    if not count or device not in ("auto", "cuda"):
+        return []
+    if visible:
+        return [g.strip() for g in visible.split(",") if g.strip()][:count]
+    return [str(g) for g in range(count)]
 
 
 def run_seed_command(command):
@@ -234,36 +250,63 @@ def run_seed_command(command):
     return subprocess.run(command, check=False).returncode
 
 
-def _run_submitit(plan, seeds, status):
-    """One submitit job per seed (SLURM, or submitit's local executor); waits for them. {seed: exit status}."""
+# submitit's own names for these parameters; the others are SLURM's (slurm_ prefixed)
+_SUBMITIT_KEYS = ("timeout_min", "gpus_per_node", "tasks_per_node", "cpus_per_task", "mem_gb", "nodes", "name")
+
+
+def _executor(plan, folder):
+    """The submitit executor of ``plan``'s launcher: SLURM, or submitit's local executor."""
     try:
         import submitit
     except ImportError:
         raise TanError(f"--launcher {plan.args.launcher} needs submitit: pip install 'tan[slurm]'") from None
-    folder = os.path.join(plan.output_dir, "submitit")
-    if plan.args.launcher == "slurm":
-        executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
-        parameters = {"timeout_min": 60 * 24, "gpus_per_node": 1, "tasks_per_node": 1,
-                      **_slurm_parameters(plan.args.slurm)}
-        executor.update_parameters(**{f"slurm_{k}" if k not in ("timeout_min", "gpus_per_node", "tasks_per_node",
-                                                                  "cpus_per_task", "mem_gb", "nodes", "name")
-                                      else k: v for k, v in parameters.items()})
-    else:
+    if plan.args.launcher == "submitit-local":
         executor = submitit.LocalExecutor(folder=folder)
         executor.update_parameters(timeout_min=60 * 24)
+        return executor
+    try:
+        executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
+    except Exception as e:  # noqa: BLE001 - submitit says why there is no SLURM here (no sbatch, ...)
+        raise TanError(f"--launcher slurm: no SLURM cluster to submit to from this machine ({e})") from None
+    gpus = {} if plan.base_cfg.MODEL.DEVICE == "cpu" else {"gpus_per_node": 1}
+    parameters = {"timeout_min": 60 * 24, "tasks_per_node": 1, **gpus, **_slurm_parameters(plan.args.slurm)}
+    executor.update_parameters(**{k if k in _SUBMITIT_KEYS else f"slurm_{k}": v for k, v in parameters.items()})
+    return executor
+
+
+def _run_submitit(plan, seeds, status):
+    """One submitit job per seed (SLURM, or submitit's local executor); waits for them. {seed: exit status}.
+    A job that fails is recorded and the others are still waited for; a stop of this command leaves SLURM
+    jobs running (seeds.json says so) and cancels local ones."""
+    logger = get_logger("seeds")
+    folder = os.path.join(plan.output_dir, "submitit")
+    executor = _executor(plan, folder)
     jobs = {}
     for seed in seeds:
         jobs[seed] = executor.submit(run_seed_command, plan.command(seed))
         status[seed] = f"submitted (job {jobs[seed].job_id})"
-        get_logger("seeds").info("seed %d: job %s, logs in %s", seed, jobs[seed].job_id, folder)
+        logger.info("seed %d: job %s, logs in %s", seed, jobs[seed].job_id, folder)
     _write_status(plan, status)
     codes = {}
-    for seed, job in jobs.items():
-        try:
-            codes[seed] = job.result()
-        except Exception as e:  # noqa: BLE001 - the job's own failure, named with its log
-            raise TanError(f"seed {seed}: job {job.job_id} failed ({type(e).__name__}); its log: {job.paths.stderr}") \
-                from None
-        status[seed] = "trained" if codes[seed] == 0 else f"ended with exit status {codes[seed]}"
+    try:
+        for seed, job in jobs.items():
+            try:
+                codes[seed] = job.result()
+                status[seed] = "trained" if codes[seed] == 0 else f"ended with exit status {codes[seed]}"
+            except Exception as e:  # noqa: BLE001 - the job's own failure, named with its log
+                codes[seed] = -1
+                status[seed] = f"job {job.job_id} failed ({type(e).__name__}); its log: {job.paths.stderr}"
+                logger.error("seed %d: %s", seed, status[seed])
+            _write_status(plan, status)
+    except KeyboardInterrupt:
+        for seed, job in jobs.items():
+            if seed in codes:
+                continue
+            if plan.args.launcher == "slurm":
+                status[seed] = f"job {job.job_id} still running on SLURM; run the command again once it has ended"
+            else:
+                job.cancel()
+                status[seed] = f"job {job.job_id} cancelled; resumes when the command runs again"
         _write_status(plan, status)
+        raise
     return codes

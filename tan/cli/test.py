@@ -110,21 +110,32 @@ def main(argv=None):
 
 
 def _summarize_seeds(evaluations, results, folder, logger):
-    """Checkpoints from the seed folders of a run over several seeds (…/seed_N/model_final.pth): every
-    metric summed up over the seeds, per checkpoint name and dataset, as tan-train --seeds does."""
-    seeds = {e.name: seed_of_checkpoint(e.checkpoint) if e.checkpoint else None for e in evaluations}
-    if None in seeds.values() or len(set(seeds.values())) < 2:
-        return
-    by_seed, folders = {}, {}
+    """Checkpoints from the seed folders of runs over several seeds (…/RUN/seed_N/model_final.pth): every
+    metric summed up over the seeds of each RUN, per checkpoint name and dataset, as tan-train --seeds does.
+    One summary for one run (``folder``/seeds_summary.*), one per run (seeds_summary_RUN.*) for several."""
+    runs = {}
     for e in evaluations:
-        seed = seeds[e.name]
-        folders[seed] = os.path.dirname(os.path.abspath(e.checkpoint))
-        for dataset, metrics in results[e.name].items():
-            by_seed.setdefault(seed, {})[(checkpoint_name(e.checkpoint), dataset)] = metrics_of(metrics)
-    rows = summarize(by_seed)
-    paths = write_summary(folder, rows, sorted(by_seed), folders)
-    logger.info("summary over seeds %s, also in %s and %s:\n%s", ", ".join(map(str, sorted(by_seed))), *paths,
-                format_summary(rows))
+        seed = seed_of_checkpoint(e.checkpoint) if e.checkpoint else None
+        if seed is not None:
+            run = os.path.dirname(os.path.dirname(os.path.abspath(e.checkpoint)))
+            runs.setdefault(run, []).append((seed, e))
+    runs = {run: found for run, found in runs.items() if len({s for s, _ in found}) >= 2}
+    for run, found in runs.items():
+        by_seed, folders = {}, {}
+        for seed, e in found:
+            folders[seed] = os.path.dirname(os.path.abspath(e.checkpoint))
+            for dataset, metrics in results[e.name].items():
+                by_seed.setdefault(seed, {})[(checkpoint_name(e.checkpoint), dataset)] = metrics_of(metrics)
+        name = "" if len(runs) == 1 else os.path.basename(run)
+        rows = summarize(by_seed)
+        paths = write_summary(folder, rows, sorted(by_seed), folders, suffix=name)
+        logger.info("summary over seeds %s of %s, also in %s and %s:\n%s", ", ".join(map(str, sorted(by_seed))),
+                    run, *paths, format_summary(rows))
+    summed = {e.name for found in runs.values() for _, e in found}
+    left = [e.checkpoint or "(untrained)" for e in evaluations if e.name not in summed]
+    if runs and left:
+        logger.info("not in any seed summary (not in a seed folder of a run with two seeds or more): %s",
+                    ", ".join(left))
 
 
 def _fitting(plan, several, keep_going):

@@ -136,7 +136,7 @@ class RunData:
         for key in ("TRAIN", "VAL"):
             for name in self.cfg.DATASETS[key] if key in self.splits else ():
                 queries = self.queries(name)[0]
-                if queries and not any(q.labeled for q in queries):
+                if queries and not all(q.labeled for q in queries):
                     raise TanError(unlabeled_message(name, f"DATASETS.{key}", "trained or validated on"))
 
     def annotation_key(self, name):

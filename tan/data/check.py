@@ -154,16 +154,19 @@ def check_run(run_data):
 
 
 def check_overlaps(run_data, reports):
-    """The training / evaluation :class:`~tan.data.overlap.SplitOverlap` pairs of the run, or [] when a
-    dataset's annotations could not be read (its report says why)."""
-    unread = {r.name for r in reports if any(not found for _, _, found in r.files) or not r.records}
-    if unread & set(run_data.names):
-        return []
-    return run_overlaps(run_data)
+    """(the training / evaluation :class:`~tan.data.overlap.SplitOverlap` pairs of the run, the names of the
+    datasets whose annotations could not be read: then no pair is checked, their reports say why)."""
+    unread = sorted({r.name for r in reports if any(not found for _, _, found in r.files) or not r.records})
+    if unread:
+        return [], unread
+    return run_overlaps(run_data), []
 
 
-def format_overlaps(overlaps):
-    """The split-hygiene section of the report: each pair's findings, or that there is none."""
+def format_overlaps(overlaps, unread=()):
+    """The split-hygiene section of the report: each pair's findings, or why it was not checked."""
+    if unread:
+        return ["", f"training / evaluation splits: not checked, the annotations of {', '.join(unread)} could "
+                    f"not be read (above)"]
     if not overlaps:
         return []
     lines = ["", "training / evaluation splits:"]

@@ -106,8 +106,9 @@ class MomentDataset(Dataset):
         self._check_rate(name, kept, shapes)
         self.sentences = [q.sentence for q in kept]
         self.qids = [q.qid_written if q.qid_written is not None else (q.qid or row) for row, q in enumerate(kept)]
-        # QVHighlights' clip labels, where every query has them (highlight detection, docs/metric.md §6.2)
-        self.saliency = [q.saliency for q in kept] if all(q.saliency is not None for q in kept) else None
+        # QVHighlights' clip labels per query (None for a query without usable ones); None where no query has
+        # any (highlight detection, docs/metric.md §6.2)
+        self.saliency = [q.saliency for q in kept] if any(q.saliency is not None for q in kept) else None
         self.annotation_format = ""  # the catalog's "format" (tan.data.build sets it)
         # a split released without labels: evaluated into predictions and a submission file only
         self.labeled = all(q.labeled for q in kept)

@@ -67,15 +67,16 @@ class RunLoaders:
         return self._train[key]
 
     def val(self, distributed, by_video=False):
-        """Loaders of DATASETS.VAL for periodic evaluation; of DATASETS.TEST (with a warning) when VAL is empty."""
-        names, key = self.run_data.cfg.DATASETS.VAL, "DATASETS.VAL"
-        if not names:
-            key = "DATASETS.TEST, evaluated during training as DATASETS.VAL is empty"
+        """Loaders of DATASETS.VAL for periodic evaluation; of DATASETS.TEST's datasets that have labels
+        (with a warning) when VAL is empty: a split without labels has nothing to validate on."""
+        names = self.run_data.cfg.DATASETS.VAL
+        if names:
+            _refuse_unlabeled(self.run_data.datasets(names), "DATASETS.VAL", "validated on")
+        else:
             if not self._warned_val_fallback:
                 get_logger("data").warning(VAL_FALLBACK_WARNING)
                 self._warned_val_fallback = True
-            names = self.run_data.cfg.DATASETS.TEST
-        _refuse_unlabeled(self.run_data.datasets(names), key, "validated on")
+            names = [d.name for d in self.run_data.datasets(self.run_data.cfg.DATASETS.TEST) if d.labeled]
         return self._eval(names, distributed, by_video)
 
     def test(self, distributed, by_video=False):

@@ -5,7 +5,7 @@ import io
 import json
 import os
 
-from ..config.choices import metric_names
+from ..config.choices import DETR_METRIC_NAMES, HIGHLIGHT_METRIC_NAMES, metric_names
 from ..utils.io import atomic_write_text
 from ..utils.signals import signals_held
 
@@ -16,16 +16,23 @@ LEFT_OUT_NAME = "left_out.json"  # the checkpoints asked for that the comparison
 
 def comparison_rows(results, checkpoints):
     """One row per (checkpoint, dataset): ``results`` is {name: {dataset: metrics}}
-    in the order evaluated, ``checkpoints`` {name: path}."""
+    in the order evaluated, ``checkpoints`` {name: path}. The columns: our metrics, then those of
+    Moment-DETR's that every row has (docs/metric.md §6)."""
+    measured = [metrics for by_dataset in results.values() for metrics in by_dataset.values()
+                if metrics]  # a split without labels has no metric to compare
+    extra = [m for m in DETR_METRIC_NAMES + HIGHLIGHT_METRIC_NAMES if measured and all(m in r for r in measured)]
     return [{"name": name, "checkpoint": checkpoints.get(name, ""), "dataset": dataset,
-             **{m: metrics[m] for m in metric_names()}}
-            for name, by_dataset in results.items() for dataset, metrics in by_dataset.items()
-            if metrics]  # a split without labels has no metric to compare
+             **{m: metrics[m] for m in metric_names() + extra}}
+            for name, by_dataset in results.items() for dataset, metrics in by_dataset.items() if metrics]
+
+
+def _metric_columns(rows):
+    return [k for k in rows[0] if k not in ("name", "checkpoint", "dataset")] if rows else metric_names()
 
 
 def format_comparison(rows):
     """A text table, the best value of each metric per dataset marked with *."""
-    metrics = metric_names()
+    metrics = _metric_columns(rows)
     best = {}
     for row in rows:
         for m in metrics:
@@ -49,7 +56,7 @@ def write_comparison(folder, rows, left_out=()):
     and left_out.json when checkpoints asked for were left out (``left_out``: [(path, why)]; an older
     left_out.json is removed otherwise, so that it never describes another comparison). Returns the
     paths of the comparison's two files."""
-    metrics = metric_names()
+    metrics = _metric_columns(rows)
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=["name", "checkpoint", "dataset", *metrics], lineterminator="\n")
     writer.writeheader()

@@ -64,19 +64,23 @@ def clip_saliency(candidates, durations, clip_seconds):
     """What a 2D-map model can say about each clip of a video for highlight detection: the best score
     of any candidate moment that covers the clip's middle (docs/metric.md §6.2). ``candidates``
     (tan.structures.candidates.Candidates) of videos of ``durations`` [B] seconds; clips of
-    ``clip_seconds`` from 0. Returns [B, K] float32, K the most clips of any video; a clip past its
-    video's end, or covered by no candidate, scores 0."""
+    ``clip_seconds`` from 0. Returns [B, K] float32, K the most clips of any video. A clip that no
+    candidate covers, or past its video's end, gets the video's lowest candidate score (0 without
+    any): never above a covered clip, whatever the sign of the model's scores."""
     count = int(torch.ceil(durations.max() / clip_seconds).clamp(min=1).item())
     middles = (torch.arange(count, device=durations.device, dtype=torch.float32) + 0.5) * clip_seconds  # [K]
     scores = candidates.scores.float()
     valid = scores > 0 if candidates.valid is None else candidates.valid
-    scores = torch.where(valid, scores, torch.zeros_like(scores))
+    floor = torch.where(valid, scores, torch.full_like(scores, float("inf"))).min(dim=1).values  # [B]
+    floor = torch.where(torch.isfinite(floor), floor, torch.zeros_like(floor))
+    scores = torch.where(valid, scores, torch.full_like(scores, float("-inf")))
     seconds = candidates.seconds.float()
-    best = scores.new_zeros(scores.shape[0], count)
+    best = scores.new_empty(scores.shape[0], count)
     for k in range(count):  # one clip at a time: [B, C] at most, never [B, K, C]
         covers = (seconds[..., 0] <= middles[k]) & (seconds[..., 1] >= middles[k])
-        best[:, k] = torch.where(covers, scores, torch.zeros_like(scores)).max(dim=1).values
-    return best * (middles[None, :] < durations.float()[:, None])
+        best[:, k] = torch.where(covers, scores, torch.full_like(scores, float("-inf"))).max(dim=1).values
+    inside = torch.isfinite(best) & (middles[None, :] < durations.float()[:, None])
+    return torch.where(inside, best, floor[:, None].expand_as(best))
 
 
 def evaluate_moments(kept_moments, filled, gt_moments):

@@ -250,6 +250,19 @@ class BestModel:
         self.logger.info("new best %s on %s: %.2f at epoch %d, saved as %s", self.metric, dataset, value, epoch, BEST)
 
 
+def check_best_metric(cfg, loaders):
+    """Refuse a TEST.BEST_METRIC that the first validation dataset never reports, before training
+    (and before the run folder says it holds a run)."""
+    if not loaders or not cfg.SOLVER.TEST_PERIOD:
+        return
+    first = loaders[0].dataset
+    reported = reported_metrics(cfg.TEST.DETR_METRICS, first.by_query)
+    if cfg.TEST.BEST_METRIC not in reported:
+        raise TanError(f"TEST.BEST_METRIC {cfg.TEST.BEST_METRIC!r} is not reported on {first.name!r}, the first "
+                       f"validation dataset (TEST.DETR_METRICS {cfg.TEST.DETR_METRICS!r}); it reports "
+                       f"{', '.join(reported)}")
+
+
 class PeriodicEvaluator(HookBase):
     """Evaluate the validation loaders every TEST_PERIOD epochs and keep the best model."""
 
@@ -257,13 +270,6 @@ class PeriodicEvaluator(HookBase):
         self.cfg, self.model, self.loaders, self.device = cfg, model, loaders or [], device
         self.period, self.first_epoch = cfg.SOLVER.TEST_PERIOD, cfg.SOLVER.SKIP_TEST
         self.best_model, self.training_logger = best_model, training_logger
-        if self.loaders and self.period:  # a best metric the first validation dataset never reports: say so now
-            first = self.loaders[0].dataset
-            reported = reported_metrics(cfg.TEST.DETR_METRICS, first.by_query)
-            if best_model.metric not in reported:
-                raise TanError(f"TEST.BEST_METRIC {best_model.metric!r} is not reported on {first.name!r}, the first "
-                               f"validation dataset (TEST.DETR_METRICS {cfg.TEST.DETR_METRICS!r}); it reports "
-                               f"{', '.join(reported)}")
 
     def before_train(self, state):
         self.best_model.recover(state)

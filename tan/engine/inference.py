@@ -16,7 +16,8 @@ from .evaluation import clip_saliency, evaluate_moments, format_table, top_candi
 from .precision import autocast
 from .step import forward_batch, move_batch
 from .submission import submission_name, write_submission
-from .window_metrics import CLIP_SECONDS, MAX_WINDOWS, clip_labels, detr_metrics, highlight_metrics
+from .window_metrics import (CLIP_SECONDS, MAX_WINDOWS, buckets_with_queries, clip_labels, detr_metrics,
+                             highlight_metrics)
 from .wrappers import unwrap
 
 
@@ -66,8 +67,11 @@ def wants_detr_metrics(mode, dataset):
 def reported_metrics(mode, dataset):
     """The names of the metrics :func:`inference` reports on ``dataset`` with TEST.DETR_METRICS ``mode``."""
     names = metric_names()
-    if wants_detr_metrics(mode, dataset):
-        names += list(DETR_METRIC_NAMES) + (list(HIGHLIGHT_METRIC_NAMES) if dataset.saliency is not None else [])
+    if wants_detr_metrics(mode, dataset) and dataset.labeled:
+        truth = [dataset.windows[i, :dataset.window_counts[i]] for i in range(len(dataset))]
+        buckets = buckets_with_queries(truth)  # a length bucket without any query has no figure
+        names += [n for n in DETR_METRIC_NAMES if n.split("-")[1] in buckets]
+        names += list(HIGHLIGHT_METRIC_NAMES) if dataset.saliency is not None else []
     return names
 
 
@@ -139,8 +143,13 @@ def _detr_results(dataset, predictions, order, highlights):
     truth = [dataset.windows[i, :dataset.window_counts[i]] for i in order]
     results = detr_metrics(listed, truth)
     if highlights:
-        labels = [clip_labels(dataset.durations[i], *dataset.saliency[i]) for i in order]
-        results.update(highlight_metrics([predictions[i][3].double().numpy() for i in order], labels))
+        scored = [i for i in order if dataset.saliency[i] is not None]
+        if len(scored) < len(order):
+            get_logger("inference").warning(
+                "%s: highlight detection is scored over the %d of %d queries that have saliency labels",
+                dataset.name, len(scored), len(order))
+        labels = [clip_labels(dataset.durations[i], *dataset.saliency[i]) for i in scored]
+        results.update(highlight_metrics([predictions[i][3].double().numpy() for i in scored], labels))
     return results
 
 

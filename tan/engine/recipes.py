@@ -10,7 +10,7 @@ from ..utils import comm
 from ..utils.checkpoint import (BEST, FINAL, Checkpointer, checkpoint_name, last_checkpoint, load_model_weights,
                                 model_state_from, read_checkpoint, run_info)
 from ..utils.logger import get_logger
-from .hooks import FINAL_NAME, LoopPlan
+from .hooks import FINAL_NAME, LoopPlan, check_best_metric
 from .inference import inference
 from .precision import make_grad_scaler
 from .state import TrainingState
@@ -62,6 +62,7 @@ def train(cfg, device, distributed, data, config_changes=(), new_folder=False):
     train_loader = data.train_loader(distributed, by_video)
     val_loaders = data.val_loaders(distributed, by_video) if cfg.SOLVER.TEST_PERIOD > 0 else None
     LoopPlan.from_config(cfg, train_loader).check_resume(state)
+    check_best_metric(cfg, val_loaders)
     # Only now, with everything the new config could fail on behind us, does the folder say it holds.
     _record_config(cfg, new_folder, config_changes, state)
     do_train(cfg, model, train_loader, val_loaders, optimizer, scheduler, checkpointer, device, state, grad_scaler)

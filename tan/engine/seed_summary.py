@@ -79,9 +79,10 @@ def format_summary(rows):
     return "\n".join(lines).rstrip("\n")
 
 
-def write_summary(folder, rows, seeds, folders):
-    """``folder``/seeds_summary.json and seeds_summary.csv, both new or both as they were. ``seeds``:
-    the seeds summed up; ``folders``: {seed: its run folder}. Returns the two paths."""
+def write_summary(folder, rows, seeds, folders, suffix=""):
+    """``folder``/seeds_summary.json and seeds_summary.csv (seeds_summary_{suffix}.* with ``suffix``), both
+    new or both as they were. ``seeds``: the seeds summed up; ``folders``: {seed: its run folder}.
+    Returns the two paths."""
     record = {"seeds": list(seeds), "folders": {str(s): folders[s] for s in seeds},
               "std": "sample standard deviation (n - 1)",
               "rows": [dict(r, values={str(s): v for s, v in r["values"].items()}) for r in rows]}
@@ -93,7 +94,8 @@ def write_summary(folder, rows, seeds, folders):
         writer.writerow([r["model"], r["dataset"], r["metric"], r["seeds"],
                          *(round(r[k], 4) for k in ("mean", "std", "min", "max")),
                          *(round(r["values"][s], 4) for s in seeds)])
-    paths = os.path.join(folder, JSON_NAME), os.path.join(folder, CSV_NAME)
+    names = (JSON_NAME, CSV_NAME) if not suffix else (f"seeds_summary_{suffix}.json", f"seeds_summary_{suffix}.csv")
+    paths = tuple(os.path.join(folder, n) for n in names)
     os.makedirs(folder, exist_ok=True)
     with signals_held():
         atomic_write_text(paths[0], json.dumps(record, indent=2) + "\n")

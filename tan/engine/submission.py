@@ -19,12 +19,13 @@ def submission_name(dataset_name):
 
 
 def submission_record(qid, query, vid, windows, saliency=None):
-    """One line: ``windows`` [(start, end, score)] best first; ``saliency`` a score per clip, or None."""
+    """One line: ``windows`` [(start, end, score)] best first; ``saliency`` a score per clip, or None.
+    The values are written unrounded: rounded scores of a barely trained model tie, and ties change
+    the ranks that mAP and HIT@1 read, so the file scores as the evaluation that wrote it."""
     record = {"qid": qid, "query": query, "vid": vid,
-              "pred_relevant_windows": [[round(float(s), 4), round(float(e), 4), round(float(p), 6)]
-                                        for s, e, p in windows]}
+              "pred_relevant_windows": [[float(s), float(e), float(p)] for s, e, p in windows]}
     if saliency is not None:
-        record["pred_saliency_scores"] = [round(float(x), 6) for x in saliency]
+        record["pred_saliency_scores"] = [float(x) for x in saliency]
     return record
 
 

@@ -88,6 +88,12 @@ def _voc_ap(hits, positives):
     return float(np.sum((recall[steps] - recall[steps - 1]) * precision[steps]))
 
 
+def buckets_with_queries(ground_truth):
+    """The names of LENGTH_RANGES that some query's window (of ``ground_truth``: per query [W, 2]) falls in."""
+    return [name for name, bounds in LENGTH_RANGES.items()
+            if any(len(_in_range(np.asarray(gt, dtype=np.float64).reshape(-1, 2), bounds)) for gt in ground_truth)]
+
+
 def _in_range(gt, bounds):
     if bounds is None:
         return gt

@@ -4,6 +4,7 @@ and ``saliency_scores``, three annotators' 0..4 per clip; docs/data.md §9.1).""
 import json
 import math
 
+from ...errors import TanError
 from .common import Dropped, Query, clip_moment, json_number, moment, read_text, register_format, sentence_text
 
 JSONL_FIELDS = ("qid", "query", "vid", "duration", "relevant_windows")
@@ -58,6 +59,21 @@ def _jsonl_query(record, seen, counts, labeled=True):
                  qid_written=record["qid"], saliency=_saliency(record, counts))
 
 
+def _check_unlabeled(path, records):
+    """A file without any relevant_windows is a split whose labels are held back only if its records have
+    nothing but the unlabeled fields: another key is more likely a misspelt label than a test split."""
+    other = sorted({k for r in records if isinstance(r, dict) for k in r} - set(UNLABELED_FIELDS))
+    if other:
+        raise TanError(f"annotation file {path!r}: no record has \"relevant_windows\", and the records have "
+                       f"{', '.join(repr(k) for k in other)} besides {', '.join(UNLABELED_FIELDS)}; a split without "
+                       f"labels (as QVHighlights' test) has only those four fields. Is a field name misspelt?")
+
+
+def _saliency_score(value):
+    """One annotator's score of a clip: an integer from 0 (very bad) to 4 (very good)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 4
+
+
 def _saliency(record, counts):
     """(clip ids, scores) of a record with QVHighlights' saliency labels, else None; unusable labels
     are counted and left out (the query's windows are still used)."""
@@ -66,8 +82,7 @@ def _saliency(record, counts):
     ids, scores = record.get("relevant_clip_ids"), record.get("saliency_scores")
     usable = (isinstance(ids, list) and isinstance(scores, list) and len(ids) == len(scores)
               and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids)
-              and all(isinstance(s, list) and len(s) == 3 and all(json_number(x) is not None for x in s)
-                      for s in scores))
+              and all(isinstance(s, list) and len(s) == 3 and all(_saliency_score(x) for x in s) for s in scores))
     if not usable:
         counts["saliency labels unusable (left out)"] += 1
         return None
@@ -88,6 +103,8 @@ def read(path, durations, counts):
         except (ValueError, RecursionError):
             counts["line not valid JSON"] += 1
     labeled = any(isinstance(r, dict) and "relevant_windows" in r for r in records)
+    if not labeled:
+        _check_unlabeled(path, records)
     queries, seen = [], set()
     for record in records:
         try:
