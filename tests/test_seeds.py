@@ -131,3 +131,16 @@ def test_each_running_seed_gets_a_gpu_of_its_own_as_this_command_sees_them():
     assert seed_gpus("auto", 1, "GPU-5b2c, GPU-77aa") == ["GPU-5b2c"]  # UUIDs; torch saw one of them
     assert seed_gpus("cpu", 4, None) == [] and seed_gpus("auto", 0, None) == []
     assert seed_gpus("cuda:1", 2, None) == []  # the config names its GPU: left as it is
+
+
+def test_the_summary_reads_only_the_configs_test_datasets(tmp_path):
+    from tan.cli.seeds import summarize_folders
+
+    for seed, value in ((1, 40.0), (2, 44.0)):
+        for dataset, metric in (("synthetic_test", value), ("left_over", 99.0)):  # an earlier config's results
+            folder = tmp_path / f"seed_{seed}" / "inference" / "model_final" / dataset
+            folder.mkdir(parents=True)
+            (folder / "metrics.json").write_text(json.dumps({"mIoU": metric, "num_queries": 3, "checkpoint": "x"}))
+    rows = summarize_folders(str(tmp_path), {s: str(tmp_path / f"seed_{s}") for s in (1, 2)}, ["synthetic_test"])
+    assert [(r["dataset"], r["metric"], r["mean"]) for r in rows] == [("synthetic_test", "mIoU", 42.0)]
+    assert rows[0]["std"] == pytest.approx(8 ** 0.5)

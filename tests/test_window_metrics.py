@@ -192,3 +192,55 @@ def test_a_best_metric_the_validation_data_does_not_report_is_refused_before_the
     assert proc.returncode == 2
     assert "TEST.BEST_METRIC 'MR-full-mAP' is not reported on 'synthetic_val'" in proc.stdout + proc.stderr
     assert not (out / "config.yml").exists()
+
+
+class _FakeDataset:
+    """The fields of a MomentDataset that the metrics read."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+    def __len__(self):
+        return len(self.windows)
+
+
+def _fake_dataset(windows, saliency=None, durations=None):
+    counts = np.array([len(w) for w in windows])
+    padded = np.stack([np.concatenate([w, np.repeat(w[:1], counts.max() - len(w), axis=0)]) for w in
+                       (np.asarray(w, dtype=np.float32) for w in windows)])
+    return _FakeDataset(name="fake", windows=padded, window_counts=counts, labeled=True, annotation_format="jsonl",
+                           saliency=saliency, durations=np.asarray(durations or [8.0] * len(windows), dtype=np.float32))
+
+
+def test_the_metrics_reported_leave_out_length_buckets_without_queries():
+    from tan.engine.inference import reported_metrics
+
+    names = reported_metrics("auto", _fake_dataset([[[0.0, 5.0]], [[1.0, 4.0]]]))  # short windows only
+    assert "MR-short-mAP" in names and "MR-long-mAP" not in names and "MR-middle-mAP" not in names
+    assert not [n for n in names if n.startswith("HL-")]  # no saliency labels
+    assert not [n for n in reported_metrics("off", _fake_dataset([[[0.0, 5.0]]])) if n.startswith("MR-")]
+
+
+def test_highlights_are_scored_over_the_queries_that_have_labels():
+    from tan.engine.inference import detr_results
+
+    labels = ((0, 2), ((4, 2, 1), (3, 3, 3)))
+    dataset = _fake_dataset([[[0.0, 2.0]], [[4.0, 6.0]]], saliency=[labels, None])
+    predictions = {i: (torch.tensor([[0.0, 2.0]]), torch.tensor([True]), torch.tensor([0.9]),
+                       torch.tensor([0.2, 0.1, 0.9, 0.0])) for i in range(2)}
+    results = detr_results(dataset, predictions, [0, 1], highlights=True)
+    alone = highlight_metrics([[0.2, 0.1, 0.9, 0.0]], [clip_labels(8.0, *labels)])
+    assert {k: results[k] for k in HIGHLIGHT_METRIC_NAMES} == alone  # the query without labels is left out
+
+
+def test_the_comparison_shows_moment_detrs_metrics_where_every_row_has_them():
+    from tan.engine.comparison import comparison_rows
+
+    ours = {m: 1.0 for m in ("R@1,IoU@0.1", "R@1,IoU@0.3", "R@1,IoU@0.5", "R@1,IoU@0.7", "R@5,IoU@0.1",
+                              "R@5,IoU@0.3", "R@5,IoU@0.5", "R@5,IoU@0.7", "mIoU")}
+    rows = comparison_rows({"a": {"qvh_val": dict(ours, **{"MR-full-mAP": 30.0}), "qvh_test": {}},
+                            "b": {"qvh_val": dict(ours, **{"MR-full-mAP": 31.0})}}, {})
+    assert [r["name"] for r in rows] == ["a", "b"]  # the split without labels has no row
+    assert [r["MR-full-mAP"] for r in rows] == [30.0, 31.0]
+    mixed = comparison_rows({"a": {"x": dict(ours, **{"MR-full-mAP": 30.0})}, "b": {"y": ours}}, {})
+    assert all("MR-full-mAP" not in r for r in mixed)

@@ -52,7 +52,8 @@ def main(argv=None):
     if args.json:
         record = {"config": args.config_file, "problems": all_problems,
                   "datasets": [dataclasses.asdict(r) for r in reports],
-                  "overlaps": [dict(dataclasses.asdict(o), overlaps=o.overlaps) for o in overlaps]}
+                  "overlaps": [dict(dataclasses.asdict(o), overlaps=o.overlaps) for o in overlaps],
+                  "overlaps_not_checked": unread}  # datasets whose annotations could not be read
         atomic_write_text(args.json, json.dumps(record, indent=2, default=list) + "\n")
     if all_problems:
         sys.exit(EXIT_PROBLEMS)

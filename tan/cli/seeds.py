@@ -96,6 +96,7 @@ class SeedPlan:
         self.base_cfg = load_config(args.config_file, args.opts)
         self.output_dir = self.base_cfg.OUTPUT_DIR
         self.opts = opts
+        self.gpus = []  # the GPUs the local launcher hands out (run_seeds sets them)
         self.folders = {s: seed_folder(self.output_dir, s) for s in args.seeds}
 
     def overrides(self, seed):
@@ -125,6 +126,10 @@ class SeedPlan:
 def run_seeds(args):
     """Train every seed of ``args.seeds`` not finished yet, then write and print the summary."""
     plan = SeedPlan(args)
+    plan.gpus = seed_gpus(plan.base_cfg.MODEL.DEVICE, torch.cuda.device_count(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if args.launcher == "local" and plan.gpus and args.seeds_at_once > len(plan.gpus):  # before anything is written
+        raise TanError(f"--seeds-at-once {args.seeds_at_once}: there are {len(plan.gpus)} GPUs for the seeds "
+                       f"({', '.join(plan.gpus)}); each seed gets one of its own, so at most {len(plan.gpus)} run at once")
     os.makedirs(plan.output_dir, exist_ok=True)
     setup_logger(plan.output_dir, filename=LOG_FILE)
     logger = get_logger("seeds")
@@ -192,11 +197,7 @@ def _run_local(plan, seeds, status):
     """Train ``seeds`` here, ``--seeds-at-once`` at a time; {seed: exit status}. A Ctrl-C or SIGTERM of this
     command is passed on to the running seeds, which stop with a checkpoint; then it is raised again."""
     logger = get_logger("seeds")
-    gpus = seed_gpus(plan.base_cfg.MODEL.DEVICE, torch.cuda.device_count(), os.environ.get("CUDA_VISIBLE_DEVICES"))
-    at_once = plan.args.seeds_at_once
-    if gpus and at_once > len(gpus):
-        raise TanError(f"--seeds-at-once {at_once}: there are {len(gpus)} GPUs for the seeds ({', '.join(gpus)}); "
-                       f"each seed gets one of its own, so at most {len(gpus)} run at once")
+    gpus, at_once = plan.gpus, plan.args.seeds_at_once
     pending, running, codes = list(seeds), {}, {}
     try:
         while pending or running:
@@ -206,8 +207,8 @@ def _run_local(plan, seeds, status):
                 if gpus:  # a GPU no running seed has, named as this command sees it
                     taken = {gpu for _, gpu in running.values()}
                     env["CUDA_VISIBLE_DEVICES"] = next(g for g in gpus if g not in taken)
-                elif at_once > 1:  # seeds on the CPU share its cores instead of each taking them all
-                    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // at_once)))
+                elif at_once > 1:  # seeds without a GPU of their own share the cores instead of each taking them all
+                    env.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // at_once)))
                 logger.info("seed %d: training in %s%s", seed, plan.folders[seed],
                             f" on GPU {env['CUDA_VISIBLE_DEVICES']}" if gpus else "")
                 running[seed] = (subprocess.Popen(plan.command(seed), env=env, start_new_session=True,
@@ -246,8 +247,15 @@ def seed_gpus(device, count, visible):
 
 
 def run_seed_command(command):
-    """One seed's training, in a submitit job: the same process as the local launcher starts. Returns its exit status."""
-    return subprocess.run(command, check=False).returncode
+    """One seed's training, in a submitit job: the same process as the local launcher starts. Returns its exit
+    status. A stop of the job (submitit's cancel sends SIGINT) is passed on, and the training is waited for, so
+    that it stops with a checkpoint instead of being killed with the job."""
+    proc = subprocess.Popen(command, start_new_session=True, preexec_fn=_die_with_parent)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        return proc.wait()
 
 
 # submitit's own names for these parameters; the others are SLURM's (slurm_ prefixed)
@@ -270,7 +278,10 @@ def _executor(plan, folder):
         raise TanError(f"--launcher slurm: no SLURM cluster to submit to from this machine ({e})") from None
     gpus = {} if plan.base_cfg.MODEL.DEVICE == "cpu" else {"gpus_per_node": 1}
     parameters = {"timeout_min": 60 * 24, "tasks_per_node": 1, **gpus, **_slurm_parameters(plan.args.slurm)}
-    executor.update_parameters(**{k if k in _SUBMITIT_KEYS else f"slurm_{k}": v for k, v in parameters.items()})
+    try:
+        executor.update_parameters(**{k if k in _SUBMITIT_KEYS else f"slurm_{k}": v for k, v in parameters.items()})
+    except (ValueError, TypeError) as e:  # an unknown key: submitit lists the ones it takes
+        raise TanError(f"--slurm: {e}") from None
     return executor
 
 

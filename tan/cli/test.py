@@ -126,7 +126,8 @@ def _summarize_seeds(evaluations, results, folder, logger):
             folders[seed] = os.path.dirname(os.path.abspath(e.checkpoint))
             for dataset, metrics in results[e.name].items():
                 by_seed.setdefault(seed, {})[(checkpoint_name(e.checkpoint), dataset)] = metrics_of(metrics)
-        name = "" if len(runs) == 1 else os.path.basename(run)
+        # several runs: each summary named by its run's path from their common folder (a/exp -> a_exp)
+        name = "" if len(runs) == 1 else os.path.relpath(run, os.path.commonpath(list(runs))).replace(os.sep, "_")
         rows = summarize(by_seed)
         paths = write_summary(folder, rows, sorted(by_seed), folders, suffix=name)
         logger.info("summary over seeds %s of %s, also in %s and %s:\n%s", ", ".join(map(str, sorted(by_seed))),

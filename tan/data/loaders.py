@@ -15,7 +15,8 @@ from .samplers import ResumableDistributedSampler
 from .video_groups import VideoGroups
 
 VAL_FALLBACK_WARNING = (
-    "DATASETS.VAL is empty: periodic evaluation and model_best.pth use DATASETS.TEST (the reference's habit), "
+    "DATASETS.VAL is empty: periodic evaluation and model_best.pth use DATASETS.TEST (the reference's habit; "
+    "its datasets that have labels), "
     "so the best model's test figures are optimistic; select epochs on a validation split, or report the "
     "final model's figures")
 
@@ -77,6 +78,9 @@ class RunLoaders:
                 get_logger("data").warning(VAL_FALLBACK_WARNING)
                 self._warned_val_fallback = True
             names = [d.name for d in self.run_data.datasets(self.run_data.cfg.DATASETS.TEST) if d.labeled]
+            if not names and self.run_data.cfg.DATASETS.TEST:
+                get_logger("data").warning("no dataset of DATASETS.TEST has labels: there is no periodic evaluation "
+                                           "and no model_best.pth; name a validation split in DATASETS.VAL")
         return self._eval(names, distributed, by_video)
 
     def test(self, distributed, by_video=False):

@@ -101,7 +101,7 @@ def inference(model, data_loader, dataset_name, nms_thresh, device, output_folde
     results = evaluate_moments(kept, filled, gt)
     buckets = {}
     if detr:
-        results.update(_detr_results(dataset, predictions, order, highlights))
+        results.update(detr_results(dataset, predictions, order, highlights))
         buckets = results.pop("MR-buckets")
     logger.info("%s: %d queries evaluated in %.1f s\n%s", dataset_name, len(order), time.perf_counter() - start,
                 format_table(results, f"results on {dataset_name}:"))
@@ -134,7 +134,10 @@ def _unlabeled(dataset, dataset_name, predictions, output_folder, checkpoint, de
     return {}
 
 
-def _detr_results(dataset, predictions, order, highlights):
+_PARTIAL_SALIENCY_WARNED = set()
+
+
+def detr_results(dataset, predictions, order, highlights):
     """Moment-DETR's metrics of the kept moments (each query's filled slots, in rank order)."""
     listed = []
     for i in order:
@@ -144,7 +147,8 @@ def _detr_results(dataset, predictions, order, highlights):
     results = detr_metrics(listed, truth)
     if highlights:
         scored = [i for i in order if dataset.saliency[i] is not None]
-        if len(scored) < len(order):
+        if len(scored) < len(order) and dataset.name not in _PARTIAL_SALIENCY_WARNED:  # once per dataset and run
+            _PARTIAL_SALIENCY_WARNED.add(dataset.name)
             get_logger("inference").warning(
                 "%s: highlight detection is scored over the %d of %d queries that have saliency labels",
                 dataset.name, len(scored), len(order))

@@ -1,7 +1,8 @@
 """Moment-DETR's submission file: what its evaluation server and ``standalone_eval`` read
 (docs/metric.md §6.3). One JSON line per query: ``qid``, ``query``, ``vid``,
 ``pred_relevant_windows`` ([start, end, score] in seconds, best first, at most ten) and, for
-datasets with saliency labels, ``pred_saliency_scores`` (one score per 2-second clip). The
+datasets with saliency labels or without any labels, ``pred_saliency_scores`` (one score per
+2-second clip). The
 QVHighlights server takes ``hl_val_submission.jsonl`` and ``hl_test_submission.jsonl`` in one zip."""
 import json
 import re

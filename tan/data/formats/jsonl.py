@@ -71,7 +71,8 @@ def _check_unlabeled(path, records):
 
 def _saliency_score(value):
     """One annotator's score of a clip: an integer from 0 (very bad) to 4 (very good)."""
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 4
+    number = json_number(value)
+    return number is not None and number.is_integer() and 0 <= number <= 4
 
 
 def _saliency(record, counts):
