@@ -52,6 +52,7 @@ from .data.catalog import BUILTIN_DATASETS, LIGHTHOUSE_STREAMS, builtin_entries
 from .data.formats import load_annotations
 from .data.formats.common import Query
 from .data.tokens import tokenize
+from .engine.window_metrics import CLIP_SECONDS  # QVHighlights' clip: the saliency labels' and the streams'
 from .errors import TanError
 from .utils.io import atomic_write_text, replaced_when_done
 from .utils.logger import get_logger
@@ -453,12 +454,12 @@ def make_qvhighlights_standin(root, dims=None, seed=0, queries_per_split=None):
     _, signal_words = _signal_words(q.sentence for q in queries)
     first = entries["train"]
     streams = dict(zip(LIGHTHOUSE_STREAMS, (os.path.join(root, path) for path in first["features"])))
-    _write_streams(streams, videos, dims, CLIP_SECONDS_QVH, signal_words, np.random.default_rng([seed, 2]))
+    _write_streams(streams, videos, dims, CLIP_SECONDS, signal_words, np.random.default_rng([seed, 2]))
     _write_sentence_features(os.path.join(root, first["text_features"]), "qid{qid}.npz", queries, dims["text"],
                              np.random.default_rng([seed, 1]))
     summary = {"benchmark": "qvhighlight", "layout": "lighthouse", "videos": len(videos), "queries": len(queries),
                "queries_per_split": {split: len(r) for split, r in splits.items()}, "dims": dims,
-               "clip_seconds": CLIP_SECONDS_QVH, "signal_words": len(signal_words), "seed": seed,
+               "clip_seconds": CLIP_SECONDS, "signal_words": len(signal_words), "seed": seed,
                "test_labels": "left out, as in the release"}
     atomic_write_text(os.path.join(root, "qvhighlight_lighthouse_standin.json"), json.dumps(summary, indent=2))
     get_logger("standin").info("QVHighlights stand-in: %d videos, %d queries (%s), in %s", len(videos), len(queries),
@@ -466,13 +467,10 @@ def make_qvhighlights_standin(root, dims=None, seed=0, queries_per_split=None):
     return summary
 
 
-CLIP_SECONDS_QVH = 2.0
-
-
 def _qvh_query(rng, qid):
     """(the release's record, the Query the features are planted from) of one generated query on its own video."""
     duration = int(rng.choice(QVHIGHLIGHTS_DURATIONS))
-    clips = int(duration // CLIP_SECONDS_QVH)
+    clips = int(duration // CLIP_SECONDS)
     youtube = "".join(rng.choice(list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"), 11))
     start = float(150 * rng.integers(0, 20))
     video = f"{youtube}_{start:.1f}_{start + 150:.1f}"
@@ -486,7 +484,7 @@ def _qvh_query(rng, qid):
         for c in range(a, b):
             middle = 1 if abs(c - (a + b - 1) / 2) <= (b - a) / 4 else 0
             scores.append([int(x) for x in np.clip(level + middle - rng.integers(0, 2, size=3), 0, 4)])
-    seconds = [[int(a * CLIP_SECONDS_QVH), int(b * CLIP_SECONDS_QVH)] for a, b in windows]
+    seconds = [[int(a * CLIP_SECONDS), int(b * CLIP_SECONDS)] for a, b in windows]
     record = {"qid": qid, "query": sentence, "duration": duration, "vid": video, "relevant_windows": seconds,
               "relevant_clip_ids": clip_ids, "saliency_scores": scores}
     query = Query(video, float(duration), seconds[0][0], seconds[0][1], sentence, qid=str(qid),

@@ -195,3 +195,7 @@ def test_a_split_without_labels_is_refused_for_training(qvh_root, tmp_path):
     output = proc.stdout + proc.stderr
     assert "'qvhighlight_lighthouse_test' (DATASETS.TRAIN) has no labels" in output
     assert not (tmp_path / "run").exists()  # refused before the run folder is made
+    check = run_tool("check_data", "--config-file", os.path.join(REPO, "configs", "lighthouse", "2dtan_qvhighlight.yaml"),
+                     "DATASETS.ROOT", qvh_root, "DATASETS.TRAIN", "('qvhighlight_lighthouse_test',)", *small("TAN"))
+    assert check.returncode == 1  # the checker lists it among what would stop training
+    assert "'qvhighlight_lighthouse_test' (DATASETS.TRAIN) has no labels" in check.stdout

@@ -40,6 +40,7 @@ from ..api import Grounder
 from ..data import ALL_SPLITS, RunData, VideoSource
 from ..engine.precision import amp_is_emulated, slow_amp_warning
 from ..engine.prediction import load_trained_model
+from ..engine.submission import submission_record
 from ..errors import TanError, UnknownVideoError
 from ..utils.checkpoint import read_checkpoint, stored_extractors
 from ..utils.io import atomic_write_text
@@ -144,9 +145,8 @@ def extractor_models(pairs):
 
 def prediction_record(fmt, qid, video, sentence, duration, moments):
     """One JSON-lines record; ``moments``: [(start, end, score)] in seconds, best first."""
-    if fmt == "lighthouse":
-        return {"qid": qid, "query": sentence, "vid": video,
-                "pred_relevant_windows": [[round(s, 4), round(e, 4), round(p, 6)] for s, e, p in moments]}
+    if fmt == "lighthouse":  # Moment-DETR's submission line, rounded for reading
+        return submission_record(qid, sentence, video, [(round(s, 4), round(e, 4), round(p, 6)) for s, e, p in moments])
     return {"qid": qid, "video": video, "sentence": sentence, "duration": round(duration, 4),
             "moments": [[round(s, 4), round(e, 4)] for s, e, _ in moments],
             "scores": [round(p, 6) for _, _, p in moments]}

@@ -73,6 +73,13 @@ def _saved_config(path, plugins):
                        f"Repair or remove {path}, or use another OUTPUT_DIR") from None
 
 
+def folder_changes(cfg):
+    """The differences (tan.config.compare.Change) of ``cfg`` from its OUTPUT_DIR's config.yml, read with
+    this run's plug-ins; none where the folder has no config.yml yet."""
+    saved = os.path.join(cfg.OUTPUT_DIR, CONFIG_FILE)
+    return config_changes(_saved_config(saved, cfg.PLUGINS), cfg) if os.path.isfile(saved) else []
+
+
 def refusal(folder, guarded):
     lines = "\n".join(f"  {change}" for change in guarded)
     return TanError(
@@ -94,8 +101,7 @@ def open_run_folder(cfg, accept_changes=False):
         _remove_if_empty(path, created)
         raise
     try:
-        saved = os.path.join(path, CONFIG_FILE)
-        changes = config_changes(_saved_config(saved, cfg.PLUGINS), cfg) if os.path.isfile(saved) else []
+        changes = folder_changes(cfg)
         guarded = [c for c in changes if c.affects_results]
         if guarded and not accept_changes:
             raise refusal(path, guarded)
@@ -104,4 +110,4 @@ def open_run_folder(cfg, accept_changes=False):
         lock.release()
         _remove_if_empty(path, created)
         raise
-    return RunFolder(path, lock, not os.path.isfile(saved), changes, removed, created)
+    return RunFolder(path, lock, not os.path.isfile(os.path.join(path, CONFIG_FILE)), changes, removed, created)

@@ -21,15 +21,15 @@ import time
 import torch
 
 from ..config import load_config
-from ..config.compare import config_changes
 from ..config.history import CONFIG_FILE
-from ..engine.seed_summary import format_summary, metrics_of, seed_folder, summarize, write_summary
+from ..engine.recipes import results_folder
+from ..engine.seed_summary import metrics_of, publish_summary, seed_folder
 from ..errors import TanError
 from ..utils.checkpoint import BEST, FINAL
 from ..utils.io import atomic_write_text
 from ..utils.logger import get_logger, setup_logger
 from . import interrupts
-from .run_folder import ACCEPT_FLAG
+from .run_folder import ACCEPT_FLAG, folder_changes
 
 LAUNCHERS = ("local", "slurm", "submitit-local")
 STATUS_FILE = "seeds.json"
@@ -96,7 +96,9 @@ class SeedPlan:
         self.base_cfg = load_config(args.config_file, args.opts)
         self.output_dir = self.base_cfg.OUTPUT_DIR
         self.opts = opts
-        self.gpus = []  # the GPUs the local launcher hands out (run_seeds sets them)
+        # the GPUs the local launcher hands out, one per running seed
+        self.gpus = seed_gpus(self.base_cfg.MODEL.DEVICE, torch.cuda.device_count(),
+                              os.environ.get("CUDA_VISIBLE_DEVICES"))
         self.folders = {s: seed_folder(self.output_dir, s) for s in args.seeds}
 
     def overrides(self, seed):
@@ -114,19 +116,17 @@ class SeedPlan:
         if not os.path.isfile(os.path.join(folder, FINAL)) or not os.path.isfile(os.path.join(folder, CONFIG_FILE)):
             return False
         wanted = load_config(self.args.config_file, self.overrides(seed))
-        if any(c.affects_results for c in config_changes(load_config(os.path.join(folder, CONFIG_FILE)), wanted)):
+        if any(c.affects_results for c in folder_changes(wanted)):
             return False  # another config: the seed's own run says what differs (or continues with the flag)
         if self.args.skip_test:
             return True
-        models = ["model_final"] + (["model_best"] if os.path.isfile(os.path.join(folder, BEST)) else [])
-        return all(os.path.isfile(os.path.join(folder, "inference", m, name, "metrics.json"))
-                   for m in models for name in wanted.DATASETS.TEST)
+        return all(os.path.isfile(os.path.join(results, name, "metrics.json"))
+                   for results in tested_folders(folder) for name in wanted.DATASETS.TEST)
 
 
 def run_seeds(args):
     """Train every seed of ``args.seeds`` not finished yet, then write and print the summary."""
     plan = SeedPlan(args)
-    plan.gpus = seed_gpus(plan.base_cfg.MODEL.DEVICE, torch.cuda.device_count(), os.environ.get("CUDA_VISIBLE_DEVICES"))
     if args.launcher == "local" and plan.gpus and args.seeds_at_once > len(plan.gpus):  # before anything is written
         raise TanError(f"--seeds-at-once {args.seeds_at_once}: there are {len(plan.gpus)} GPUs for the seeds "
                        f"({', '.join(plan.gpus)}); each seed gets one of its own, so at most {len(plan.gpus)} run at once")
@@ -163,18 +163,21 @@ def summarize_folders(output_dir, folders, datasets):
     by_seed = {}
     for seed, folder in folders.items():
         found = {}
-        for model in ("model_final", "model_best"):
+        for results in tested_folders(folder):
             for name in datasets:
-                path = os.path.join(folder, "inference", model, name, "metrics.json")
+                path = os.path.join(results, name, "metrics.json")
                 if os.path.isfile(path):
                     with open(path) as f:
-                        found[(model, name)] = metrics_of(json.load(f))
+                        found[(os.path.basename(results), name)] = metrics_of(json.load(f))
         by_seed[seed] = found
-    rows = summarize(by_seed)
-    paths = write_summary(output_dir, rows, sorted(folders), folders)
-    get_logger("seeds").info("summary over seeds %s, also in %s and %s:\n%s",
-                             ", ".join(map(str, sorted(folders))), *paths, format_summary(rows))
-    return rows
+    return publish_summary(output_dir, by_seed, folders, get_logger("seeds"))
+
+
+def tested_folders(folder):
+    """Where the test after training puts the results of run folder ``folder``: its final model's, and its
+    best model's where it kept one (tan.engine.recipes.test_final_and_best)."""
+    models = [FINAL] + ([BEST] if os.path.isfile(os.path.join(folder, BEST)) else [])
+    return [results_folder(folder, os.path.join(folder, m)) for m in models]
 
 
 def _write_status(plan, status):

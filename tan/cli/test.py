@@ -31,7 +31,7 @@ import os
 from ..data import RunData
 from ..engine.comparison import LEFT_OUT_NAME, comparison_rows, format_comparison, write_comparison
 from ..engine.recipes import run_test
-from ..engine.seed_summary import format_summary, metrics_of, seed_of_checkpoint, summarize, write_summary
+from ..engine.seed_summary import metrics_of, publish_summary, seed_of_checkpoint
 from ..engine.wrappers import prepare_model, wrap_distributed
 from ..errors import TanError
 from ..modeling import build_model
@@ -128,10 +128,7 @@ def _summarize_seeds(evaluations, results, folder, logger):
                 by_seed.setdefault(seed, {})[(checkpoint_name(e.checkpoint), dataset)] = metrics_of(metrics)
         # several runs: each summary named by its run's path from their common folder (a/exp -> a_exp)
         name = "" if len(runs) == 1 else os.path.relpath(run, os.path.commonpath(list(runs))).replace(os.sep, "_")
-        rows = summarize(by_seed)
-        paths = write_summary(folder, rows, sorted(by_seed), folders, suffix=name)
-        logger.info("summary over seeds %s of %s, also in %s and %s:\n%s", ", ".join(map(str, sorted(by_seed))),
-                    run, *paths, format_summary(rows))
+        publish_summary(folder, by_seed, folders, logger, suffix=name, run=run)
     summed = {e.name for found in runs.values() for _, e in found}
     left = [e.checkpoint or "(untrained)" for e in evaluations if e.name not in summed]
     if runs and left:

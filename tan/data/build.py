@@ -164,10 +164,8 @@ class RunData:
         if name not in self._datasets:
             text = self.text_input.encoder(name)
             entry = self.entry(name)
-            dataset = MomentDataset(entry["name"], self._parse(entry), self.feature_settings(entry), text,
-                                    source=entry["annotations"])
-            dataset.annotation_format = entry["format"]
-            self._datasets[name] = dataset
+            self._datasets[name] = MomentDataset(entry["name"], self._parse(entry), self.feature_settings(entry), text,
+                                                 source=entry["annotations"], annotation_format=entry["format"])
         return self._datasets[name]
 
     def feature_settings(self, entry):

@@ -19,6 +19,7 @@ from ..errors import TanError
 from ..utils.logger import get_logger
 from .formats import NOT_DROPPED
 from .dataset import MISSING_VIDEO, named
+from .loaders import unlabeled_message
 from .overlap import run_overlaps
 from .features.provenance import describe_extractor, read_extractor
 from .features.sources import open_source, stream_lengths_agree, streams_of
@@ -132,9 +133,7 @@ def check_dataset(run_data, name, build=True):
         report.labeled = dataset.labeled
         trained_on = [key for key in ("TRAIN", "VAL") if name in run_data.cfg.DATASETS[key]]
         if not dataset.labeled and trained_on:
-            report.problems.append(f"no labels (no relevant_windows in its annotations), but named in DATASETS."
-                                   f"{trained_on[0]}: a split without labels can only be evaluated into a "
-                                   f"submission file (DATASETS.TEST)")
+            report.problems.append(unlabeled_message(name, f"DATASETS.{trained_on[0]}", "trained or validated on"))
     except TanError as e:
         report.problems.append(str(e))
     return report

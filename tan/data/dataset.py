@@ -59,9 +59,10 @@ class MomentDataset(Dataset):
     never holds every video's features.
     """
 
-    def __init__(self, name, parsed, features, vocabulary, source=""):
+    def __init__(self, name, parsed, features, vocabulary, source="", annotation_format=""):
         """``parsed``: the (queries, dropped) that ``load_annotations`` returned for the
-        annotation file (``source`` names it in errors); ``features``: a :class:`FeatureSettings`;
+        annotation file (``source`` names it in errors, ``annotation_format`` is its format: TEST.DETR_METRICS
+        "auto" reads it); ``features``: a :class:`FeatureSettings`;
         ``vocabulary``: how sentences are encoded (the run's text input's encoder,
         tan/data/text/inputs.py)."""
         self.name = name
@@ -109,7 +110,7 @@ class MomentDataset(Dataset):
         # QVHighlights' clip labels per query (None for a query without usable ones); None where no query has
         # any (highlight detection, docs/metric.md §6.2)
         self.saliency = [q.saliency for q in kept] if any(q.saliency is not None for q in kept) else None
-        self.annotation_format = ""  # the catalog's "format" (tan.data.build sets it)
+        self.annotation_format = annotation_format
         # a split released without labels: evaluated into predictions and a submission file only
         self.labeled = all(q.labeled for q in kept)
         self.word_offsets = np.cumsum([0] + [len(t) for t in token_ids])
@@ -232,7 +233,7 @@ class MomentDataset(Dataset):
             parsed = formats.load_annotations(annotations, fmt, durations)
         settings = FeatureSettings(features, feature_key, clips, input_size, input_size_key, cache_size,
                                    length_tolerance)
-        return cls(name, parsed, settings, vocabulary, source=annotations)
+        return cls(name, parsed, settings, vocabulary, source=annotations, annotation_format=fmt)
 
     def __getstate__(self):  # workers start with an empty cache
         state = dict(self.__dict__)

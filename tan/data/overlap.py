@@ -59,33 +59,51 @@ class SplitOverlap:
         return lines
 
 
+class QuerySet:
+    """What the comparison reads of one dataset's queries, each sentence keyed once: its videos, its
+    (video, sentence) pairs and its distinct sentences."""
+
+    def __init__(self, queries):
+        self.keyed = [(q, (q.video, sentence_key(q.sentence))) for q in queries]
+        self.videos = {q.video for q in queries}
+        self.pairs = {pair for _, pair in self.keyed}
+        self.sentences = {sentence for _, (_, sentence) in self.keyed}
+
+
 def split_overlap(trained, evaluated, trained_queries, evaluated_queries, same_file=False):
-    """The :class:`SplitOverlap` of two datasets' queries (tan.data.formats.Query lists)."""
+    """The :class:`SplitOverlap` of two datasets' queries (tan.data.formats.Query lists, or the
+    :class:`QuerySet` of each)."""
+    train = trained_queries if isinstance(trained_queries, QuerySet) else QuerySet(trained_queries)
+    test = evaluated_queries if isinstance(evaluated_queries, QuerySet) else QuerySet(evaluated_queries)
     found = SplitOverlap(trained, evaluated, same_file=same_file)
-    train_videos = {q.video for q in trained_queries}
-    found.videos = sorted(train_videos & {q.video for q in evaluated_queries})
-    train_pairs = {(q.video, sentence_key(q.sentence)) for q in trained_queries}
-    train_sentences = {sentence_key(q.sentence) for q in trained_queries}
-    shared = [q for q in evaluated_queries if (q.video, sentence_key(q.sentence)) in train_pairs]
+    found.videos = sorted(train.videos & test.videos)
+    shared = [q for q, pair in test.keyed if pair in train.pairs]
     found.queries = len(shared)
     found.query_examples = [(q.video, q.sentence) for q in shared[:EXAMPLES]]
-    evaluated_sentences = {sentence_key(q.sentence) for q in evaluated_queries}
-    found.evaluated_sentences = len(evaluated_sentences)
-    found.sentences = len(evaluated_sentences & train_sentences)
+    found.evaluated_sentences = len(test.sentences)
+    found.sentences = len(test.sentences & train.sentences)
     return found
 
 
 def run_overlaps(run_data):
     """:class:`SplitOverlap` of every training dataset with every evaluation dataset (DATASETS.VAL and
-    TEST) of ``run_data`` (a :class:`~tan.data.RunData` holding the training split)."""
+    TEST) of ``run_data`` (a :class:`~tan.data.RunData` holding the training split); each annotation
+    file's queries are keyed once, however many pairs it is in."""
     cfg = run_data.cfg
-    trained = list(cfg.DATASETS.TRAIN)
-    evaluated = [n for n in dict.fromkeys(list(cfg.DATASETS.VAL) + list(cfg.DATASETS.TEST))]
+    evaluated = list(dict.fromkeys(list(cfg.DATASETS.VAL) + list(cfg.DATASETS.TEST)))
+    sets = {}
+
+    def query_set(name):
+        key = run_data.annotation_key(name)
+        if key not in sets:
+            sets[key] = QuerySet(run_data.queries(name)[0])
+        return sets[key]
+
     found = []
-    for t in trained:
+    for t in cfg.DATASETS.TRAIN:
         for e in evaluated:
             same = t == e or run_data.annotation_key(t) == run_data.annotation_key(e)
-            found.append(split_overlap(t, e, run_data.queries(t)[0], run_data.queries(e)[0], same_file=same))
+            found.append(split_overlap(t, e, query_set(t), query_set(e), same_file=same))
     return found
 
 

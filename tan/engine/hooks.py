@@ -236,7 +236,7 @@ class BestModel:
     def update(self, state, results, epoch):
         """Compare this epoch's ``results`` {dataset: metrics} with the best so far; save when better."""
         dataset = next(iter(results))
-        if self.metric not in results[dataset]:  # e.g. a length bucket without any query of that length
+        if self.metric not in results[dataset]:  # a backstop: check_best_metric refuses this before training
             raise TanError(f"TEST.BEST_METRIC {self.metric!r} has no value on {dataset!r} at epoch {epoch}: "
                            f"it reports {', '.join(results[dataset])}")
         value = results[dataset][self.metric]

@@ -61,15 +61,19 @@ def wants_detr_metrics(mode, dataset):
     """TEST.DETR_METRICS ``mode`` for ``dataset``: "on", "off", or "auto" (on for JSON-lines annotations)."""
     if mode not in DETR_METRICS:
         raise ValueError(f"TEST.DETR_METRICS must be one of {DETR_METRICS}, got {mode!r}")
-    return mode == "on" or (mode == "auto" and getattr(dataset, "annotation_format", "") == "jsonl")
+    return mode == "on" or (mode == "auto" and dataset.annotation_format == "jsonl")
+
+
+def _query_windows(dataset, indices):
+    """Each query's own ground-truth windows [W_q, 2] (the dataset pads them to the most of any query)."""
+    return [dataset.windows[i, :dataset.window_counts[i]] for i in indices]
 
 
 def reported_metrics(mode, dataset):
     """The names of the metrics :func:`inference` reports on ``dataset`` with TEST.DETR_METRICS ``mode``."""
     names = metric_names()
     if wants_detr_metrics(mode, dataset) and dataset.labeled:
-        truth = [dataset.windows[i, :dataset.window_counts[i]] for i in range(len(dataset))]
-        buckets = buckets_with_queries(truth)  # a length bucket without any query has no figure
+        buckets = buckets_with_queries(_query_windows(dataset, range(len(dataset))))  # an empty bucket has no figure
         names += [n for n in DETR_METRIC_NAMES if n.split("-")[1] in buckets]
         names += list(HIGHLIGHT_METRIC_NAMES) if dataset.saliency is not None else []
     return names
@@ -109,12 +113,18 @@ def inference(model, data_loader, dataset_name, nms_thresh, device, output_folde
         record = dict(results, checkpoint=checkpoint or "", num_queries=len(order))
         if buckets:
             record["MR-buckets"] = buckets
-        with signals_held():  # every file new, or every one as it was
-            atomic_write_text(os.path.join(output_folder, "metrics.json"), json.dumps(record, indent=2) + "\n")
-            write_predictions(os.path.join(output_folder, "predictions.jsonl"), dataset, predictions, gt)
-            if detr:
-                write_submission(os.path.join(output_folder, submission_name(dataset_name)), dataset, predictions)
+        _write_results(output_folder, record, dataset, dataset_name, predictions, gt, detr)
     return results
+
+
+def _write_results(output_folder, record, dataset, dataset_name, predictions, gt, detr):
+    """metrics.json (``record``), predictions.jsonl and, with Moment-DETR's metrics (``detr``), the
+    submission file: every file new, or every one as it was."""
+    with signals_held():
+        atomic_write_text(os.path.join(output_folder, "metrics.json"), json.dumps(record, indent=2) + "\n")
+        write_predictions(os.path.join(output_folder, "predictions.jsonl"), dataset, predictions, gt)
+        if detr:
+            write_submission(os.path.join(output_folder, submission_name(dataset_name)), dataset, predictions)
 
 
 def _unlabeled(dataset, dataset_name, predictions, output_folder, checkpoint, detr):
@@ -123,11 +133,7 @@ def _unlabeled(dataset, dataset_name, predictions, output_folder, checkpoint, de
     if output_folder:
         record = {"labeled": False, "checkpoint": checkpoint or "", "num_queries": len(predictions),
                   "note": "the annotation file has no labels: no metric; predictions and submission file only"}
-        with signals_held():
-            atomic_write_text(os.path.join(output_folder, "metrics.json"), json.dumps(record, indent=2) + "\n")
-            write_predictions(os.path.join(output_folder, "predictions.jsonl"), dataset, predictions)
-            if detr:
-                write_submission(os.path.join(output_folder, submission_name(dataset_name)), dataset, predictions)
+        _write_results(output_folder, record, dataset, dataset_name, predictions, None, detr)
     logger.info("%s has no labels (%d queries): no metric; %s", dataset_name, len(predictions),
                 f"predictions and {submission_name(dataset_name) if detr else 'no submission file'} written to "
                 f"{output_folder}" if output_folder else "nothing written")
@@ -143,11 +149,10 @@ def detr_results(dataset, predictions, order, highlights):
     for i in order:
         moments, filled, scores, _ = predictions[i]
         listed.append((moments[filled].double().numpy(), scores[filled].double().numpy()))
-    truth = [dataset.windows[i, :dataset.window_counts[i]] for i in order]
-    results = detr_metrics(listed, truth)
+    results = detr_metrics(listed, _query_windows(dataset, order))
     if highlights:
         scored = [i for i in order if dataset.saliency[i] is not None]
-        if len(scored) < len(order) and dataset.name not in _PARTIAL_SALIENCY_WARNED:  # once per dataset and run
+        if len(scored) < len(order) and dataset.name not in _PARTIAL_SALIENCY_WARNED:  # once per dataset name
             _PARTIAL_SALIENCY_WARNED.add(dataset.name)
             get_logger("inference").warning(
                 "%s: highlight detection is scored over the %d of %d queries that have saliency labels",

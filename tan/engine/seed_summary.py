@@ -101,3 +101,13 @@ def write_summary(folder, rows, seeds, folders, suffix=""):
         atomic_write_text(paths[0], json.dumps(record, indent=2) + "\n")
         atomic_write_text(paths[1], text.getvalue())
     return paths
+
+
+def publish_summary(folder, by_seed, folders, logger, suffix="", run=""):
+    """:func:`summarize` ``by_seed``, write it into ``folder`` (:func:`write_summary`) and log it as a table;
+    ``run`` names the run in the log line. Returns the rows."""
+    rows = summarize(by_seed)
+    paths = write_summary(folder, rows, sorted(by_seed), folders, suffix=suffix)
+    logger.info("summary over seeds %s%s, also in %s and %s:\n%s", ", ".join(map(str, sorted(by_seed))),
+                f" of {run}" if run else "", *paths, format_summary(rows))
+    return rows

@@ -39,7 +39,9 @@ def _percent(value):
 
 
 def cross_iou(a, b):
-    """IoU [N, M] of windows ``a`` [N, 2] and ``b`` [M, 2] (seconds); 0 where both are empty."""
+    """IoU [N, M] of windows ``a`` [N, 2] and ``b`` [M, 2] (seconds); 0 where both are empty. The union is
+    the two lengths less the intersection, in float64, as standalone_eval's AP computes it (not
+    tan.structures.moments.temporal_iou, the hull in the model's dtype: equal values, other roundings)."""
     a, b = np.asarray(a, dtype=np.float64).reshape(-1, 2), np.asarray(b, dtype=np.float64).reshape(-1, 2)
     inter = np.clip(np.minimum(a[:, None, 1], b[None, :, 1]) - np.maximum(a[:, None, 0], b[None, :, 0]), 0, None)
     union = (a[:, 1] - a[:, 0])[:, None] + (b[:, 1] - b[:, 0])[None, :] - inter
