@@ -19,7 +19,7 @@ from .config.stored import checkpoint_config
 from .utils.checkpoint import read_checkpoint, stored_extractors
 from .data import sentence_encoder
 from .data.prediction_inputs import reads_backbone_features
-from .engine.prediction import (SENTENCE_BATCH, check_duration, encode_video, ground_and_draw,
+from .engine.prediction import (SENTENCE_BATCH, check_duration, check_sentences, encode_video, ground_and_draw,
                                 ground_sentences, load_trained_model)
 from .engine.precision import amp_is_emulated, slow_amp_warning
 from .errors import TanError
@@ -89,9 +89,10 @@ class Grounder:
         """Sentences -> word-vector sequences [L, E] (GloVe, from the word-vector index;
         docs/data.md; unknown words are zero vectors, with a warning), or word-piece
         ids [L]: as the model's text input encodes them."""
+        sentences = check_sentences(list(sentences))
         if self._encoder is None:
             self._encoder = self._recorded_text_encoder() or sentence_encoder(self.cfg)
-        return self._encoder(list(sentences))
+        return self._encoder(sentences)
 
     def _recorded_text_encoder(self):
         """For a model that reads a text backbone's token features: that backbone, as the checkpoint

@@ -15,7 +15,13 @@ import signal
 
 
 class TanError(Exception):
-    """A problem with the user's input: config, files or values."""
+    """A problem with the user's input: config, files or values. ``details``: more lines for the
+    user, printed before the message (which stays the last line), e.g. the traceback of a plug-in's
+    own code that failed."""
+
+    def __init__(self, *args, details=None):
+        super().__init__(*args)
+        self.details = details
 
 
 class UnknownVideoError(TanError):

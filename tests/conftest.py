@@ -1,9 +1,14 @@
+import importlib
+import io
+import logging
 import os
+import re
 import resource
 import signal
 import subprocess
 import sys
-from contextlib import contextmanager
+import traceback
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 
 import pytest
 
@@ -103,6 +108,60 @@ def run_tool(tool, *args, cwd=None, timeout=600, env=None):
     env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
     return subprocess.run([sys.executable, os.path.join(REPO, "tools", f"{tool}.py"), *args], cwd=cwd, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+
+
+FLAGS_WITHOUT_VALUE = ("--skip-test", "--accept-config-changes", "--json", "--keep-going")
+
+
+def with_overrides(base, *extra):
+    """A tool's trailing arguments: the KEY VALUE pairs ``base`` with those of ``extra`` set on top (a
+    tool refuses a key given twice), and the flags of ``extra`` (FLAGS_WITHOUT_VALUE) first."""
+    from tan.config.setup import merge_overrides
+
+    flags = [a for a in extra if a in FLAGS_WITHOUT_VALUE]
+    pairs = [a for a in extra if a not in FLAGS_WITHOUT_VALUE]
+    return flags + merge_overrides(base, [str(a) for a in pairs])
+
+
+def _tool_module(tool):
+    """The tan.cli module whose ``cli()`` tools/<tool>.py runs."""
+    with open(os.path.join(REPO, "tools", f"{tool}.py"), encoding="utf-8") as f:
+        return re.search(r"^from (tan\.cli\.\w+) import cli$", f.read(), re.M).group(1)
+
+
+def run_main(tool, *args, cwd=None):
+    """What tools/<tool>.py does, in this process: its ``main(argv)`` under the tools' own ending
+    (tan.cli.exits.run_cli: one line and an exit code for what a user can fix), with the console
+    captured. Returns a CompletedProcess (returncode, stdout, stderr) like :func:`run_tool`; a bug's
+    traceback is in stderr with return code 1, as Python's own ending would give. For tests of
+    messages, files and exit codes; what is about processes and signals keeps :func:`run_tool`."""
+    from tan.cli.exits import run_cli
+
+    main = importlib.import_module(_tool_module(tool)).main
+    logger = logging.getLogger("tan")
+    saved = list(logger.handlers), logger.level, logger.propagate
+    out, err = io.StringIO(), io.StringIO()
+    code, here = 0, os.getcwd()
+    logger.handlers[:] = []  # as in a fresh process: what a tool says before it sets logging up is printed
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            if cwd:
+                os.chdir(cwd)
+            run_cli(lambda: main([str(a) for a in args]))
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except Exception:  # noqa: BLE001 - a bug: its traceback, as the interpreter would print it
+            traceback.print_exc(file=err)
+            code = 1
+        finally:
+            os.chdir(here)
+            for handler in list(logger.handlers):  # the tool's console and log.txt handlers
+                logger.removeHandler(handler)
+                handler.close()
+            logger.handlers[:] = saved[0]
+            logger.setLevel(saved[1])
+            logger.propagate = saved[2]
+    return subprocess.CompletedProcess([tool, *args], code, out.getvalue(), err.getvalue())
 
 
 @contextmanager

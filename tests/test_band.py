@@ -11,6 +11,7 @@ import torch
 from benchmarking.memory import step_memory
 from benchmarking.mmn_workloads import random_video_batch
 from tan.config import load_config
+from tan.config.setup import merge_overrides
 from tan.engine.step import forward_batch
 from tan.errors import TanError
 from tan.modeling import build_model
@@ -34,8 +35,8 @@ def map_opts(arch, n, counts, k, layers, strip_rows, hidden=8):
 
 
 def tan_model(setting, dtype, *opts):
-    cfg = load_config(SYNTHETIC_CONFIG, map_opts("TAN", *setting) + ["MODEL.TAN.INTEGRATOR.QUERY_HIDDEN_SIZE", "8",
-                                                                     *opts])
+    cfg = load_config(SYNTHETIC_CONFIG, merge_overrides(map_opts("TAN", *setting),
+                                                        ["MODEL.TAN.INTEGRATOR.QUERY_HIDDEN_SIZE", "8"], opts))
     torch.manual_seed(0)
     return cfg, build_model(cfg).to(dtype)
 
@@ -115,9 +116,9 @@ def test_recompute_is_checked():
 
 
 def mmn_model(setting, dtype, *opts):
-    cfg = load_config(MMN_CONFIG, map_opts("MMN", *setting) + [
+    cfg = load_config(MMN_CONFIG, merge_overrides(map_opts("MMN", *setting), [
         "MODEL.MMN.TEXT_ENCODER.NAME", "LSTM", "MODEL.MMN.JOINT_SPACE_SIZE", "8",
-        "MODEL.MMN.TEXT_ENCODER.LSTM.HIDDEN_SIZE", "8", "INPUT.PRE_QUERY_SIZE", "300", *opts])
+        "MODEL.MMN.TEXT_ENCODER.LSTM.HIDDEN_SIZE", "8", "INPUT.PRE_QUERY_SIZE", "300"], opts))
     torch.manual_seed(0)
     model = build_model(cfg).to(dtype).train()
     batch = random_video_batch(cfg, 3, 2, torch.device("cpu"))

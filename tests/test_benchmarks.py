@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tan.config import load_config
+from tan.config.setup import merge_overrides
 from tan.data import RunData, build_datasets
 from tan.data.formats import load_annotations
 from tan.engine.evaluation import top_candidates
@@ -73,7 +74,7 @@ def charades_standin(tmp_path_factory):
 
 def charades_cfg(root, *opts):
     return load_config(os.path.join(REPO, "configs", "2dtan_16x16_pool_k5l8_charades.yaml"),
-                       ["DATASETS.ROOT", root, "MODEL.TAN.FEATPOOL.INPUT_SIZE", "16", *opts])
+                       merge_overrides(["DATASETS.ROOT", root, "MODEL.TAN.FEATPOOL.INPUT_SIZE", "16"], opts))
 
 
 def test_standin_loads_through_the_reference_config_at_full_scale(charades_standin):
@@ -189,7 +190,7 @@ def test_ms2dtan_workloads_give_both_sides_the_same_computation():
     """The benchmark's batches through each side's data path: the same training loss, the
     same joined test scores and the same top 5 (float64, the reference with our weights; raw
     features, so that both read the same numbers)."""
-    opts = benchmark.preset_overrides("cpu-small", "MS_TAN") + MS_TINY + ["MODEL.MS_TAN.NORMALIZE", "False"]
+    opts = merge_overrides(benchmark.preset_overrides("cpu-small", "MS_TAN"), MS_TINY, ["MODEL.MS_TAN.NORMALIZE", "False"])
     cfg = benchmark.load_config(MS_SYNTHETIC, opts)
     device = torch.device("cpu")
     batches = MS.random_batches(cfg, 5, device, seed=1)

@@ -108,3 +108,35 @@ def test_the_stop_hook_releases_the_signal_handlers_after_the_last_epoch():
     finally:
         hook.close()  # safe a second time
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_training_checkpoints_are_ordered_by_the_progress_their_names_and_fields_record(tmp_path):
+    from tan.utils.checkpoint import latest_checkpoint, progress_of_name, training_checkpoints
+
+    assert progress_of_name("model_3e.pth") == (4, 0)  # epoch 3 done: epoch 4 is next
+    assert progress_of_name("model_3e_17it.pth") == (3, 17)  # 17 steps into epoch 3
+    assert progress_of_name("model_best.pth") is None and progress_of_name("model_3e.pt") is None
+    _, model, opt, sched = make()
+    saver = Checkpointer(model, opt, sched, str(tmp_path))
+    for name, epoch, steps in (("model_10e", 11, 0), ("model_2e", 3, 0), ("model_9e_4it", 9, 4),
+                               ("model_final", 11, 0), ("model_9e", 10, 0)):
+        saver.save(name, epoch=epoch, iteration=0, **({"iter_in_epoch": steps} if steps else {}))
+    saver.save_weights("model_best")
+    for name in ("model_2e.pth", "model_10e.pth"):  # file times say nothing: the oldest file is now the newest
+        os.utime(tmp_path / name, (1e9, 1e9))
+    os.utime(tmp_path / "model_2e.pth")
+    assert [os.path.basename(p) for _, p in training_checkpoints(str(tmp_path))] == [
+        "model_final.pth", "model_10e.pth", "model_9e.pth", "model_9e_4it.pth", "model_2e.pth"]
+    (tmp_path / "model_final.pth").write_bytes(b"PK\x03\x04 cut short")
+    (tmp_path / "last_checkpoint").write_text("model_final.pth")
+    path, checkpoint, warning = latest_checkpoint(str(tmp_path))
+    assert os.path.basename(path) == "model_10e.pth" and checkpoint["epoch"] == 11
+    assert warning.startswith(f"checkpoint '{tmp_path / 'model_final.pth'}' cannot be read: it is truncated")
+    assert warning.endswith(f"falling back to the latest readable checkpoint in training order, "
+                            f"{tmp_path / 'model_10e.pth'}")
+    (tmp_path / "last_checkpoint").write_text("model_9e_4it.pth")
+    with pytest.raises(TanError, match=r"names model_9e_4it.pth \(saved in epoch 9 after 4 steps\), but "
+                                       r"model_10e.pth, saved later in training \(after epoch 10\), is there"):
+        latest_checkpoint(str(tmp_path))
+    # a tool that only reads (tan-test) takes what last_checkpoint names
+    assert os.path.basename(latest_checkpoint(str(tmp_path), resuming=False)[0]) == "model_9e_4it.pth"

@@ -8,13 +8,14 @@ import torch
 
 from tan.config import load_config
 
-from conftest import REPO, SYNTHETIC_CONFIG, run_tool
+from conftest import REPO, SYNTHETIC_CONFIG, run_tool, with_overrides
 
 FAST = ["SOLVER.LOG_PERIOD", "10", "DATALOADER.NUM_WORKERS", "0", "MODEL.DEVICE", "cpu"]
 
 
 def train_args(root, out, *extra):
-    return ["--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", root, "OUTPUT_DIR", str(out), *FAST, *extra]
+    return ["--config-file", SYNTHETIC_CONFIG, *with_overrides(["DATASETS.ROOT", root, "OUTPUT_DIR", str(out), *FAST],
+                                                                *extra)]
 
 
 @pytest.fixture(scope="module")

@@ -32,6 +32,8 @@ from tan.video.synthetic import write_video  # noqa: E402
 
 from conftest import REPO  # noqa: E402
 
+EMPTY_SENTENCE = "has no word: give a sentence to ground, with at least one word"  # every tool's words
+
 SENTENCES = ["the red circle moves left.", "the blue square grows."]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -157,7 +159,8 @@ def test_what_the_model_cannot_answer_is_said_in_the_page(server):
         (dict(good, video=videos["broken.mp4"]), "broken.mp4"),
         (dict(good, checkpoint="c99"), "checkpoint 'c99': not one of the page's checkpoints"),
         (dict(good, video="v99"), "video 'v99': not one of the page's videos"),
-        (dict(good, sentences=["  ", ""]), "type a sentence first"),
+        (dict(good, sentences=["  ", ""]), EMPTY_SENTENCE),
+        (dict(good, sentences=["the red circle", "..."]), "sentence 2 '...' " + EMPTY_SENTENCE),
         (dict(good, sentences="the red circle"), "sentences: expected a list of strings"),
         (dict(good, topk=0), "topk 0: expected a whole number from 1 to 20"),
         (dict(good, topk=2.5), "topk 2.5"),

@@ -13,7 +13,7 @@ import torch
 
 from tan.config import load_config
 
-from conftest import ONE_THREAD, REPO, run_tool
+from conftest import ONE_THREAD, REPO, run_tool, with_overrides
 from runs import signal_after_record
 from test_distributed import torchrun
 from test_mmn import write_tiny_distilbert
@@ -26,7 +26,8 @@ SHORT = ["MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0", "SOLVER.LOG_PERIO
 
 
 def train_args(root, out, *extra):
-    return ["--config-file", MMN_SYNTHETIC, "DATASETS.ROOT", root, "OUTPUT_DIR", str(out), *SHORT, *extra]
+    return ["--config-file", MMN_SYNTHETIC, *with_overrides(["DATASETS.ROOT", root, "OUTPUT_DIR", str(out), *SHORT],
+                                                             *extra)]
 
 
 def metrics(folder):

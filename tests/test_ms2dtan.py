@@ -7,6 +7,7 @@ evaluation's proposals and table, its experiment files through
 tan-convert-config, and a checkpoint in its release layout through tan-test."""
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -289,7 +290,12 @@ def test_a_file_it_cannot_run_is_refused_and_nothing_is_written(tmp_path):
         convert(tmp_path, "bad.yaml", data)
     data = experiment()
     del data["MODEL"]["MAP_MODULE"]["PARAMS"]["HIDDEN_SIZES"]
-    with pytest.raises(TanError, match="reference, but key 'HIDDEN_SIZES' is missing"):
+    with pytest.raises(TanError, match="reference, but key 'MODEL.MAP_MODULE.PARAMS.HIDDEN_SIZES' is missing"):
+        convert(tmp_path, "bad.yaml", data)
+    data = experiment()
+    del data["DATASET"]["OUTPUT_NUM_CLIPS"]
+    with pytest.raises(TanError, match=re.escape("DATASET.OUTPUT_NUM_CLIPS is missing; its code reads it, and the "
+                                                 "model's layers give [64, 32, 16]")):
         convert(tmp_path, "bad.yaml", data)
     data = experiment()
     data["DATASET"]["INPUT_NUM_CLIPS"] = "lots"

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from conftest import ONE_THREAD, REPO, run_tool
+from conftest import ONE_THREAD, REPO, run_tool, with_overrides
 from runs import final_weights, result_metrics as metrics, stop_process_group, wait_for_training_record
 
 pytestmark = pytest.mark.slow
@@ -23,7 +23,7 @@ SHORT = ["PLUGINS", repr([PROJECT]), "MODEL.DEVICE", "cpu", "SOLVER.LOG_PERIOD",
 
 
 def train_args(root, out, *extra):
-    return ["--config-file", CONFIG, "DATASETS.ROOT", root, "OUTPUT_DIR", str(out), *SHORT, *extra]
+    return ["--config-file", CONFIG, *with_overrides(["DATASETS.ROOT", root, "OUTPUT_DIR", str(out), *SHORT], *extra)]
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 import torch
 
+from tan.config.setup import merge_overrides
+
 from tan.config import load_config
 from tan.engine.evaluation import evaluate_moments
 from tan.engine.hooks import BestModel
@@ -135,8 +137,8 @@ def test_a_resumed_run_keeps_a_best_model_newer_than_its_checkpoint(run, tmp_pat
     best["best"] = dict(best["best"], value=100.0, epoch=2)  # as if epoch 2 had been perfect
     best["epoch"] = 2
     torch.save(best, out / "model_best.pth")
-    args = ["--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", cfg.DATASETS.ROOT, "OUTPUT_DIR", str(out), *RUN,
-            "SOLVER.MAX_EPOCH", "3", "--skip-test"]
+    args = ["--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", cfg.DATASETS.ROOT, "OUTPUT_DIR", str(out),
+            *merge_overrides(RUN, ["SOLVER.MAX_EPOCH", "3"]), "--skip-test"]
     proc = run_tool("train_net", *args)
     assert proc.returncode == 0, proc.stdout[-3000:]
     kept = torch.load(out / "model_best.pth", weights_only=False)

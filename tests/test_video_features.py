@@ -24,7 +24,7 @@ from tan.video.extract import backbone_sampling, extract_videos, list_videos  # 
 from tan.video.queries import extract_queries, read_query_file  # noqa: E402
 from tan.video.synthetic import write_video  # noqa: E402
 
-from conftest import CLIP_SECONDS, REPO, TAN_VIDEOS, run_tool  # noqa: E402
+from conftest import CLIP_SECONDS, REPO, TAN_VIDEOS, run_main, run_tool  # noqa: E402
 
 MMN_VIDEOS = os.path.join(REPO, "configs", "video", "mmn_synthetic_videos.yaml")
 
@@ -414,3 +414,18 @@ def test_a_moved_extractor_model_is_named_and_can_be_pointed_to(video_dataset, t
             model.encode_video_file(video_file)
     finally:
         os.rename(hidden, tiny_models["video_transformer"])
+
+
+def test_a_model_on_sentence_features_refuses_an_empty_sentence_as_every_tool_does(video_dataset, trained_tan):
+    """Its text backbone would turn "" into features like any sentence's, and the model would answer."""
+    import tan
+
+    checkpoint = os.path.join(trained_tan, "model_final.pth")
+    video_file = os.path.join(video_dataset, "videos", sorted(os.listdir(os.path.join(video_dataset, "videos")))[0])
+    proc = run_main("predict", "--ckpt", checkpoint, "--video-file", video_file, "--query", " ")
+    assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr
+    assert (proc.stdout + proc.stderr).strip().splitlines()[-1].endswith(
+        "--query 1 ' ' has no word: give a sentence to ground, with at least one word")
+    model = tan.load_model(checkpoint)
+    with pytest.raises(TanError, match=r"sentence 1 '' has no word: give a sentence to ground, with at least one word"):
+        model.encode_sentences([""])

@@ -48,6 +48,7 @@ from benchmarking import workloads as W
 from benchmarking.memory import step_memory
 from tan.cli.exits import run_cli
 from tan.config import load_config
+from tan.config.setup import merge_overrides
 from tan.data import RunData
 from tan.engine.cpu_allocator import keep_freed_memory, keeps_freed_memory
 from tan.engine.precision import amp_is_emulated, configure_backends, slow_amp_warning
@@ -304,7 +305,7 @@ def main(argv=None):
     if args.extraction:
         return run_extraction(args, torch.device(args.device))
     architecture = load_config(args.config_file, args.opts).MODEL.ARCHITECTURE
-    opts = preset_overrides(args.preset, architecture) + list(args.opts)
+    opts = merge_overrides(preset_overrides(args.preset, architecture), args.opts)  # the user's keys win
     cfg = load_config(args.config_file, opts)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -350,7 +351,7 @@ def run_sweep(args, opts, cfg, impls, device):
               "torch": torch.__version__, "batch": args.batch or cfg.SOLVER.BATCH_SIZE, "amp": cfg.SOLVER.AMP,
               "steps": args.steps, "impls": impls, "points": []}
     for n in args.sweep_n:
-        cfg_n = load_config(args.config_file, opts + sweep.sweep_overrides(cfg, n))
+        cfg_n = load_config(args.config_file, merge_overrides(opts, sweep.sweep_overrides(cfg, n)))
         point = {"n": n, "pooling_counts": sweep.long_video_counts(n), "results": {}}
         for impl in impls:
             point["results"][impl] = measure(cfg_n, impl, device, args)

@@ -7,27 +7,24 @@ dict) needs one. Command-line KEY VALUE overrides apply either way.
 """
 import glob
 import os
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..config import load_config
+from ..config.setup import merge_overrides
 from ..config.stored import checkpoint_config
 from ..errors import TanError
-from ..utils.checkpoint import BEST, FINAL, checkpoint_name, default_checkpoint
+from ..utils.logger import get_logger
+from ..utils.checkpoint import BEST, FINAL, checkpoint_name, default_checkpoint, progress_of_name
 from .arguments import DEFAULT_CONFIG
-
-_EPOCH = re.compile(r"model_(\d+)e(?:_(\d+)it)?\.pth")
-
 
 def _order(path):
     """Epoch checkpoints in training order (model_{e}e_{it}it, saved during epoch e, before
     model_{e}e, saved at its end), then model_final, then model_best, then any other file by name."""
     name = os.path.basename(path)
-    match = _EPOCH.fullmatch(name)
-    if match:
-        epoch, step = int(match.group(1)), match.group(2)
-        return (0, epoch, int(step) if step else float("inf"), name)
-    return (1, {FINAL: 0, BEST: 1}.get(name, 2), 0, name)
+    progress = progress_of_name(name)
+    if progress is not None:
+        return (0, progress, name)
+    return (1, ({FINAL: 0, BEST: 1}.get(name, 2), 0), name)
 
 
 def expand_checkpoints(specs):
@@ -107,11 +104,12 @@ KEEP_GOING_FLAG = "--keep-going"
 
 @dataclass
 class Plan:
-    """What tan-test evaluates: where the results go, the evaluations, and, with
-    ``--keep-going``, the checkpoints left out ([(path, why)])."""
+    """What tan-test evaluates: where the results go, the evaluations, with ``--keep-going``
+    the checkpoints left out ([(path, why)]), and what to warn about."""
     results_dir: str
     evaluations: list
     left_out: list
+    warnings: list = field(default_factory=list)  # to log once logging is set up (a checkpoint fallen back on)
 
     def leave_out(self, path, error, keep_going, count):
         """Record checkpoint ``path``, which cannot be used (``error``), as left out with
@@ -137,13 +135,13 @@ def plan_evaluations(specs, config_file, opts, keep_going=False):
     left out and the others are evaluated."""
     if not specs:
         cfg = load_config(config_file or DEFAULT_CONFIG, opts)
-        checkpoint = default_checkpoint(cfg.OUTPUT_DIR, cfg.MODEL.WEIGHT)
+        checkpoint, warning = default_checkpoint(cfg.OUTPUT_DIR, cfg.MODEL.WEIGHT)
         name = checkpoint_name(checkpoint) if checkpoint else "untrained"
-        return Plan(cfg.OUTPUT_DIR, [Evaluation(name, checkpoint, cfg)], [])
+        return Plan(cfg.OUTPUT_DIR, [Evaluation(name, checkpoint, cfg)], [], [warning] if warning else [])
     paths = expand_checkpoints(specs)
     names = result_names(paths)
     results_dir = _results_dir(paths, config_file, opts)
-    opts = list(opts) + ["OUTPUT_DIR", results_dir]
+    opts = merge_overrides(opts, ["OUTPUT_DIR", results_dir])
     plan = Plan(results_dir, [], [])
     for name, path in zip(names, paths):
         try:
@@ -165,7 +163,9 @@ def one_checkpoint(ckpt, config_file, opts):
         raise TanError("name the model: --ckpt PATH (a checkpoint saved by tan carries its config), "
                        "or --config-file FILE to use the latest checkpoint of its OUTPUT_DIR")
     cfg = load_config(config_file, opts)
-    checkpoint = default_checkpoint(cfg.OUTPUT_DIR, cfg.MODEL.WEIGHT)
+    checkpoint, warning = default_checkpoint(cfg.OUTPUT_DIR, cfg.MODEL.WEIGHT)
+    if warning:
+        get_logger("checkpoint").warning("%s", warning)
     if not checkpoint:
         raise TanError(f"no checkpoint in OUTPUT_DIR {cfg.OUTPUT_DIR!r} and no MODEL.WEIGHT; "
                        f"train first or pass --ckpt PATH")

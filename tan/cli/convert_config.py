@@ -20,6 +20,7 @@ import sys
 import yaml
 
 from ..config import load_config
+from ..config.experiment_file import ExperimentFile
 from ..config.models import MODELS
 from ..config.plugins import load_plugins
 from ..errors import TanError
@@ -47,7 +48,7 @@ def recognise(data, path):
     found = []
     for name in MODELS.names():
         try:
-            converted = MODELS.get(name).from_foreign_config(data, path)
+            converted = MODELS.get(name).from_foreign_config(ExperimentFile.of(data), path)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
             # a file of the model's reference with a key missing or of the wrong kind
             what = f"key {error.args[0]!r} is missing" if isinstance(error, KeyError) else str(error)

@@ -91,6 +91,8 @@ def run_cli(main):
         level, message, code = ending
         if isinstance(e, (TrainingInterrupted, KeyboardInterrupt)):
             interrupts.mark_reported()
+        if getattr(e, "details", None):
+            print(e.details.rstrip("\n"), file=sys.stderr)
         _report(level, message)
         sys.exit(code)
     finally:

@@ -39,7 +39,7 @@ from collections import OrderedDict
 from ..api import Grounder
 from ..data import ALL_SPLITS, RunData, VideoSource
 from ..engine.precision import amp_is_emulated, slow_amp_warning
-from ..engine.prediction import load_trained_model
+from ..engine.prediction import empty_sentence_message, has_a_word, load_trained_model
 from ..engine.submission import submission_record
 from ..errors import TanError, UnknownVideoError
 from ..utils.checkpoint import read_checkpoint, stored_extractors
@@ -115,8 +115,10 @@ def read_queries(path):
         sentence = record.get("query", record.get("sentence"))
         if not isinstance(video, str) or not video:
             raise TanError(f'{where}: expected a video id as "vid" (or "video"), a non-empty string')
-        if not isinstance(sentence, str) or not sentence.strip():
-            raise TanError(f'{where}: expected a sentence as "query" (or "sentence"), a non-empty string')
+        if not isinstance(sentence, str):
+            raise TanError(f'{where}: expected a sentence as "query" (or "sentence"), a string')
+        if not has_a_word(sentence):
+            raise TanError(f'{where}: {empty_sentence_message(sentence, "the query")}')
         duration = record.get("duration")
         if duration is not None and (isinstance(duration, bool) or not isinstance(duration, (int, float))
                                      or not duration > 0):
@@ -198,6 +200,9 @@ def check_arguments(args):
     """The combinations of options that make no sense, each refused with what to give instead."""
     if args.topk < 1:
         raise TanError(f"--topk must be at least 1, got {args.topk}")
+    for number, sentence in enumerate(args.query or (), 1):
+        if not has_a_word(sentence):
+            raise TanError(empty_sentence_message(sentence, f"--query {number}"))
     if args.queries and args.features.endswith((".npy", ".npz")) and not os.path.isdir(args.features):
         raise TanError(f"--features {args.features} holds one video; with --queries give an HDF5 file or a folder "
                        f"holding the videos, or none to read the configured datasets")

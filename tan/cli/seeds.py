@@ -26,7 +26,7 @@ from ..engine.recipes import results_folder
 from ..engine.seed_summary import metrics_of, publish_summary, seed_folder
 from ..errors import TanError
 from ..utils.checkpoint import BEST, FINAL
-from ..utils.io import atomic_write_text
+from ..utils.io import atomic_write_text, read_json
 from ..utils.logger import get_logger, setup_logger
 from . import interrupts
 from .run_folder import ACCEPT_FLAG, folder_changes
@@ -167,8 +167,7 @@ def summarize_folders(output_dir, folders, datasets):
             for name in datasets:
                 path = os.path.join(results, name, "metrics.json")
                 if os.path.isfile(path):
-                    with open(path) as f:
-                        found[(os.path.basename(results), name)] = metrics_of(json.load(f))
+                    found[(os.path.basename(results), name)] = metrics_of(read_json(path, f"results file {path!r}"))
         by_seed[seed] = found
     return publish_summary(output_dir, by_seed, folders, get_logger("seeds"))
 

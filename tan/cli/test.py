@@ -75,6 +75,8 @@ def main(argv=None):
     logger = get_logger()
     several = len(plan.evaluations) + len(plan.left_out) > 1
     results_dir, evaluations = plan.results_dir, _fitting(plan, several, args.keep_going)
+    for warning in plan.warnings:
+        logger.warning("%s", warning)
     for _, why in plan.left_out:
         logger.warning("left out (%s): %s", KEEP_GOING_FLAG, why)
     data = {_data_key(run.cfg): run.data}

@@ -15,13 +15,13 @@ Examples:
   tan-visualize curves --metrics outputs/synthetic --out pictures/curves.png
 """
 import argparse
-import json
 import os
 import sys
 
 from ..data import ALL_SPLITS, RunData
 from ..engine.prediction import load_trained_model, predict_dataset_queries
 from ..errors import TanError
+from ..utils.io import read_json_lines
 from ..utils.logger import get_logger, setup_logger
 from ..utils.plots import draw_curves, draw_score_map, read_metrics
 from .arguments import add_overrides
@@ -69,8 +69,7 @@ def worst_queries(results, dataset, count, checkpoint):
     if not os.path.isfile(path):
         raise TanError(f"--worst needs {path}, the predictions of {checkpoint}; run tan-test --ckpt {checkpoint} "
                        f"first (with the same --config-file and OUTPUT_DIR, if any)")
-    with open(path, encoding="utf-8") as f:
-        records = [json.loads(line) for line in f if line.strip()]
+    records = read_json_lines(path, f"predictions file {path!r}")
     records.sort(key=lambda r: (r["ious"][0] if r["ious"] else 0.0, r["index"]))
     return [r["index"] for r in records[:count]]
 

@@ -12,7 +12,7 @@ import json
 import os
 
 from ..errors import TanError
-from ..utils.io import atomic_write_text
+from ..utils.io import atomic_write_text, read_json_lines, read_named_text
 from .compare import flatten
 from .setup import save_config
 
@@ -27,10 +27,7 @@ def _now():
 def _append(folder, record):
     """Rewrite the (small) file with one more line, atomically: a failed write leaves the old history."""
     path = os.path.join(folder, HISTORY_FILE)
-    previous = ""
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            previous = f.read()
+    previous = read_named_text(path, f"config history {path!r}") if os.path.isfile(path) else ""
     if previous and not previous.endswith("\n"):
         previous += "\n"
     atomic_write_text(path, previous + json.dumps(record) + "\n")
@@ -65,10 +62,27 @@ def commit_config(cfg, record):
     return path
 
 
+def withdraw_config(folder):
+    """Remove config.yml and the history of a run that started ``folder`` and stopped before it saved
+    anything to resume from: the folder holds no run, and the next command may start it afresh with
+    another config."""
+    names = [CONFIG_FILE]
+    try:
+        records = read_history(folder)
+    except TanError:  # unreadable: not this run's alone, kept
+        records = []
+    if len(records) == 1 and records[0].get("event") == "start":  # the history is this run's line alone
+        names.append(HISTORY_FILE)
+    for name in names:
+        try:
+            os.unlink(os.path.join(folder, name))
+        except FileNotFoundError:
+            pass
+
+
 def read_history(folder):
     """The records, oldest first ([] without a history file)."""
     path = os.path.join(folder, HISTORY_FILE)
     if not os.path.isfile(path):
         return []
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return read_json_lines(path, f"config history {path!r}")

@@ -19,6 +19,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import traceback
 
 from ..errors import TanError
 
@@ -60,10 +61,31 @@ def _import_path(path, source):
     sys.modules[name] = module  # before running it, so that its own relative imports find it
     try:
         spec.loader.exec_module(module)
-    except BaseException:
+    except BaseException as e:
         del sys.modules[name]
+        if isinstance(e, Exception):
+            raise _plugin_failure(e, given, source) from None
         raise
     return module
+
+
+def _plugin_failure(error, name, source):
+    """The TanError for plug-in ``name`` whose code raised ``error`` while it was imported: one line
+    naming the file, the line and the error; the plug-in's own traceback (without the frames of the
+    import machinery and of this module) as its details, for the plug-in's author."""
+    if isinstance(error, TanError):  # the plug-in's own clear error (a name registered twice, say)
+        return TanError(f"{source}: plug-in {name!r}: {error}", details=error.details)
+    if isinstance(error, SyntaxError):  # IndentationError too: the file itself cannot be compiled
+        return TanError(f"{source}: plug-in {name!r} cannot be imported: {error.filename}, line {error.lineno}: "
+                        f"{type(error).__name__}: {error.msg}",
+                        details="".join(traceback.format_exception_only(type(error), error)))
+    stack = [frame for frame in traceback.extract_tb(error.__traceback__)
+             if not frame.filename.startswith("<frozen importlib") and frame.filename != __file__]
+    where = f"{stack[-1].filename}, line {stack[-1].lineno}: " if stack else ""
+    details = "".join(["Traceback of the plug-in's code (most recent call last):\n", *traceback.format_list(stack),
+                       *traceback.format_exception_only(type(error), error)])
+    return TanError(f"{source}: plug-in {name!r} failed while it was imported: {where}{type(error).__name__}: "
+                    f"{error}", details=details)
 
 
 def import_plugin(name, source="PLUGINS"):
@@ -78,7 +100,9 @@ def import_plugin(name, source="PLUGINS"):
         if e.name and (name == e.name or name.startswith(e.name + ".")):
             raise TanError(f"{source}: plug-in module {name!r} cannot be imported ({e}); install it, put its "
                            f"folder on PYTHONPATH, or give the path of its .py file or package folder") from None
-        raise
+        raise _plugin_failure(e, name, source) from None  # a module that the plug-in's own code imports
+    except Exception as e:  # noqa: BLE001 - whatever its code raises, the user is told where
+        raise _plugin_failure(e, name, source) from None
 
 
 def load_plugins(names=(), source="PLUGINS"):

@@ -6,6 +6,7 @@ odd-length override list as a bare assertion); here every mistake becomes a
 """
 import ast
 import difflib
+import math
 
 from yacs.config import CfgNode
 
@@ -100,11 +101,9 @@ def _plugins_named(data, opts, source):
     named = []
     if data and "PLUGINS" in data:
         named.append((data["PLUGINS"], f"{source}: PLUGINS"))
-    opts = list(opts)
-    for k in range(0, len(opts) - 1, 2):
-        if opts[k] == "PLUGINS":
-            named.append((_literal(opts[k + 1]) if isinstance(opts[k + 1], str) else opts[k + 1],
-                          "command line: PLUGINS"))
+    for key, value in _override_pairs(opts):
+        if key == "PLUGINS":
+            named.append((_literal(value) if isinstance(value, str) else value, "command line: PLUGINS"))
     if not named:
         return [], "PLUGINS"
     value, where = named[-1]  # as for any key, the command line's value replaces the file's
@@ -140,28 +139,118 @@ def _literal(text):
         return text
 
 
-def _merge_overrides(cfg, opts, defaults):
+def _override_pairs(opts):
+    """The command line's KEY VALUE pairs [(key, value)]; an odd count or a key given twice is an
+    error (last-one-wins would drop the first without a word, as a YAML file's second key would)."""
     opts = list(opts)
     if len(opts) % 2:
         raise TanError(
             f"command-line overrides must be KEY VALUE pairs; got an odd number ({len(opts)}): "
-            f"{' '.join(opts)}; the last key without a value is {opts[-1]!r}"
+            f"{' '.join(map(str, opts))}; the last key without a value is {opts[-1]!r}"
         )
+    pairs = list(zip(opts[0::2], opts[1::2]))
+    first = {}
+    for number, (key, value) in enumerate(pairs, 1):
+        if key in first:
+            earlier = first[key]
+            raise TanError(f"command line: {key} is given twice, as override {earlier} ({key} "
+                           f"{pairs[earlier - 1][1]}) and override {number} ({key} {value}) of the KEY VALUE pairs; "
+                           f"the second would replace the first without a word; give it once")
+        first[key] = number
+    return pairs
+
+
+def merge_overrides(opts, *more):
+    """``opts`` (KEY VALUE pairs) with the pairs of each of ``more`` set on top: a key ``opts`` gives
+    has its value replaced, a new one is appended. What a program adds to the overrides it was given
+    (a tool's own OUTPUT_DIR, a preset under the user's), since a list of overrides may not give a
+    key twice."""
+    opts = list(opts)
+    for extra in more:
+        extra = list(extra)
+        for key, value in zip(extra[0::2], extra[1::2]):
+            keys = opts[0::2]
+            if key in keys:
+                opts[2 * keys.index(key) + 1] = value
+            else:
+                opts += [key, value]
+    return opts
+
+
+def _type_name(default):
+    if isinstance(default, bool):
+        return "True or False"
+    if is_int(default):
+        return "a whole number"
+    if isinstance(default, float):
+        return "a number"
+    if isinstance(default, (list, tuple)):
+        return "a list"
+    return f"a {type(default).__name__}"
+
+
+def _override_value(key, value, default):
+    """The value of ``key`` that the command line's ``value`` (a string as typed, or a value given by a
+    program) stands for, of the default's type; an error that says how to write it otherwise."""
+    typed = _literal(value) if isinstance(value, str) else value
+    if isinstance(default, str):
+        return value if isinstance(value, str) else typed  # OUTPUT_DIR 2024 is the folder "2024"
+    if isinstance(default, float) and is_int(typed):
+        return float(typed)  # as for YAML (_floats_where_expected)
+    if isinstance(default, tuple) and isinstance(typed, list):
+        return tuple(typed)
+    if isinstance(default, list) and isinstance(typed, tuple):
+        return list(typed)
+    if type(typed) is type(default):
+        return typed
+    hint = ""
+    if isinstance(default, (list, tuple)):
+        hint = (f"; write a list as Python does and quote it for the shell, e.g. {key} \"{_list_example(default)}\" "
+                f"(one item: \"(10,)\"; none: \"()\")")
+    elif isinstance(default, bool):
+        hint = "; write True or False"
+    raise TanError(f"command line: {key} expects {_type_name(default)} (default {default!r}), got {value!r}{hint}")
+
+
+def _list_example(default):
+    items = list(default)[:2] or [10, 20]
+    return "(" + ", ".join(repr(i) for i in items) + ("," if len(items) == 1 else "") + ")"
+
+
+def _merge_overrides(cfg, opts, defaults):
+    """The command line's pairs set one by one, each checked for its key and type (yacs' own
+    merge would decode the values a second time and word a type mismatch with values that print alike)."""
     valid = set(_all_keys(defaults))
-    for k in range(0, len(opts), 2):
-        key, value = opts[k], opts[k + 1]
+    for key, value in _override_pairs(opts):
         if key not in valid:
             raise _unknown_key_error(key, "command line", defaults)
-        node = value_at(defaults, key)
-        if isinstance(node, CfgNode):
+        default = value_at(defaults, key)
+        if isinstance(default, CfgNode):
             raise TanError(f"command line: {key} is a section, not a key")
-        literal = _literal(value) if isinstance(node, float) and isinstance(value, str) else None
-        if is_int(literal):
-            opts[k + 1] = repr(float(literal))  # as for YAML (_floats_where_expected)
-    try:
-        cfg.merge_from_list(opts)
-    except (ValueError, KeyError, AssertionError) as e:
-        raise TanError(f"command line: {e}") from None
+        parent, _, leaf = key.rpartition(".")
+        value_at(cfg, parent)[leaf] = _override_value(key, value, default)
+
+
+# The largest whole number a key may hold: what a 32-bit index, a seed and a duration of the log's clock all take.
+# A count beyond it is a typo (10^30 epochs), and would fail only once the run has started writing.
+INT_LIMIT = 2 ** 31 - 1
+
+
+def _check_numbers(node, prefix=""):
+    """Every whole number of the config within +-INT_LIMIT, every float finite (1e999 reads as inf)."""
+    for name, value in node.items():
+        key = prefix + name
+        if isinstance(value, CfgNode):
+            _check_numbers(value, key + ".")
+        elif is_int(value):
+            need(abs(value) <= INT_LIMIT, key, f"expected a whole number of at most {INT_LIMIT} in size, got {value}")
+        elif isinstance(value, float):
+            need(math.isfinite(value), key, f"expected a finite number, got {value}")
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                need(not is_int(item) or abs(item) <= INT_LIMIT, key,
+                     f"expected whole numbers of at most {INT_LIMIT} in size, got {item}")
+                need(not isinstance(item, float) or math.isfinite(item), key, f"expected finite numbers, got {item}")
 
 
 def _check_counts(cfg):
@@ -235,8 +324,9 @@ def _inactive_keys(cfg):
 
 
 def value_at(node, key):
-    """The value (or section) of dotted ``key`` in config ``node``: value_at(cfg, "SOLVER.LR")."""
-    for part in key.split("."):
+    """The value (or section) of dotted ``key`` in config ``node``: value_at(cfg, "SOLVER.LR");
+    "" is ``node`` itself."""
+    for part in key.split(".") if key else ():
         node = node[part]
     return node
 
@@ -282,6 +372,7 @@ def validate_config(cfg, defaults=None):
     merged into (default: today's)."""
     defaults = defaults if defaults is not None else get_cfg_defaults(cfg.PLUGINS)
     model = model_class(cfg)
+    _check_numbers(cfg)
     _check_inactive_settings(cfg, defaults)
     # the model's own settings first, as they came first when each model's checks were here
     model.validate_config(cfg)

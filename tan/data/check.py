@@ -53,6 +53,8 @@ class DatasetReport:
     text: str = ""
     labeled: bool = True  # False: a split released without labels (evaluated into a submission file only)
     problems: list = field(default_factory=list)  # what would stop training
+    annotations_read: bool = False  # its annotation file was found and parsed
+    not_built: str = ""  # why the dataset was not built although its own files are fine
 
 
 def _stream_report(path, key, videos):
@@ -120,12 +122,23 @@ def check_dataset(run_data, name, build=True):
             return report
         queries, _ = run_data.queries(name)
         report.records = len(queries)
+        report.annotations_read = True
         videos = {q.video for q in queries}
         report.videos = len(videos)
         _check_streams(report, entry, videos, run_data)
-        if report.problems or not build:
-            return report
-        dataset = run_data.dataset(name)  # as training builds it: its counts are training's
+    except TanError as e:
+        report.problems.append(str(e))
+    if build and not report.problems:
+        build_dataset(run_data, report)
+    return report
+
+
+def build_dataset(run_data, report):
+    """Build ``report``'s dataset exactly as training builds it, so that its kept and dropped counts
+    are training's own; what stops it goes into the report's problems."""
+    name = report.name
+    try:
+        dataset = run_data.dataset(name)
         report.kept, report.dropped = len(dataset), dict(dataset.dropped)
         report.unusable_features = {reason: videos for reason, videos in dataset.videos_left_out.items()
                                     if reason != MISSING_VIDEO}  # those are listed as without features
@@ -136,7 +149,6 @@ def check_dataset(run_data, name, build=True):
             report.problems.append(unlabeled_message(name, f"DATASETS.{trained_on[0]}", "trained or validated on"))
     except TanError as e:
         report.problems.append(str(e))
-    return report
 
 
 def check_run(run_data):
@@ -144,8 +156,20 @@ def check_run(run_data):
     problems = list(run_data.text_input.problems())
     if not run_data.names:
         problems.append("no dataset configured (DATASETS.TRAIN / VAL / TEST)")
-    # without the word vectors the datasets cannot be built, but their files and streams are still checked
-    reports = [check_dataset(run_data, name, build=not problems) for name in run_data.names]
+    # Every dataset's files and annotations first: a text input may encode each dataset with what it
+    # read from all of them (the vocabulary of the word vectors), so one unreadable annotation file
+    # keeps every dataset from being built, and is reported under its own dataset only.
+    reports = [check_dataset(run_data, name, build=False) for name in run_data.names]
+    unread = [r.name for r in reports if not r.annotations_read]
+    for report in reports:
+        if report.problems:
+            continue
+        if problems:  # without the word vectors the datasets cannot be built
+            report.not_built = "the run's problems below"
+        elif unread:
+            report.not_built = f"the annotations of {', '.join(unread)} could not be read (above)"
+        else:
+            build_dataset(run_data, report)
     if not problems:
         for warning in run_data.extractor_warnings():
             get_logger("data").warning("%s", warning)
@@ -155,7 +179,7 @@ def check_run(run_data):
 def check_overlaps(run_data, reports):
     """(the training / evaluation :class:`~tan.data.overlap.SplitOverlap` pairs of the run, the names of the
     datasets whose annotations could not be read: then no pair is checked, their reports say why)."""
-    unread = sorted({r.name for r in reports if any(not found for _, _, found in r.files) or not r.records})
+    unread = sorted({r.name for r in reports if not r.annotations_read})
     if unread:
         return [], unread
     return run_overlaps(run_data), []
@@ -214,7 +238,8 @@ def format_report(reports, problems):
                 note = "a window or moment, not a query" if reason in NOT_DROPPED else "dropped"
                 lines.append(f"  {'':<14}  {count:>7}  {reason} ({note})")
         elif r.records:
-            lines.append(f"  {'queries':<14}{r.records} read from the annotations (not built: see the problems)")
+            why = r.not_built or "see the problems"
+            lines.append(f"  {'queries':<14}{r.records} read from the annotations (not built: {why})")
         if r.text:
             lines.append(f"  {'text':<14}{r.text}")
     all_problems = problems + [f"{r.name}: {p}" for r in reports for p in r.problems]

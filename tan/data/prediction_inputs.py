@@ -28,9 +28,9 @@ class VideoSource:
                 if not os.path.isfile(features_file):
                     raise TanError(f"--features file {features_file!r} not found")
                 return _one_video_array(features_file, feature_key)
+            source = open_source(features_file, feature_key, key_field="--feature-key")
             if not video:
                 raise TanError(f"--features {features_file!r} holds many videos: name the video with --video")
-            source = open_source(features_file, feature_key, key_field="--feature-key")
             if not source.shapes([video]):
                 raise UnknownVideoError(f"video {video!r} is not in {source!r}")
             return source.read(video)

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..api import load_model
 from ..data.features.provenance import describe_extractor
+from ..engine.prediction import empty_sentence_message
 from ..errors import TanError
 from ..video.extract import VIDEO_EXTENSIONS
 
@@ -115,8 +116,8 @@ def _question(sentences, topk):
     if not isinstance(sentences, list) or not all(isinstance(s, str) for s in sentences):
         raise TanError("sentences: expected a list of strings")
     sentences = [s.strip() for s in sentences if s.strip()]
-    if not sentences:
-        raise TanError("type a sentence first (one per line)")
+    if not sentences:  # blank lines separate the page's sentences: none is left
+        raise TanError(empty_sentence_message("", "the sentence"))
     if len(sentences) > MAX_SENTENCES:
         raise TanError(f"{len(sentences)} sentences: the page asks at most {MAX_SENTENCES} at a time")
     long = [s for s in sentences if len(s) > MAX_SENTENCE_CHARS]

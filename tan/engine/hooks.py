@@ -80,6 +80,17 @@ def _append_jsonl(path, record):
         raise TanError(f"cannot write {path}: {e.strerror or e}") from None
 
 
+# Beyond this an ETA says only that it is far off (a timedelta holds at most 999999999 days).
+_LONGEST_ETA = 100 * 365 * 86400
+
+
+def duration_text(seconds):
+    """Seconds as H:MM:SS (with days), or "over 100 years" for a run that long."""
+    if not seconds < _LONGEST_ETA:  # NaN included
+        return "over 100 years"
+    return str(datetime.timedelta(seconds=int(seconds)))
+
+
 class TrainingLogger(HookBase):
     """Losses (read back and checked for NaN at sync points only), the log line
     with its ETA, OUTPUT_DIR/metrics.jsonl and TensorBoard scalars."""
@@ -150,7 +161,7 @@ class TrainingLogger(HookBase):
             record["max_mem_mb"] = torch.cuda.max_memory_allocated(self.device) / 2 ** 20
             memory += f"  max mem: {record['max_mem_mb']:.0f} MB"
         self.logger.info("eta: %s  epoch: %d  iter: %d/%d  loss: %.4f (%.4f)  lr: %.6f  time: %.4f  data: %.4f%s",
-                         datetime.timedelta(seconds=int(eta_seconds)), step.epoch, step.it, self.plan.iters_per_epoch,
+                         duration_text(eta_seconds), step.epoch, step.it, self.plan.iters_per_epoch,
                          loss, loss_avg, record["lr"], record["time"], record["data_time"], memory)
         self.write(record)
         return record
@@ -168,7 +179,7 @@ class TrainingLogger(HookBase):
 
     def after_train(self, state):
         total = time.perf_counter() - self.run_start
-        self.logger.info("training finished in %s", datetime.timedelta(seconds=int(total)))
+        self.logger.info("training finished in %s", duration_text(total))
 
     def close(self):
         self.events.close()

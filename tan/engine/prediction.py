@@ -53,6 +53,28 @@ def clip_lengths(cfg, counts, device):
     return {"clip_counts": torch.as_tensor(counts, dtype=torch.long, device=device)}
 
 
+def check_sentences(sentences):
+    """Sentences to ground: each a string with at least one letter or digit. An empty or blank one
+    is refused the same way by every tool (tan-predict, the API, the demo): a model that reads
+    sentence features would otherwise score it as any sentence, and answer confidently."""
+    for number, sentence in enumerate(sentences, 1):
+        if not isinstance(sentence, str):
+            raise TanError(f"sentence {number}: expected a string, got {type(sentence).__name__}")
+        if not has_a_word(sentence):
+            raise TanError(empty_sentence_message(sentence, f"sentence {number}"))
+    return sentences
+
+
+def has_a_word(sentence):
+    """Whether ``sentence`` holds a letter or a digit (of any script)."""
+    return any(c.isalnum() for c in sentence)
+
+
+def empty_sentence_message(sentence, where):
+    """What every tool says of a sentence without a word (``where``: which sentence it is)."""
+    return f"{where} {sentence!r} has no word: give a sentence to ground, with at least one word"
+
+
 def check_duration(duration):
     """A video duration in seconds: a positive finite number."""
     try:

@@ -2,12 +2,12 @@
 import os
 
 from ..config.models import model_class
-from ..config.history import HISTORY_FILE, change_record, commit_config, start_record
+from ..config.history import HISTORY_FILE, change_record, commit_config, start_record, withdraw_config
 from ..errors import TanError
 from ..modeling import build_model
 from ..solver import SCHEDULE_KEYS, apply_schedule, build_lr_scheduler, build_optimizer
 from ..utils import comm
-from ..utils.checkpoint import (BEST, FINAL, Checkpointer, checkpoint_name, last_checkpoint, load_model_weights,
+from ..utils.checkpoint import (BEST, FINAL, Checkpointer, checkpoint_name, last_checkpoint_file, load_model_weights,
                                 model_state_from, read_checkpoint, run_info)
 from ..utils.logger import get_logger
 from .hooks import FINAL_NAME, LoopPlan, check_best_metric
@@ -32,7 +32,7 @@ def train(cfg, device, distributed, data, config_changes=(), new_folder=False):
     logger = get_logger("train")
     model = prepare_model(cfg, build_model(cfg).to(device))
     final = os.path.join(cfg.OUTPUT_DIR, FINAL)
-    if os.path.isfile(final) and not last_checkpoint(cfg.OUTPUT_DIR):  # a final model from elsewhere
+    if os.path.isfile(final) and last_checkpoint_file(cfg.OUTPUT_DIR) == (None, None):  # a final model from elsewhere
         logger.info("%s exists: nothing to train", final)
         load_model_weights(model, model_state_from(read_checkpoint(final), final), final)
         _record_config(cfg, new_folder, config_changes, TrainingState())
@@ -65,7 +65,12 @@ def train(cfg, device, distributed, data, config_changes=(), new_folder=False):
     check_best_metric(cfg, val_loaders)
     # Only now, with everything the new config could fail on behind us, does the folder say it holds.
     _record_config(cfg, new_folder, config_changes, state)
-    do_train(cfg, model, train_loader, val_loaders, optimizer, scheduler, checkpointer, device, state, grad_scaler)
+    try:
+        do_train(cfg, model, train_loader, val_loaders, optimizer, scheduler, checkpointer, device, state, grad_scaler)
+    except BaseException:
+        if new_folder and comm.is_main_process() and not checkpointer.last_checkpoint():
+            withdraw_config(cfg.OUTPUT_DIR)  # stopped before its first checkpoint: the folder holds no run yet
+        raise
     return model, final
 
 

@@ -6,6 +6,7 @@ Files are ``OUTPUT_DIR/model_{epoch}e.pth`` and ``model_final.pth``; the file
 Every write is atomic, so an interrupted save leaves the previous state.
 """
 import os
+import re
 
 import torch
 
@@ -82,13 +83,16 @@ def check_model_weights(model, state, path, adapt=True):
 _TORCH_MAGICS = (b"PK\x03\x04", b"\x80")
 
 
-def read_checkpoint(path):
+def read_checkpoint(path, lazily=False):
+    """The checkpoint dict of ``path``; TanError when it is not a file torch.save wrote, or a
+    truncated one. ``lazily``: map its tensors instead of reading them (torch's zip format; a
+    legacy pickle is read whole): enough to see its recorded fields and that it is complete."""
     head = read_named_file(path, f"checkpoint {path!r}", 4)
     if not head.startswith(_TORCH_MAGICS):
         what = "the file is empty" if not head else "it is not a file that torch.save wrote"
         raise TanError(f"checkpoint {path!r} cannot be read: {what}")
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
+        return torch.load(path, map_location="cpu", weights_only=False, mmap=lazily and head == _TORCH_MAGICS[0])
     except Exception as e:  # noqa: BLE001 - truncated or damaged: torch raises many kinds
         raise TanError(f"checkpoint {path!r} cannot be read: it is truncated or damaged "
                        f"({type(e).__name__}: {e})") from None
@@ -114,22 +118,149 @@ def checkpoint_name(path):
     return name[:-len(".pth")] if name.endswith(".pth") else name
 
 
-def default_checkpoint(output_dir, weight=""):
-    """The checkpoint the tools use when none is named: the latest in
-    ``output_dir`` (what its last_checkpoint file names; model_final.pth once a
-    run has finished), else ``weight`` (MODEL.WEIGHT), else ""."""
-    return last_checkpoint(output_dir) or weight or ""
+# The training checkpoints' names: model_{epoch}e.pth at the end of an epoch, model_{epoch}e_{it}it.pth
+# within it (a stop), model_final.pth after the last one.
+_EPOCH_NAME = re.compile(r"model_(\d+)e(?:_(\d+)it)?\.pth")
+
+
+def progress_of_name(name):
+    """Where in training the checkpoint file ``name`` was saved, as (epoch, steps of it done): the
+    epoch in progress or next to train, as its TrainingState records it; None for model_final.pth
+    (it says only "the end"; its fields say which) and names training does not write."""
+    match = _EPOCH_NAME.fullmatch(name)
+    if not match:
+        return None
+    epoch, steps = int(match.group(1)), match.group(2)
+    return (epoch, int(steps)) if steps else (epoch + 1, 0)
+
+
+def recorded_progress(checkpoint):
+    """(epoch, steps of it done) that a training checkpoint records; None when it records none."""
+    epoch = checkpoint.get("epoch") if isinstance(checkpoint, dict) else None
+    steps = checkpoint.get("iter_in_epoch", 0) if isinstance(checkpoint, dict) else 0
+    if not (isinstance(epoch, int) and isinstance(steps, int)):
+        return None
+    return epoch, steps
+
+
+def last_checkpoint_file(save_dir):
+    """(path, problem): the checkpoint that ``save_dir``/last_checkpoint names, or, when that file
+    cannot name one (not UTF-8, empty, naming a missing file or a folder), None and what is wrong
+    with it; (None, None) where there is no last_checkpoint."""
+    marker = os.path.join(save_dir, LAST_CHECKPOINT) if save_dir else ""
+    if not (marker and os.path.lexists(marker)):
+        return None, None
+    if os.path.isdir(marker):
+        return None, f"{marker} is a folder, not the file that names the latest checkpoint"
+    try:
+        with open(marker, "rb") as f:
+            data = f.read(4096)
+    except OSError as e:
+        return None, f"{marker} cannot be read ({e.strerror or e})"
+    try:
+        name = data.decode("utf-8").strip()
+    except UnicodeDecodeError as e:
+        return None, (f"{marker} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); it should hold "
+                      f"the file name of the latest checkpoint")
+    if not name:
+        return None, f"{marker} is empty; it should hold the file name of the latest checkpoint"
+    # Relative names keep a moved output folder resumable; old absolute ones still work.
+    path = name if os.path.isabs(name) else os.path.join(save_dir, name)
+    if not os.path.isfile(path):
+        what = "a folder" if os.path.isdir(path) else "not there"
+        return None, f"{marker} names {name!r}, which is {what}"
+    return path, None
 
 
 def last_checkpoint(save_dir):
-    """Path of the latest checkpoint in ``save_dir`` (what its last_checkpoint file names), or None."""
-    marker = os.path.join(save_dir, LAST_CHECKPOINT)
-    if not (save_dir and os.path.isfile(marker)):
-        return None
-    with open(marker) as f:
-        name = f.read().strip()
-    # Relative names keep a moved output folder resumable; old absolute ones still work.
-    return name if os.path.isabs(name) else os.path.join(save_dir, name)
+    """Path of the latest checkpoint in ``save_dir`` (what its last_checkpoint file names), or None
+    (no last_checkpoint, or one that names no file: :func:`latest_checkpoint` says why and falls back)."""
+    return last_checkpoint_file(save_dir)[0]
+
+
+def training_checkpoints(save_dir):
+    """The training checkpoints in ``save_dir`` (model_{e}e[_{it}it].pth and model_final.pth; not
+    model_best.pth, which holds weights only), as [(progress, path)], latest in training first; the
+    progress of model_final.pth is what it records (read lazily), and one that cannot be read is left out."""
+    found = []
+    for name in sorted(os.listdir(save_dir)) if save_dir and os.path.isdir(save_dir) else ():
+        path = os.path.join(save_dir, name)
+        progress = progress_of_name(name)
+        if progress is None and name == FINAL and os.path.isfile(path):
+            try:
+                progress = recorded_progress(read_checkpoint(path, lazily=True))
+            except TanError:
+                continue
+        if progress is not None and os.path.isfile(path):
+            found.append((progress, path))
+    # at equal progress model_final.pth first: the file a finished run's last_checkpoint names
+    return sorted(found, key=lambda pair: (pair[0], os.path.basename(pair[1]) == FINAL), reverse=True)
+
+
+def latest_checkpoint(save_dir, read=read_checkpoint, resuming=True):
+    """(path, checkpoint, warning) of the checkpoint to resume ``save_dir`` from: what last_checkpoint
+    names; when that file or the checkpoint it names cannot be read, the latest readable one by
+    training progress (``warning`` says why); (None, None, None) without last_checkpoint.
+
+    ``resuming``: it never goes back past a readable checkpoint saved later in training than the
+    one last_checkpoint names: that is an error, as resuming would train those steps again and
+    overwrite the later files. ``read``: how a checkpoint is read (:func:`read_checkpoint`)."""
+    latest, problem = last_checkpoint_file(save_dir)
+    if latest is None and problem is None:
+        return None, None, None
+    if latest is not None:
+        try:
+            checkpoint = read(latest)
+        except TanError as e:
+            problem = str(e)
+        else:
+            if resuming:
+                _refuse_going_back(save_dir, latest, checkpoint)
+            return latest, checkpoint, None
+    for _, path in training_checkpoints(save_dir):
+        if latest is not None and os.path.abspath(path) == os.path.abspath(latest):
+            continue
+        try:
+            checkpoint = read(path)
+        except TanError:
+            continue
+        return path, checkpoint, (f"{problem}; falling back to the latest readable checkpoint in training "
+                                  f"order, {path}")
+    raise TanError(f"{problem}, and no other checkpoint in {save_dir} can be read; remove "
+                   f"{os.path.join(save_dir, LAST_CHECKPOINT)} to start from scratch")
+
+
+def _refuse_going_back(save_dir, latest, checkpoint):
+    """A TanError when a readable training checkpoint was saved later in training than ``latest``."""
+    progress = recorded_progress(checkpoint) or progress_of_name(os.path.basename(latest))
+    if progress is None:
+        return
+    for later, path in training_checkpoints(save_dir):
+        if later <= progress:
+            break
+        try:
+            read_checkpoint(path, lazily=True)
+        except TanError:
+            continue
+        raise TanError(f"{os.path.join(save_dir, LAST_CHECKPOINT)} names {os.path.basename(latest)} (saved "
+                       f"{_progress_text(progress)}), but {os.path.basename(path)}, saved later in training "
+                       f"({_progress_text(later)}), is there and readable: resuming would train those steps again "
+                       f"and overwrite it. Write {os.path.basename(path)!r} into last_checkpoint to resume from it, "
+                       f"or move the later checkpoints away to go back")
+
+
+def _progress_text(progress):
+    epoch, steps = progress
+    return f"in epoch {epoch} after {steps} steps" if steps else f"after epoch {epoch - 1}"
+
+
+def default_checkpoint(output_dir, weight=""):
+    """(checkpoint, warning): the checkpoint the tools use when none is named: the latest in
+    ``output_dir`` (what its last_checkpoint file names, model_final.pth once a run has finished, or
+    the fallback of :func:`latest_checkpoint`, which ``warning`` then explains), else ``weight``
+    (MODEL.WEIGHT), else ""."""
+    path, _, warning = latest_checkpoint(output_dir, read=lambda p: read_checkpoint(p, lazily=True), resuming=False)
+    return path or weight or "", warning
 
 
 class Checkpointer:
@@ -190,38 +321,20 @@ class Checkpointer:
         """Path of the latest checkpoint in save_dir, or None."""
         return last_checkpoint(self.save_dir)
 
-    def _candidates(self):
-        """Training checkpoints in save_dir, newest first."""
-        names = [n for n in os.listdir(self.save_dir)
-                 if n.startswith("model_") and n.endswith(".pth") and n != BEST]  # best: weights only
-        return sorted((os.path.join(self.save_dir, n) for n in names), key=os.path.getmtime, reverse=True)
-
-    def _newest_readable(self, latest):
-        """(path, checkpoint): ``latest`` if it reads, else the newest checkpoint that does."""
-        try:
-            return latest, read_checkpoint(latest)
-        except TanError as e:
-            problem = e
-        self.unreadable.append(latest)
-        for path in self._candidates():
-            if os.path.abspath(path) == os.path.abspath(latest):
-                continue
-            try:
-                checkpoint = read_checkpoint(path)
-            except TanError:
-                continue
-            self.logger.warning("%s; falling back to the newest readable checkpoint, %s", problem, path)
-            return path, checkpoint
-        raise TanError(f"{problem}, and no other checkpoint in {self.save_dir} can be read; remove "
-                       f"{os.path.join(self.save_dir, LAST_CHECKPOINT)} to start from scratch") from None
-
     def load(self, weight="", use_latest=True):
         """Resume from the latest checkpoint (model, optimizer, scheduler); else
         load ``weight`` (model only); else start fresh. Returns the saved
         loop arguments (empty unless resuming)."""
-        latest = self.last_checkpoint() if use_latest else None
+        latest, checkpoint, warning = latest_checkpoint(self.save_dir) if use_latest else (None, None, None)
         if latest:
-            latest, checkpoint = self._newest_readable(latest)
+            if warning:
+                named = last_checkpoint(self.save_dir)
+                self.unreadable.append(named or os.path.join(self.save_dir, LAST_CHECKPOINT))
+                self.logger.warning("%s", warning)
+                if named is None and self.save_to_disk:  # the file names nothing: it names the resume point now
+                    atomic_write_text(os.path.join(self.save_dir, LAST_CHECKPOINT), os.path.basename(latest))
+                    self.logger.info("%s now names %s", os.path.join(self.save_dir, LAST_CHECKPOINT),
+                                     os.path.basename(latest))
             self.loaded = latest
             self.logger.info("resuming from %s", latest)
             load_model_weights(self.model, model_state_from(checkpoint, latest), latest)

@@ -7,6 +7,7 @@ in when complete. What a writer killed outright left behind is cleared by
 the next process that writes into the same folder (:func:`_sweep_once`).
 """
 import hashlib
+import json
 import os
 import shutil
 import socket
@@ -305,6 +306,27 @@ def read_named_text(path, source):
         line = data.count(b"\n", 0, e.start) + 1
         raise TanError(f"{source} is not UTF-8 text (byte 0x{data[e.start]:02x} on line {line}); save it as "
                        f"UTF-8") from None
+
+
+def read_json_lines(path, source):
+    """The records of the UTF-8 JSON-lines file ``path`` (blank lines skipped); TanError naming
+    ``source`` ("metrics file 'OUT/metrics.jsonl'") and the line when one is not JSON."""
+    records = []
+    for number, line in enumerate(read_named_text(path, source).splitlines(), 1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except ValueError as e:
+                raise TanError(f"{source}, line {number}: not a JSON line ({e}); damaged?") from None
+    return records
+
+
+def read_json(path, source):
+    """The data of the UTF-8 JSON file ``path``; TanError naming ``source`` when it is not JSON."""
+    try:
+        return json.loads(read_named_text(path, source))
+    except ValueError as e:
+        raise TanError(f"{source} is not JSON ({e}); damaged?") from None
 
 
 def atomic_write_text(path, text):

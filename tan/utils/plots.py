@@ -2,12 +2,12 @@
 
 matplotlib is an optional extra (pip install 'tan[viz]'); it is imported only here.
 """
-import json
 import os
 
 import numpy as np
 
 from ..errors import TanError
+from .io import read_json_lines
 
 FIGURE_DPI = 100
 SCORE_MAP_SIZE = (13, 5.5)  # inches: 1300 x 550 pixels
@@ -102,18 +102,7 @@ def read_metrics(path):
     if not os.path.isfile(path):
         raise TanError(f"metrics file {path!r} not found (training writes OUTPUT_DIR/metrics.jsonl)")
     train, val = [], []
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.readlines()
-    except UnicodeDecodeError as e:
-        raise TanError(f"metrics file {path!r} is not UTF-8 text ({e.reason} at byte {e.start}): damaged?") from None
-    for line_no, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            raise TanError(f"{path}:{line_no}: not a JSON line") from None
+    for record in read_json_lines(path, f"metrics file {path!r}"):
         (val if "dataset" in record else train).append(record)
     if not train and not val:
         raise TanError(f"{path} holds no training or validation record")

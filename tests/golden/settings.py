@@ -14,6 +14,7 @@ import sys
 import tempfile
 
 from runs import stop_process_group, wait_for_training_record
+from tan.config.setup import merge_overrides
 
 GOLDEN_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(GOLDEN_DIR))
@@ -44,13 +45,13 @@ OVERRIDES = [
 # peaks at epoch 1 on the recording machine, before the interruption in epoch
 # 2, so a resume that lost the best so far would keep another model_best.pth
 # (the test warns where this machine's run cannot tell).
-RESUME_OVERRIDES = OVERRIDES + [
+RESUME_OVERRIDES = merge_overrides(OVERRIDES, [
     "DATALOADER.NUM_WORKERS", "1",
     "SOLVER.AMP", "bf16",
     "SOLVER.LOG_PERIOD", "1",
     "SOLVER.LR", "0.001",
     "TEST.BEST_METRIC", "R@1,IoU@0.1",
-]
+])
 # The regeneration run that leaves resume_from.pth: SIGTERM once metrics.jsonl
 # has a record of this epoch at or past this iteration (OVERRIDES log every 4).
 RESUME_FROM_AT = (2, 4)
@@ -99,7 +100,9 @@ def tool_command(tool, *args):
 
 
 def train_args(root, out, *extra, overrides=OVERRIDES):
-    return ["--config-file", CONFIG, "DATASETS.ROOT", str(root), "OUTPUT_DIR", str(out), *overrides, *extra]
+    flags = [a for a in extra if a.startswith("--")]  # a tool refuses a key given twice: extra's keys replace
+    return ["--config-file", CONFIG, *flags, *merge_overrides(["DATASETS.ROOT", str(root), "OUTPUT_DIR", str(out),
+                                                             *overrides], [a for a in extra if a not in flags])]
 
 
 def run_tool(tool, *args, timeout=600):

@@ -61,6 +61,13 @@ class HDF5Features(_FileSource):
     def __init__(self, path, key=None, key_field="feature_key"):
         if not os.path.isfile(path):
             raise TanError(f"feature file {path!r} not found")
+        try:
+            is_hdf5 = h5py.is_hdf5(path)
+        except OSError as e:
+            raise TanError(f"feature file {path!r} cannot be read: {e.strerror or e}") from None
+        if not is_hdf5:
+            raise TanError(f"feature file {path!r} is not an HDF5 file; features are an HDF5 file, a folder of "
+                           f"per-video .npy / .npz files, or (for one video) a .npy or .npz file")
         super().__init__(path, key, key_field)
         self._file = None
         self._pid = None

@@ -8,9 +8,22 @@ import numpy as np
 from ...errors import TanError
 from ...utils.logger import get_logger
 from ..catalog import resolve_path
+from ..dataset import named
 from ..generated import cache_dir, write_configured
 from .word_index import WordVectorIndex
 from ..tokens import tokenize
+
+
+# How much of a long sentence a message shows, and how many of its unknown words it names.
+SHOWN_CHARACTERS = 80
+WORDS_NAMED = 10
+
+
+def _shown(sentence):
+    """The sentence quoted, its start only when it is long (with its length)."""
+    if len(sentence) <= SHOWN_CHARACTERS:
+        return repr(sentence)
+    return f"{sentence[:SHOWN_CHARACTERS]!r}... ({len(sentence)} characters)"
 
 
 class SentenceEncoder:
@@ -39,12 +52,12 @@ class SentenceEncoder:
         self.known.update(self.index.lookup({t for ts in tokens for t in ts} - set(self.known)))
         encoded = []
         for sentence, ts in zip(sentences, tokens):
-            unknown = [t for t in ts if t not in self.known]
-            if len(unknown) == len(ts):
-                raise TanError(f"sentence {sentence!r} has no word with a word vector "
-                               f"({'no words' if not ts else 'unknown: ' + ', '.join(unknown)})")
+            unknown = list(dict.fromkeys(t for t in ts if t not in self.known))  # each word once, in order
+            if not any(t in self.known for t in ts):
+                raise TanError(f"sentence {_shown(sentence)} has no word with a word vector "
+                               f"({'no words' if not ts else 'unknown: ' + named(unknown, WORDS_NAMED)})")
             if unknown:
-                get_logger("predict").warning("%r: no word vector for %s (zero vectors used)", sentence,
-                                              ", ".join(unknown))
+                get_logger("predict").warning("%s: no word vector for %s (zero vectors used)", _shown(sentence),
+                                              named(unknown, WORDS_NAMED))
             encoded.append(np.stack([self.known.get(t, np.zeros(self.dim, np.float32)) for t in ts]))
         return encoded

@@ -2,6 +2,7 @@
 tan-convert-config (docs/ms2dtan.md §8)."""
 import os
 
+from ...config.experiment_file import ExperimentFile
 from ...config.models import ForeignConfig
 from ...errors import TanError
 from .config import anchor_counts
@@ -12,9 +13,10 @@ MAPS = {"MapGatedConv": "gated", "Conv": "conv"}
 
 
 def _section(data, *keys):
-    node = data
+    """The mapping at ``keys`` of the file (empty where it leaves it out), knowing its path."""
+    node = ExperimentFile.of(data)
     for key in keys:
-        node = (node or {}).get(key) or {}
+        node = node.section(key)
     return node
 
 
@@ -63,8 +65,12 @@ def _check_scales(path, dataset, ms):
     layers = ms["PROP_MODULE"]["NUM_LAYERS"]
     clips = ms["NUM_CLIPS"] // ms["CLIP_MODULE"]["STRIDE"]
     derived = ([clips // 2 ** s for s in range(len(layers))], anchor_counts(layers))
-    given = (dataset.get("OUTPUT_NUM_CLIPS"), dataset.get("NUM_ANCHORS"))
-    given = tuple([v] if isinstance(v, int) else list(v or []) for v in given)
+    for key, value in zip(("OUTPUT_NUM_CLIPS", "NUM_ANCHORS"), derived):
+        if dataset.get(key) is None:
+            raise TanError(f"{path}: DATASET.{key} is missing; its code reads it, and the model's layers give "
+                           f"{value} (INPUT_NUM_CLIPS / CLIP STRIDE and PROP NUM_LAYERS)")
+    given = (dataset["OUTPUT_NUM_CLIPS"], dataset["NUM_ANCHORS"])
+    given = tuple([v] if isinstance(v, int) else list(v) for v in given)
     if given != tuple(derived):
         raise TanError(f"{path}: DATASET.OUTPUT_NUM_CLIPS {given[0]} and NUM_ANCHORS {given[1]} do not follow from "
                        f"the model (INPUT_NUM_CLIPS / CLIP STRIDE and PROP NUM_LAYERS give {derived[0]} and {derived[1]})")
@@ -102,6 +108,7 @@ def _notes(data, folder, data_dir):
 
 def from_experiment_file(data, path):
     """ForeignConfig of an MS-2D-TAN experiment file, or None when ``data`` is not one."""
+    data = ExperimentFile.of(data)
     model = data.get("MODEL")
     if not isinstance(model, dict) or model.get("NAME") != "MultiScale_TAN":
         return None

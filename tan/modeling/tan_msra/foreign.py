@@ -11,6 +11,7 @@ take its code's defaults (lib/core/config.py).
 """
 import os
 
+from ...config.experiment_file import ExperimentFile
 from ...config.models import ForeignConfig
 from ...errors import TanError
 
@@ -55,10 +56,10 @@ def is_reference_file(data):
 
 def section(data, name):
     """A top-level section of the file over the reference's defaults."""
-    given = data.get(name) or {}
-    if not isinstance(given, dict):
-        raise TanError(f"{name}: expected a mapping, got {given!r}")
-    return {**DEFAULTS.get(name, {}), **given}
+    try:
+        return ExperimentFile.of(data).section(name, DEFAULTS.get(name))
+    except TypeError as e:
+        raise TanError(str(e)) from None
 
 
 def reference_root(path):
@@ -100,7 +101,7 @@ class Reader:
 
 def convert(data, path):
     """The ForeignConfig of a reference experiment file (``data`` parsed from ``path``)."""
-    read, notes, root = Reader(path), [], reference_root(path)
+    read, notes, root, data = Reader(path), [], reference_root(path), ExperimentFile.of(data)
     dataset, train, test = section(data, "DATASET"), section(data, "TRAIN"), section(data, "TEST")
     settings, word_size = model_settings(read, data["TAN"], dataset, train, section(data, "LOSS"), notes)
     datasets, catalog = dataset_entries(read, dataset)
