@@ -29,9 +29,9 @@ Two layouts are written:
   files ``{qid}.npz``, videos without ".avi"); clips of 1 s for
   Charades-STA, 2 s for TACoS and ActivityNet.
 
-  Splits: lighthouse's split of each name is converted from the shared
-  folder's file of the same name. For ActivityNet, lighthouse has train and
-  val, its val being ActivityNet Captions' val_1: the shared folder holds
+  Splits: lighthouse's split of each name is converted from the real
+  annotation file of the same name. For ActivityNet, lighthouse has train and
+  val, its val being ActivityNet Captions' val_1: data/annotations holds
   2D-TAN's split, whose val.json is val_1 (17505 queries) and whose
   test.json is val_2, so lighthouse's val is made from val.json and test.json
   is not used.
@@ -50,6 +50,7 @@ import numpy as np
 
 from .data.catalog import BUILTIN_DATASETS, LIGHTHOUSE_STREAMS, builtin_entries
 from .data.formats import load_annotations
+from .data.formats.common import read_text
 from .data.formats.common import Query
 from .data.tokens import tokenize
 from .engine.window_metrics import CLIP_SECONDS  # QVHighlights' clip: the saliency labels' and the streams'
@@ -57,7 +58,7 @@ from .errors import TanError
 from .utils.io import atomic_write_text, replaced_when_done
 from .utils.logger import get_logger
 
-# Per benchmark: where the real annotation files are under the shared folder,
+# Per benchmark: where the real annotation files are in their folder (data/annotations),
 # where they go under DATASETS.ROOT, the feature file, its layout and size.
 BENCHMARKS = {
     "tacos": {
@@ -144,10 +145,13 @@ def _signal_words(sentences):
 
 
 def _source_file(source_dir, spec, split):
+    """The real annotation file of ``split`` in ``source_dir``: as the release names it, or gzip-compressed
+    (``.json.gz``, as data/annotations keeps it)."""
     source = os.path.join(source_dir, spec["source"].format(split=split))
-    if not os.path.isfile(source):
-        raise TanError(f"real annotation file {source!r} not found")
-    return source
+    for path in (source, source + ".gz"):
+        if os.path.isfile(path):
+            return path
+    raise TanError(f"real annotation file {source!r} not found (nor {os.path.basename(source)}.gz)")
 
 
 def _copy_annotations(spec, source_dir, root, videos_per_split=None):
@@ -158,7 +162,7 @@ def _copy_annotations(spec, source_dir, root, videos_per_split=None):
         source = _source_file(source_dir, spec, split)
         target = os.path.join(root, spec["annotations"].format(split=split))
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        if videos_per_split is None:
+        if videos_per_split is None and not source.endswith(".gz"):
             shutil.copyfile(source, target)
         else:
             _write_first_videos(source, target, videos_per_split)
@@ -169,10 +173,14 @@ def _copy_annotations(spec, source_dir, root, videos_per_split=None):
     return videos, sentences
 
 
-def _write_first_videos(source, target, count):
-    """``target``: the JSON annotation file ``source`` with only its first ``count`` videos by id."""
-    with open(source) as f:
-        data = json.load(f)
+def _write_first_videos(source, target, count=None):
+    """``target``: the JSON annotation file ``source`` (compressed or not) with only its first ``count``
+    videos by id (all, as they are, without ``count``)."""
+    text = read_text(source)
+    if count is None:
+        atomic_write_text(target, text)
+        return
+    data = json.loads(text)
     if not isinstance(data, dict):
         raise TanError(f"annotation file {source!r}: expected an object mapping video ids to annotations")
     atomic_write_text(target, json.dumps({video: data[video] for video in sorted(data)[:count]}))
@@ -233,14 +241,14 @@ def write_charades_text_form(root):
 
 
 # The lighthouse layout (docs/data.md §9). Per benchmark: lighthouse's split ->
-# the shared folder's split it is made from, the seconds one feature row
+# the real annotations' split it is made from, the seconds one feature row
 # covers, how queries are numbered and how a query's text file is named.
 LIGHTHOUSE = {
     "charades": {"splits": {"train": "train", "test": "test"}, "clip_seconds": 1.0,
                  "qids": "counted", "text_file": "qid{qid}.npz"},
     "tacos": {"splits": {"train": "train", "val": "val", "test": "test"}, "clip_seconds": 2.0,
               "qids": "per_video", "text_file": "{qid}.npz"},
-    # val is ActivityNet Captions' val_1, the shared folder's val.json; its test.json (val_2) is unused.
+    # val is ActivityNet Captions' val_1, the real val.json; its test.json (val_2) is unused.
     "activitynet": {"splits": {"train": "train", "val": "val"}, "clip_seconds": 2.0,
                     "qids": "counted", "text_file": "qid{qid}.npz"},
 }

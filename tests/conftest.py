@@ -16,6 +16,18 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The measuring harnesses (tools/benchmarking) are tested too.
 sys.path.insert(0, os.path.join(REPO, "tools"))
 SYNTHETIC_CONFIG = os.path.join(REPO, "configs", "2dtan_synthetic.yaml")
+# The real annotation files of TACoS, ActivityNet Captions and Charades-STA, gzip-compressed
+# (data/annotations/README.md: where each comes from).
+ANNOTATIONS = os.path.join(REPO, "data", "annotations")
+
+
+def real_annotations(name):
+    """The JSON object of the real annotation file ``name`` ("tacos/train.json") of ANNOTATIONS."""
+    import gzip
+    import json
+
+    with gzip.open(os.path.join(ANNOTATIONS, name + ".gz"), "rt", encoding="utf-8") as f:
+        return json.load(f)
 
 
 @pytest.fixture(autouse=True)

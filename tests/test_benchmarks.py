@@ -1,4 +1,4 @@
-"""The real annotation files (../shared/data/annotations) and the stand-ins built from them;
+"""The real annotation files (data/annotations) and the stand-ins built from them;
 and tools/benchmark.py's MS-2D-TAN workloads, ours beside the baseline computed its way."""
 import json
 import os
@@ -14,15 +14,13 @@ from tan.data import RunData, build_datasets
 from tan.data.formats import load_annotations
 from tan.engine.evaluation import top_candidates
 from tan.engine.step import forward_batch
+from tan.errors import TanError
 from tan.standin import make_standin, write_charades_text_form
 
 import benchmark
 from benchmarking import ms2dtan_workloads as MS
 from benchmarking import reference_ms2dtan as ref
-from conftest import REPO
-
-SHARED = os.path.normpath(os.path.join(REPO, "..", "shared", "data", "annotations"))
-needs_shared = pytest.mark.skipif(not os.path.isdir(SHARED), reason="../shared/data/annotations is absent")
+from conftest import ANNOTATIONS, REPO, real_annotations
 
 # (file, format): (queries in the file, queries kept, what was dropped or clipped)
 EXPECTED = {
@@ -37,24 +35,20 @@ EXPECTED = {
 }
 
 
-@needs_shared
 @pytest.mark.parametrize("name,fmt", sorted(EXPECTED))
 def test_real_annotation_files_keep_and_drop_the_expected_queries(name, fmt):
     total, kept, dropped = EXPECTED[(name, fmt)]
-    with open(os.path.join(SHARED, name)) as f:
-        assert sum(len(v["sentences"]) for v in json.load(f).values()) == total
-    queries, counts = load_annotations(os.path.join(SHARED, name), fmt)
+    assert sum(len(v["sentences"]) for v in real_annotations(name).values()) == total
+    queries, counts = load_annotations(os.path.join(ANNOTATIONS, name + ".gz"), fmt)  # read compressed
     assert len(queries) == kept and dict(counts) == dropped
     assert all(0 <= q.start < q.end <= q.duration for q in queries)
     assert all(q.sentence == q.sentence.strip() for q in queries)
 
 
-@needs_shared
 def test_bad_activitynet_records_are_dropped_not_patched():
     # The reference reuses the previous record's values for a bad one; here it is gone.
-    queries, _ = load_annotations(os.path.join(SHARED, "activitynet/train.json"), "seconds")
-    with open(os.path.join(SHARED, "activitynet/train.json")) as f:
-        data = json.load(f)
+    queries, _ = load_annotations(os.path.join(ANNOTATIONS, "activitynet/train.json.gz"), "seconds")
+    data = real_annotations("activitynet/train.json")
     bad = {(v, s) for v, info in data.items() for (a, b), s in zip(info["timestamps"], info["sentences"])
            if min(b, info["duration"]) <= max(a, 0)}
     assert len(bad) == 4
@@ -64,10 +58,8 @@ def test_bad_activitynet_records_are_dropped_not_patched():
 
 @pytest.fixture(scope="module")
 def charades_standin(tmp_path_factory):
-    if not os.path.isdir(SHARED):
-        pytest.skip("../shared/data/annotations is absent")
     root = str(tmp_path_factory.mktemp("standin"))
-    make_standin("charades", SHARED, root, dim=16, clips_per_second=1.0)
+    make_standin("charades", ANNOTATIONS, root, dim=16, clips_per_second=1.0)
     write_charades_text_form(root)
     return root
 
@@ -217,3 +209,14 @@ def test_ms2dtan_workloads_give_both_sides_the_same_computation():
     proposals = MS.reference_proposals(cfg, [p.float() for p in predictions], masks, batches["test"]["durations"])
     # the same moments; equal float32 scores may come in another order (its top-k breaks no ties)
     assert [sorted(k[f].tolist()) for k, f in zip(kept, filled)] == [sorted(p) for p in proposals]
+
+
+def test_a_compressed_annotation_file_reads_as_the_plain_one_and_a_cut_one_is_named(tmp_path):
+    compressed = os.path.join(ANNOTATIONS, "tacos", "val.json.gz")
+    plain = tmp_path / "val.json"
+    plain.write_text(json.dumps(real_annotations("tacos/val.json")))
+    assert load_annotations(compressed, "tacos") == load_annotations(str(plain), "tacos")
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(open(compressed, "rb").read()[:5000])
+    with pytest.raises(TanError, match=f"annotation file '{cut}' cannot be read: Compressed file ended"):
+        load_annotations(str(cut), "tacos")

@@ -15,12 +15,11 @@ from tan.data.formats import load_annotations
 from tan.data.overlap import run_overlaps, sentence_key, split_overlap
 from tan.data.formats.common import Query
 
-from conftest import REPO, SYNTHETIC_CONFIG, run_tool
+from conftest import ANNOTATIONS, REPO, SYNTHETIC_CONFIG, run_tool
 
-SHARED = os.path.join(REPO, "..", "shared", "data", "annotations")
-# where each reference-layout built-in dataset's annotation file comes from in the shared folder
-SOURCES = {"tacos": "tacos/{split}.json", "activitynet": "activitynet/{split}.json",
-           "charades": "charades_sta/charades_{split}.json"}
+# where each reference-layout built-in dataset's annotation file comes from in data/annotations
+SOURCES = {"tacos": "tacos/{split}.json.gz", "activitynet": "activitynet/{split}.json.gz",
+           "charades": "charades_sta/charades_{split}.json.gz"}
 
 
 def q(video, sentence):
@@ -114,10 +113,10 @@ def shipped_configs():
 @functools.lru_cache(maxsize=None)  # each real file parsed once for all the configs
 def real_split(name):
     """The real queries of a shipped dataset name, whatever layout it reads (reference JSON, microsoft's
-    text files, lighthouse's JSON lines: each is converted from the same split), from the shared folder."""
+    text files, lighthouse's JSON lines: each is converted from the same split), from data/annotations."""
     benchmark = next(b for b in SOURCES if b in name)
     split = name.rpartition("_")[2]
-    source = os.path.join(SHARED, SOURCES[benchmark].format(split=split))
+    source = os.path.join(ANNOTATIONS, SOURCES[benchmark].format(split=split))
     return tuple(load_annotations(source, "tacos" if benchmark == "tacos" else "seconds")[0])
 
 

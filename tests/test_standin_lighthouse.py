@@ -15,10 +15,7 @@ from tan.standin import make_lighthouse_standin, make_standin
 from tan.data.text.words import tokenize
 from tan.errors import TanError
 
-from conftest import REPO, run_tool
-
-SHARED = os.path.normpath(os.path.join(REPO, "..", "shared", "data", "annotations"))
-pytestmark = pytest.mark.skipif(not os.path.isdir(SHARED), reason="../shared/data/annotations is absent")
+from conftest import ANNOTATIONS, REPO, real_annotations, run_tool
 
 DIMS = {"clip": 64, "slowfast": 32, "text": 64}
 VIDEOS = 40
@@ -26,7 +23,7 @@ KEY_ORDER = ["qid", "query", "duration", "vid", "relevant_windows"]
 
 
 def build(root, benchmark="charades", seed=0, videos=VIDEOS):
-    return make_lighthouse_standin(benchmark, SHARED, str(root), DIMS, seed, videos)
+    return make_lighthouse_standin(benchmark, ANNOTATIONS, str(root), DIMS, seed, videos)
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +54,7 @@ def npz(path, key):
 
 def first_videos_queries(source, count):
     """Queries of the first ``count`` videos (by id) of a real annotation file."""
-    with open(os.path.join(SHARED, source)) as f:
-        data = json.load(f)
+    data = real_annotations(source)
     return sum(len(data[v]["sentences"]) for v in sorted(data)[:count])
 
 
@@ -210,7 +206,7 @@ def test_lighthouse_configs_load(name):
 
 
 def test_videos_option_of_the_reference_layout(tmp_path):
-    make_standin("charades", SHARED, str(tmp_path), dim=8, clips_per_second=1.0, videos_per_split=3)
+    make_standin("charades", ANNOTATIONS, str(tmp_path), dim=8, clips_per_second=1.0, videos_per_split=3)
     with open(tmp_path / "charades_sta" / "annotations" / "charades_test.json") as f:
         assert len(json.load(f)) == 3
     with open(tmp_path / "charades_standin.json") as f:
@@ -219,11 +215,11 @@ def test_videos_option_of_the_reference_layout(tmp_path):
 
 def test_bad_arguments_are_refused(tmp_path):
     with pytest.raises(TanError, match="unknown benchmark 'nope'"):
-        make_lighthouse_standin("nope", SHARED, str(tmp_path))
+        make_lighthouse_standin("nope", ANNOTATIONS, str(tmp_path))
     with pytest.raises(TanError, match="slowfast dimension: expected a positive integer, got 0"):
-        make_lighthouse_standin("charades", SHARED, str(tmp_path), {"slowfast": 0})
+        make_lighthouse_standin("charades", ANNOTATIONS, str(tmp_path), {"slowfast": 0})
     with pytest.raises(TanError, match="videos per split: expected a positive integer"):
-        make_lighthouse_standin("charades", SHARED, str(tmp_path), videos_per_split=0)
+        make_lighthouse_standin("charades", ANNOTATIONS, str(tmp_path), videos_per_split=0)
     result = run_tool("make_standin", "--benchmark", "charades", "--layout", "lighthouse", "--root", str(tmp_path),
                       "--dim", "16", timeout=120)
     assert result.returncode == 2 and "--dim and --clips-per-second are for --layout reference" in result.stderr

@@ -32,7 +32,8 @@ from tan.standin import (BENCHMARKS, LIGHTHOUSE, LIGHTHOUSE_DIMS, QVHIGHLIGHTS_Q
                          make_qvhighlights_standin, make_standin, write_charades_text_form)
 from tan.utils.logger import setup_logger
 
-SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "annotations")
+# The real annotation files this checkout holds (data/annotations/README.md says where each comes from).
+ANNOTATIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "annotations")
 LAYOUTS = ("reference", "lighthouse")
 QVHIGHLIGHT = "qvhighlight"
 
@@ -45,8 +46,9 @@ def parse_args(argv=None):
                         help=f"{QVHIGHLIGHT}: generated, lighthouse layout only; all: every benchmark of the layout")
     parser.add_argument("--layout", choices=LAYOUTS, default="reference",
                         help="reference: 2D-TAN's files (default); lighthouse: the *_lighthouse_* datasets' files")
-    parser.add_argument("--annotations", default=os.path.normpath(SHARED),
-                        help="folder holding the real annotation files (default: ../shared/data/annotations)")
+    parser.add_argument("--annotations", default=ANNOTATIONS,
+                        help="folder holding the real annotation files, as .json or .json.gz (default: this "
+                             "checkout's data/annotations)")
     parser.add_argument("--root", required=True, help="DATASETS.ROOT to write into")
     parser.add_argument("--dim", type=int, default=None,
                         help="reference layout: feature dimension (default: the real one, 4096 / 500 / 4096); "

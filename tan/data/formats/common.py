@@ -6,6 +6,7 @@ with another record's values and never read as something they are not: a string 
 ``true`` is not 1, a string is not a list of sentences. Only a file that cannot be read as a whole
 stops the run.
 """
+import gzip
 import json
 import math
 import re
@@ -80,11 +81,12 @@ def text_number(text):
 
 
 def read_text(path, what="annotation file"):
-    """A UTF-8 text file's content; one that cannot be read stops the run, naming the file."""
+    """A UTF-8 text file's content, gzip-compressed or not (``.gz``: the annotation files of
+    data/annotations); one that cannot be read stops the run, naming the file."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with (gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8")) as f:
             return f.read()
-    except (OSError, UnicodeDecodeError) as e:
+    except (OSError, EOFError, UnicodeDecodeError) as e:  # EOFError: a truncated .gz
         raise TanError(f"{what} {path!r} cannot be read: {e}") from None
 
 
