@@ -35,6 +35,12 @@ class Session:
     data: RunData
     config_changes: list = field(default_factory=list)  # vs OUTPUT_DIR/config.yml, accepted (training only)
     new_folder: bool = False  # OUTPUT_DIR has no config.yml yet (training only; written once training starts)
+    folder: object = None  # the locked run folder (tan/cli/run_folder.py; training only)
+
+    def close(self):
+        """Give the run folder's lock back (also done at exit): the run is over, however it ended."""
+        if self.folder is not None:
+            self.folder.lock.release()
 
 
 def resolve_device(name, local_rank=0):
@@ -146,4 +152,5 @@ def default_setup(args, training=True, cfg=None):
             folder.abandon()
         raise
     seed_everything(cfg.SEED)
-    return Session(cfg, device, distributed, data, folder.changes if folder else [], bool(folder and folder.fresh))
+    return Session(cfg, device, distributed, data, folder.changes if folder else [], bool(folder and folder.fresh),
+                   folder)

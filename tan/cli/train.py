@@ -40,15 +40,18 @@ def main(argv=None):
         return run_seeds(args)
     interrupts.now_doing("preparing the run", "checkpoints and results are kept as they were")
     run = default_setup(args)
-    # Building the model and the datasets, resuming. Once the loop runs, a
-    # Ctrl-C saves a checkpoint instead (TrainingInterrupted).
-    interrupts.now_doing("preparing to train", "checkpoints saved so far are kept; run the same command again to "
-                                               "resume")
-    model, checkpoint = train(run.cfg, run.device, run.distributed, run.data, run.config_changes, run.new_folder)
-    if not args.skip_test:
-        interrupts.now_doing("testing", f"checkpoints and earlier results are kept; test {checkpoint} later "
-                                        f"with tan-test")
-        test_final_and_best(run.cfg, model, run.device, run.distributed, run.data, checkpoint)
+    try:
+        # Building the model and the datasets, resuming. Once the loop runs, a
+        # Ctrl-C saves a checkpoint instead (TrainingInterrupted).
+        interrupts.now_doing("preparing to train", "checkpoints saved so far are kept; run the same command again "
+                                                   "to resume")
+        model, checkpoint = train(run.cfg, run.device, run.distributed, run.data, run.config_changes, run.new_folder)
+        if not args.skip_test:
+            interrupts.now_doing("testing", f"checkpoints and earlier results are kept; test {checkpoint} later "
+                                            f"with tan-test")
+            test_final_and_best(run.cfg, model, run.device, run.distributed, run.data, checkpoint)
+    finally:
+        run.close()
 
 
 def cli():
