@@ -30,6 +30,25 @@ def real_annotations(name):
         return json.load(f)
 
 
+FULL_FLAG = "--full"
+
+
+def pytest_addoption(parser):
+    parser.addoption(FULL_FLAG, action="store_true",
+                     help="the full suite: the end-to-end tests marked slow too (training runs, processes, signals, "
+                          "torchrun, the browser); without it, the everyday tier")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The everyday tier leaves the tests marked ``slow`` out (deselected, and counted as such)."""
+    if config.getoption(FULL_FLAG) or config.getoption("markexpr"):  # -m chooses for itself
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+
+
 @pytest.fixture(autouse=True)
 def sigint_as_in_a_terminal():
     """Each test sees SIGINT as pytest run from a terminal does: raising KeyboardInterrupt.
@@ -141,21 +160,40 @@ def _tool_module(tool):
         return re.search(r"^from (tan\.cli\.\w+) import cli$", f.read(), re.M).group(1)
 
 
-def run_main(tool, *args, cwd=None):
+@contextmanager
+def torch_threads(count):
+    """torch's intra-op threads set to ``count`` (None: as they are), restored afterwards: in this
+    process, what OMP_NUM_THREADS is to a new one."""
+    import torch
+
+    before = torch.get_num_threads()
+    if count:
+        torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def run_main(tool, *args, cwd=None, env=None, timeout=None):
     """What tools/<tool>.py does, in this process: its ``main(argv)`` under the tools' own ending
     (tan.cli.exits.run_cli: one line and an exit code for what a user can fix), with the console
     captured. Returns a CompletedProcess (returncode, stdout, stderr) like :func:`run_tool`; a bug's
     traceback is in stderr with return code 1, as Python's own ending would give. For tests of
-    messages, files and exit codes; what is about processes and signals keeps :func:`run_tool`."""
+    messages, files, results and exit codes; what is about processes and signals keeps
+    :func:`run_tool`. ``env``: only the thread counts (ONE_THREAD) are taken, as torch's threads;
+    ``timeout`` is not enforced in one process (accepted so that a call reads as run_tool's)."""
     from tan.cli.exits import run_cli
 
+    unknown = set(env or {}) - set(ONE_THREAD)
+    assert not unknown, f"run_main cannot set {sorted(unknown)} for a tool in this process: use run_tool"
     main = importlib.import_module(_tool_module(tool)).main
     logger = logging.getLogger("tan")
     saved = list(logger.handlers), logger.level, logger.propagate
     out, err = io.StringIO(), io.StringIO()
     code, here = 0, os.getcwd()
     logger.handlers[:] = []  # as in a fresh process: what a tool says before it sets logging up is printed
-    with redirect_stdout(out), redirect_stderr(err):
+    with redirect_stdout(out), redirect_stderr(err), torch_threads(int((env or {}).get("OMP_NUM_THREADS", 0))):
         try:
             if cwd:
                 os.chdir(cwd)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import yaml
 
-from conftest import SYNTHETIC_CONFIG, run_tool
+from conftest import SYNTHETIC_CONFIG, run_main
 
 CLIP, SLOWFAST, TEXT = 6, 4, 5
 
@@ -73,7 +73,7 @@ def check(root, tmp_path, *datasets):
             "DATASETS.TRAIN", f"('{datasets[0]}',)", "DATASETS.VAL", "()",
             "DATASETS.TEST", "(" + "".join(f"'{d}'," for d in datasets[1:]) + ")"]
     report = tmp_path / "report.json"
-    proc = run_tool("check_data", "--config-file", SYNTHETIC_CONFIG, "--json", str(report), *opts)
+    proc = run_main("check_data", "--config-file", SYNTHETIC_CONFIG, "--json", str(report), *opts)
     assert report.is_file(), proc.stdout + proc.stderr
     return proc, json.loads(report.read_text())
 
@@ -138,7 +138,7 @@ def test_a_missing_word_vector_file_does_not_hide_the_datasets_problems(faulty, 
     catalog["faulty"]["features"] = ["clip"]  # 6 wide, the config says 10
     (faulty / "catalog.yaml").write_text(yaml.safe_dump(catalog))
     report = tmp_path / "report.json"
-    proc = run_tool("check_data", "--config-file", SYNTHETIC_CONFIG, "--json", str(report),
+    proc = run_main("check_data", "--config-file", SYNTHETIC_CONFIG, "--json", str(report),
                     "DATASETS.ROOT", str(faulty), "DATASETS.CATALOG", "catalog.yaml", "INPUT.WORD_VECTORS", "no.txt",
                     "MODEL.TAN.FEATPOOL.INPUT_SIZE", "10", "DATASETS.TRAIN", "('faulty',)", "DATASETS.VAL", "()",
                     "DATASETS.TEST", "()")

@@ -8,7 +8,7 @@ import torch
 
 from tan.config import load_config
 
-from conftest import REPO, SYNTHETIC_CONFIG, run_tool, with_overrides
+from conftest import REPO, SYNTHETIC_CONFIG, run_main, with_overrides
 
 FAST = ["SOLVER.LOG_PERIOD", "10", "DATALOADER.NUM_WORKERS", "0", "MODEL.DEVICE", "cpu"]
 
@@ -22,7 +22,7 @@ def train_args(root, out, *extra):
 def trained(synthetic_root, tmp_path_factory):
     """One short training run shared by the tests below (2 epochs)."""
     out = tmp_path_factory.mktemp("run") / "out"
-    proc = run_tool("train_net", *train_args(synthetic_root, out, "SOLVER.MAX_EPOCH", "2",
+    proc = run_main("train_net", *train_args(synthetic_root, out, "SOLVER.MAX_EPOCH", "2",
                                              "SOLVER.MILESTONES", "(1,)", "SOLVER.TEST_PERIOD", "1"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return out, proc
@@ -54,11 +54,12 @@ def test_saved_config_reloads_to_the_run_config(trained, synthetic_root):
     assert saved == expected
 
 
+@pytest.mark.slow
 def test_second_run_does_not_train_again_and_reports_the_same_figures(trained, synthetic_root):
     out, first = trained
     before = json.loads((out / "inference" / "model_final" / "synthetic_test" / "metrics.json").read_text())
     records_before = (out / "metrics.jsonl").read_text()
-    proc = run_tool("train_net", *train_args(synthetic_root, out, "SOLVER.MAX_EPOCH", "2",
+    proc = run_main("train_net", *train_args(synthetic_root, out, "SOLVER.MAX_EPOCH", "2",
                                              "SOLVER.MILESTONES", "(1,)", "SOLVER.TEST_PERIOD", "1"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "nothing to train" in proc.stdout
@@ -70,7 +71,7 @@ def test_second_run_does_not_train_again_and_reports_the_same_figures(trained, s
 def test_test_net_evaluates_the_latest_checkpoint_like_training_did(trained, synthetic_root):
     out, _ = trained
     before = json.loads((out / "inference" / "model_final" / "synthetic_test" / "metrics.json").read_text())
-    proc = run_tool("test_net", "--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", synthetic_root,
+    proc = run_main("test_net", "--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", synthetic_root,
                     "OUTPUT_DIR", str(out), *FAST)
     assert proc.returncode == 0, proc.stderr[-3000:]
     after = json.loads((out / "inference" / "model_final" / "synthetic_test" / "metrics.json").read_text())
@@ -78,13 +79,14 @@ def test_test_net_evaluates_the_latest_checkpoint_like_training_did(trained, syn
 
 
 def test_test_net_says_loudly_when_the_model_is_untrained(synthetic_root, tmp_path):
-    proc = run_tool("test_net", "--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", synthetic_root,
+    proc = run_main("test_net", "--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", synthetic_root,
                     "OUTPUT_DIR", str(tmp_path / "none"), *FAST)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "UNTRAINED" in proc.stdout + proc.stderr
     assert (tmp_path / "none" / "inference" / "untrained" / "synthetic_test" / "metrics.json").exists()
 
 
+@pytest.mark.slow
 def test_run_stopped_after_epoch_k_resumes_at_epoch_k_plus_1(trained, synthetic_root, tmp_path):
     src, _ = trained
     out = tmp_path / "resume"
@@ -92,7 +94,7 @@ def test_run_stopped_after_epoch_k_resumes_at_epoch_k_plus_1(trained, synthetic_
     # The state of a run stopped right after epoch 1's checkpoint.
     (out / "model_1e.pth").write_bytes((src / "model_1e.pth").read_bytes())
     (out / "last_checkpoint").write_text("model_1e.pth")
-    proc = run_tool("train_net", *train_args(synthetic_root, out, "SOLVER.MAX_EPOCH", "2", "SOLVER.MILESTONES",
+    proc = run_main("train_net", *train_args(synthetic_root, out, "SOLVER.MAX_EPOCH", "2", "SOLVER.MILESTONES",
                                              "(1,)", "SOLVER.TEST_PERIOD", "0"), "--skip-test")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "resuming from" in proc.stdout
@@ -102,9 +104,10 @@ def test_run_stopped_after_epoch_k_resumes_at_epoch_k_plus_1(trained, synthetic_
     assert not (out / "inference").exists()  # --skip-test
 
 
+@pytest.mark.slow
 def test_diverging_loss_stops_with_a_critical_message_and_no_checkpoint(synthetic_root, tmp_path):
     out = tmp_path / "nan"
-    proc = run_tool("train_net", *train_args(synthetic_root, out, "SOLVER.LR", "1e30", "SOLVER.MAX_EPOCH", "1",
+    proc = run_main("train_net", *train_args(synthetic_root, out, "SOLVER.LR", "1e30", "SOLVER.MAX_EPOCH", "1",
                                              "SOLVER.TEST_PERIOD", "0"))
     assert proc.returncode == 3
     assert "CRITICAL" in proc.stdout and "at iteration" in proc.stdout
@@ -113,7 +116,7 @@ def test_diverging_loss_stops_with_a_critical_message_and_no_checkpoint(syntheti
 
 
 def test_config_errors_fail_before_any_work(tmp_path):
-    proc = run_tool("train_net", "--config-file", SYNTHETIC_CONFIG, "OUTPUT_DIR", str(tmp_path / "x"),
+    proc = run_main("train_net", "--config-file", SYNTHETIC_CONFIG, "OUTPUT_DIR", str(tmp_path / "x"),
                     "SOLVER.MAX_EPOHC", "3")
     assert proc.returncode == 2
     assert "SOLVER.MAX_EPOHC" in proc.stderr and "SOLVER.MAX_EPOCH" in proc.stderr
@@ -129,7 +132,7 @@ def test_config_errors_fail_before_any_work(tmp_path):
 def test_bad_inputs_fail_with_a_message_and_leave_earlier_outputs_alone(trained, synthetic_root, override, message):
     out, _ = trained
     before = {name: (out / name).read_bytes() for name in ("config.yml", "last_checkpoint", "model_final.pth")}
-    proc = run_tool("train_net", *train_args(synthetic_root, out, *override))
+    proc = run_main("train_net", *train_args(synthetic_root, out, *override))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr + proc.stdout
     assert re.search(message, proc.stderr + proc.stdout), proc.stderr + proc.stdout
     assert {name: (out / name).read_bytes() for name in before} == before
@@ -145,7 +148,7 @@ def test_missing_feature_file_is_named(synthetic_root, tmp_path):
     catalog = tmp_path / "catalog.yaml"
     catalog.write_text(f"holes_test:\n  annotations: {root}/synthetic/annotations/test.json\n"
                        f"  features: {root}/synthetic/features/synthetic_features.hdf5\n")
-    proc = run_tool("test_net", "--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", str(root), "DATASETS.CATALOG",
+    proc = run_main("test_net", "--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", str(root), "DATASETS.CATALOG",
                     str(catalog), "DATASETS.TEST", "('holes_test',)", "OUTPUT_DIR", str(tmp_path / "o"), *FAST)
     assert proc.returncode == 2
     assert re.search(r"features file .*synthetic_features.hdf5' not found", proc.stderr + proc.stdout)
@@ -157,5 +160,5 @@ def test_missing_feature_file_is_named(synthetic_root, tmp_path):
 
 def test_an_output_folder_that_cannot_be_created_is_a_clear_error(synthetic_root, tmp_path):
     (tmp_path / "file").write_text("not a folder")
-    proc = run_tool("train_net", *train_args(synthetic_root, tmp_path / "file" / "out"))
+    proc = run_main("train_net", *train_args(synthetic_root, tmp_path / "file" / "out"))
     assert proc.returncode == 2 and "OUTPUT_DIR" in proc.stderr and "cannot be created" in proc.stderr

@@ -18,7 +18,7 @@ from tan.data.features.convert import convert_features
 from tan.data.features.sources import FolderFeatures, HDF5Features, open_features
 from tan.errors import TanError
 
-from conftest import run_tool
+from conftest import run_main
 from golden import settings as golden
 from test_feature_sources import write_hdf5
 
@@ -272,19 +272,21 @@ def test_a_ctrl_c_while_a_folder_is_swapped_in_takes_effect_once_it_is_in_place(
 
 # ---------------------------------------------------------------- the command line
 
+@pytest.mark.slow
 def test_the_command_line_converts_and_prints_a_summary(tmp_path, arrays):
     src = write_hdf5(tmp_path / "g.hdf5", arrays, key="c3d_features")
-    proc = run_tool("convert_features", src, str(tmp_path / "npz"), "--format", "npz", timeout=120)
+    proc = run_main("convert_features", src, str(tmp_path / "npz"), "--format", "npz", timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "converted 4 videos" in proc.stdout and "grouped layout" in proc.stdout
     assert "dims 6; dtype float32" in proc.stdout and "min 1, median 9.5, max 30" in proc.stdout
     assert "bytes" in proc.stdout and " s\n" in proc.stdout
-    proc = run_tool("convert_features", str(tmp_path / "npz"), str(tmp_path / "back.h5"), "--layout", "grouped",
+    proc = run_main("convert_features", str(tmp_path / "npz"), str(tmp_path / "back.h5"), "--layout", "grouped",
                     timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert_same_bits(read_hdf5(tmp_path / "back.h5", "c3d_features")[0], arrays)
 
 
+@pytest.mark.slow
 def test_the_command_line_reports_errors_with_exit_status_2(tmp_path, arrays):
     src = write_hdf5(tmp_path / "f.hdf5", arrays)
     (tmp_path / "dst").mkdir()
@@ -292,13 +294,14 @@ def test_the_command_line_reports_errors_with_exit_status_2(tmp_path, arrays):
              ([src, str(tmp_path / "o"), "--dtype", "int8"], "dtype \\(--dtype\\) 'int8' unknown"),
              ([src, str(tmp_path / "dst")], "destination '.*dst' exists; pass --overwrite")]
     for args, message in cases:
-        proc = run_tool("convert_features", *args, timeout=120)
+        proc = run_main("convert_features", *args, timeout=120)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         assert any(line.startswith("error: ") for line in proc.stderr.splitlines())
         assert re.search(message, proc.stderr), proc.stderr
     assert listing(tmp_path) == ["dst", "f.hdf5"]
 
 
+@pytest.mark.slow
 def test_the_console_script_explains_its_arguments():
     path = shutil.which("tan-convert-features") or shutil.which("tan-convert-features",
                                                                  path=os.path.dirname(sys.executable))
@@ -312,6 +315,7 @@ def test_the_console_script_explains_its_arguments():
 
 # ---------------------------------------------------------------- the same metrics from a converted dataset
 
+@pytest.mark.slow
 def test_a_dataset_converted_to_a_folder_and_back_evaluates_to_identical_metrics(synthetic_root, tmp_path):
     """The golden run's trained checkpoint, evaluated by tools/test_net.py on
     synthetic_test from the original HDF5 file, from a folder of .npz converted

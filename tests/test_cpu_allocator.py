@@ -52,6 +52,7 @@ def run_steps(keep):
     return json.loads(proc.stdout.splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_training_steps_reuse_kept_memory_instead_of_faulting_it_in_again():
     default, kept = run_steps("False"), run_steps("True")
     assert not default["kept"] and kept["kept"]

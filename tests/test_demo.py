@@ -110,6 +110,7 @@ def test_checkpoints_are_found_run_by_run_newest_first(tmp_path):
         find_checkpoints([str(tmp_path / "empty")])
 
 
+@pytest.mark.slow
 def test_grounding_over_http_is_the_apis_answer(server, demo_files):
     checkpoints, videos = ids(server)
     assert set(videos) == {"broken.mp4", "synvid_test_0001.mp4", "synvid_test_0002.mp4"}
@@ -147,6 +148,7 @@ def test_grounding_over_http_is_the_apis_answer(server, demo_files):
     assert [m["score"] for m in alone["moments"]] == pytest.approx([m["score"] for m in first["moments"]], rel=1e-5)
 
 
+@pytest.mark.slow
 def test_what_the_model_cannot_answer_is_said_in_the_page(server):
     checkpoints, videos = ids(server)
     trained = next(cid for label, cid in checkpoints.items() if label.endswith("tan/model_final.pth"))
@@ -177,6 +179,7 @@ def test_what_the_model_cannot_answer_is_said_in_the_page(server):
     assert status == 400 and "c99" in body["error"]
 
 
+@pytest.mark.slow
 def test_videos_are_served_in_byte_ranges_and_the_page_only_from_its_files(server, demo_files):
     _, videos = ids(server)
     data = open(os.path.join(demo_files["videos"], "synvid_test_0001.mp4"), "rb").read()
@@ -209,6 +212,7 @@ def test_videos_are_served_in_byte_ranges_and_the_page_only_from_its_files(serve
         assert status in (400, 404), path
 
 
+@pytest.mark.slow
 def test_uploads_appear_whole_or_not_at_all(server, demo_files, tmp_path):
     frames = np.zeros((30, 48, 48, 3), np.uint8)
     frames[:, 10:30, 10:30, 0] = 220
@@ -253,6 +257,7 @@ def read_until_closed(connection):
     return b"".join(iter(lambda: connection.recv(65536), b""))
 
 
+@pytest.mark.slow
 def test_a_refused_call_closes_its_connection_and_other_hosts_are_refused(server):
     """A body left unread must not be taken for the next request of a kept-alive connection."""
     host, port = server.server_address[:2]
@@ -342,6 +347,7 @@ def stop_demo(proc):
     return proc.returncode, "".join(proc.lines)
 
 
+@pytest.mark.slow
 def test_the_command_serves_until_ctrl_c_and_removes_its_uploads(demo_files, tmp_path):
     temporary = tmp_path / "tmp"  # the command's temporary folder, for its uploads
     temporary.mkdir()
@@ -378,6 +384,7 @@ def logging_as_it_was():
     logger.propagate = propagate
 
 
+@pytest.mark.slow
 def test_the_commands_mistakes_are_named(demo_files, tmp_path, logging_as_it_was):
     from tan.cli.demo import main
 
@@ -416,6 +423,7 @@ def browser():
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
 
 
+@pytest.mark.slow
 def test_the_page_in_a_headless_browser(demo_files, video_dataset, tmp_path):
     """Choose a video of the folder and ask; upload one and ask two sentences; read the moments off
     the page against the API's; play one; look at the score map; save a screenshot."""
@@ -557,6 +565,7 @@ def expected_duration(path):
         return float(stream.duration * stream.time_base)
 
 
+@pytest.mark.slow
 def test_a_slow_client_does_not_hold_the_others(server):
     """Requests run in their own threads: a connection left open does not stop the page."""
     host, port = server.server_address[:2]

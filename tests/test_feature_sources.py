@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from tan.data.features import array_files, sources as feature_sources
+from tan.data.features import array_files
 from tan.data.dataset import MomentDataset
 from tan.data.features.sources import ConcatenatedFeatures, FolderFeatures, HDF5Features, open_features, open_source
 from tan.data.features.rows import l2_normalize_rows, resample

@@ -18,7 +18,6 @@ version. Where they match tests/golden/machine.json, the comparisons are
 exact; elsewhere they use tolerances, with a GoldenToleranceWarning saying so.
 """
 import json
-import os
 import shutil
 import signal
 import warnings
@@ -133,15 +132,18 @@ def golden_run(synthetic_root, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_golden_run_ends_with_the_golden_weights(golden_run):
     assert_golden_weights(S.load_checkpoint(golden_run / "model_final.pth")["model"], "model_final.pth")
 
 
+@pytest.mark.slow
 def test_golden_run_gives_the_golden_test_metrics_and_predictions(golden_run):
     assert_golden_metrics(S.read_test_metrics(golden_run), read_json("metrics"), "metrics.json")
     assert_golden_predictions(S.predictions_path(golden_run), "predictions.jsonl")
 
 
+@pytest.mark.slow
 def test_golden_run_logs_the_golden_losses_validation_and_best_model(golden_run):
     golden = read_json("records")
     training, validation = S.records_of(golden_run)
@@ -188,6 +190,7 @@ def test_fixture_checkpoint_holds_the_weights_of_weights_json():
     assert S.weight_digests(state) == read_json("weights")
 
 
+@pytest.mark.slow
 def test_test_net_on_the_recorded_final_checkpoint_gives_the_golden_results(synthetic_root, tmp_path):
     out = tmp_path / "out"
     proc = S.run_tool("test_net", "--ckpt", S.FILES["model_final"], *S.train_args(synthetic_root, out))
@@ -196,6 +199,7 @@ def test_test_net_on_the_recorded_final_checkpoint_gives_the_golden_results(synt
     assert_golden_predictions(S.predictions_path(out), "predictions.jsonl of test_net")
 
 
+@pytest.mark.slow
 def test_resuming_a_recorded_mid_epoch_checkpoint_ends_with_the_golden_weights(synthetic_root, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
@@ -215,6 +219,7 @@ def test_resuming_a_recorded_mid_epoch_checkpoint_ends_with_the_golden_weights(s
 
 # ---------------------------------------------------------------- 3. resume with everything on
 
+@pytest.mark.slow
 def test_sigterm_and_resume_with_eval_workers_best_model_and_bf16_end_as_the_uninterrupted_run(synthetic_root,
                                                                                                  tmp_path):
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"

@@ -1,6 +1,8 @@
-"""What a hostile but realistic user tries, run as that user runs it (the tools
-as commands): a one-line message naming the file or key and what to do, a
-truthful exit code, and a folder that says what it holds."""
+"""What a hostile but realistic user tries, run as that user runs it (the tools'
+own main and exit handling; as commands where processes and signals matter): a
+one-line message naming the file or key and what to do, a truthful exit code,
+and a folder that says what it holds. Those that train or start processes are
+in the full suite."""
 import json
 import os
 import re
@@ -18,14 +20,18 @@ import torch
 from tan.errors import TanError
 from conftest import REPO, SYNTHETIC_CONFIG, run_main, run_tool, with_overrides
 
-pytestmark = pytest.mark.slow
-
 QUICK = ["MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0", "SOLVER.LOG_PERIOD", "2", "SOLVER.TEST_PERIOD", "0",
          "SOLVER.ITERS_PER_EPOCH", "3", "SOLVER.MILESTONES", "(5,)"]
 
 
 def train(root, out, *extra, config=SYNTHETIC_CONFIG):
-    return run_tool("train_net", "--config-file", config,
+    return run_main("train_net", "--config-file", config,
+                    *with_overrides(["DATASETS.ROOT", root, "OUTPUT_DIR", str(out), *QUICK], *extra))
+
+
+def refused(root, out, *extra, config=SYNTHETIC_CONFIG):
+    """tan-train's main in this process, for a start that must be refused before any work."""
+    return run_main("train_net", "--config-file", config,
                     *with_overrides(["DATASETS.ROOT", root, "OUTPUT_DIR", str(out), *QUICK], *extra))
 
 
@@ -55,34 +61,34 @@ def test_a_section_given_twice_stops_training_and_the_checker_naming_both_lines(
     first = 1 + text.splitlines().index("SOLVER:")
     second = len(text.splitlines()) + 1
     out = tmp_path / "out"
-    line = one_error(train(synthetic_root, out, config=str(config)))
+    line = one_error(refused(synthetic_root, out, config=str(config)))
     assert line.endswith(f"config file '{config}', line {second}: key 'SOLVER' is given a second time (first at "
                          f"line {first}); plain YAML would keep the last one and drop the first without a word; "
                          f"merge them into one")
     assert not out.exists()
     within = tmp_path / "within.yaml"
     within.write_text("SOLVER:\n  LR: 0.001\n  LR: 0.9\n")
-    line = one_error(run_tool("check_data", "--config-file", str(within), "DATASETS.ROOT", synthetic_root))
+    line = one_error(run_main("check_data", "--config-file", str(within), "DATASETS.ROOT", synthetic_root))
     assert "within.yaml', line 3: key 'LR' is given a second time (first at line 2)" in line
 
 
 def test_config_and_catalog_files_that_are_not_utf8_or_not_files(synthetic_root, tmp_path):
     latin = tmp_path / "latin.yaml"
     latin.write_bytes(b"# caf\xe9 settings\nSOLVER:\n  LR: 0.01\n")
-    line = one_error(train(synthetic_root, tmp_path / "out", config=str(latin)))
+    line = one_error(refused(synthetic_root, tmp_path / "out", config=str(latin)))
     assert line.endswith(f"config file '{latin}' is not UTF-8 text (byte 0xe9 on line 1); save it as UTF-8")
-    line = one_error(train(synthetic_root, tmp_path / "out", config=str(tmp_path)))
+    line = one_error(refused(synthetic_root, tmp_path / "out", config=str(tmp_path)))
     assert line.endswith(f"config file '{tmp_path}' is a folder; expected a file")
     catalog = tmp_path / "catalog.yaml"
     catalog.write_bytes(b"mine:\n  annotations: \xff.json\n  features: f.hdf5\n")
-    line = one_error(run_tool("check_data", "--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", synthetic_root,
+    line = one_error(run_main("check_data", "--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", synthetic_root,
                               "DATASETS.CATALOG", str(catalog)))
     assert f"dataset catalog file '{catalog}' (DATASETS.CATALOG) is not UTF-8 text (byte 0xff on line 2)" in line
     assert not (tmp_path / "out").exists()
 
 
 def test_a_negative_learning_rate_is_refused_for_what_it_is(synthetic_root, tmp_path):
-    line = one_error(train(synthetic_root, tmp_path / "out", "SOLVER.LR", "-1"))
+    line = one_error(refused(synthetic_root, tmp_path / "out", "SOLVER.LR", "-1"))
     assert line.endswith("config key SOLVER.LR: expected a positive learning rate, got -1.0")
 
 
@@ -146,6 +152,7 @@ def test_the_eta_of_the_longest_run_allowed_is_written_and_not_a_crash():
     assert duration_text(float("nan")) == "over 100 years"
 
 
+@pytest.mark.slow
 def test_a_run_that_stops_before_its_first_checkpoint_leaves_no_config_and_the_corrected_command_runs(
         synthetic_root, tmp_path):
     """A diverging start (exit 3) wrote config.yml once training began; with nothing to resume from, the
@@ -184,11 +191,12 @@ def test_a_plugin_that_fails_to_import_is_one_line_naming_its_file_and_line_afte
 
 # ---------------------------------------------------------------- caches and failed starts
 
+@pytest.mark.slow
 def test_a_truncated_word_vector_cache_is_rebuilt_and_a_failed_start_leaves_no_config(synthetic_root, tmp_path):
     root = tmp_path / "root"
     shutil.copytree(synthetic_root, root)
     shutil.rmtree(root / "cache", ignore_errors=True)  # other tests' vocabularies have theirs there
-    proc = run_tool("check_data", "--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", str(root))
+    proc = run_main("check_data", "--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", str(root))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]  # it builds the datasets, so the cache
     [cache] = [root / "cache" / n for n in os.listdir(root / "cache") if n.startswith("word_vectors.")]
     cache.write_bytes(cache.read_bytes()[:500])
@@ -220,6 +228,7 @@ def finished(synthetic_root, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_a_corrupt_final_model_is_written_again_by_the_rerun(finished, synthetic_root):
     final = finished / "model_final.pth"
     good = torch.load(final, weights_only=False)
@@ -231,23 +240,24 @@ def test_a_corrupt_final_model_is_written_again_by_the_rerun(finished, synthetic
     assert again.keys() == good.keys() and again["epoch"] == good["epoch"] == 3
     assert all(torch.equal(again["model"][k], v) for k, v in good["model"].items())
     assert (finished / "last_checkpoint").read_text() == "model_final.pth"
-    proc = run_tool("test_net", "--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", synthetic_root, "OUTPUT_DIR",
+    proc = run_main("test_net", "--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", synthetic_root, "OUTPUT_DIR",
                     str(finished), "MODEL.DEVICE", "cpu")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"evaluating {final}" in console(proc)
 
 
+@pytest.mark.slow
 def test_one_unreadable_checkpoint_of_several_stops_or_with_keep_going_is_left_out(finished, synthetic_root,
                                                                                     tmp_path):
     text = finished / "notes.pth"
     text.write_text("12 epochs, lr 0.01\n")
     ckpts = [str(finished / "model_1e.pth"), str(text), str(finished / "model_2e.pth")]
     common = ["DATASETS.ROOT", synthetic_root, "MODEL.DEVICE", "cpu", "OUTPUT_DIR", str(tmp_path / "eval")]
-    line = one_error(run_tool("test_net", "--ckpt", *ckpts, *common))
+    line = one_error(run_main("test_net", "--ckpt", *ckpts, *common))
     assert line.endswith(f"checkpoint '{text}' cannot be read: it is not a file that torch.save wrote; nothing was "
                          f"evaluated (pass --keep-going to evaluate the others)")
     assert not (tmp_path / "eval").exists()
-    proc = run_tool("test_net", "--ckpt", *ckpts, "--keep-going", *common)
+    proc = run_main("test_net", "--ckpt", *ckpts, "--keep-going", *common)
     line = one_error(proc)
     assert line.endswith(f"evaluated 2 of 3 checkpoints; left out (--keep-going): checkpoint '{text}' cannot be "
                          f"read: it is not a file that torch.save wrote")
@@ -276,6 +286,7 @@ def copied_run(finished, tmp_path):
     (b"", "is empty; it should hold the file name of the latest checkpoint"),
     (b"model_9e.pth\n", "names 'model_9e.pth', which is not there"),
 ])
+@pytest.mark.slow
 def test_a_bad_last_checkpoint_file_is_named_and_training_and_testing_fall_back(finished, synthetic_root, tmp_path,
                                                                                 marker, problem):
     run = copied_run(finished, tmp_path)
@@ -294,6 +305,7 @@ def test_a_bad_last_checkpoint_file_is_named_and_training_and_testing_fall_back(
     assert (run / "last_checkpoint").read_text() == "model_final.pth"  # names a checkpoint again
 
 
+@pytest.mark.slow
 def test_the_fallback_follows_training_progress_not_file_times(finished, synthetic_root, tmp_path):
     run = copied_run(finished, tmp_path)
     final = run / "model_final.pth"
@@ -308,6 +320,7 @@ def test_the_fallback_follows_training_progress_not_file_times(finished, synthet
     assert (run / "model_1e.pth").read_bytes() == epoch_1
 
 
+@pytest.mark.slow
 def test_a_last_checkpoint_naming_an_earlier_checkpoint_than_a_readable_later_one_is_refused(finished,
                                                                                            synthetic_root, tmp_path):
     run = copied_run(finished, tmp_path)
@@ -323,21 +336,23 @@ def test_a_last_checkpoint_naming_an_earlier_checkpoint_than_a_readable_later_on
 
 # ---------------------------------------------------------------- prediction inputs
 
+@pytest.mark.slow
 def test_prediction_names_the_line_of_an_unknown_video_and_a_text_file_named_npy(finished, tmp_path):
     queries = tmp_path / "queries.jsonl"
     queries.write_text('{"vid": "syn_test_0000", "query": "the person opens the door"}\n'
                        '{"vid": "no_such_video", "query": "the person opens the door"}\n')
-    line = one_error(run_tool("predict", "--ckpt", str(finished / "model_final.pth"), "--queries", str(queries)))
+    line = one_error(run_main("predict", "--ckpt", str(finished / "model_final.pth"), "--queries", str(queries)))
     assert f"{queries}:2: video 'no_such_video' is in none of the configured feature files" in line
     fake = tmp_path / "clip.npy"
     fake.write_text("0.1 0.2 0.3\n")
-    line = one_error(run_tool("predict", "--ckpt", str(finished / "model_final.pth"), "--features", str(fake),
+    line = one_error(run_main("predict", "--ckpt", str(finished / "model_final.pth"), "--features", str(fake),
                               "--duration", "10", "--query", "the person opens the door"))
     assert line.endswith(f"--features: '{fake}' cannot be read: not a .npy file (it does not start with NumPy's "
                          f"header); write it with numpy.save")
     assert "pickle" not in line
 
 
+@pytest.mark.slow
 def test_prediction_from_a_text_file_given_as_features_says_what_features_are(finished, tmp_path):
     text = tmp_path / "features.txt"
     text.write_text("0.1 0.2\n")
@@ -347,6 +362,7 @@ def test_prediction_from_a_text_file_given_as_features_says_what_features_are(fi
                          f"per-video .npy / .npz files, or (for one video) a .npy or .npz file")
 
 
+@pytest.mark.slow
 def test_the_unknown_words_of_a_long_query_are_named_once_each_and_cut(finished):
     words = [f"zzq{k % 40}" for k in range(5000)]  # 40 unknown words, each 125 times
     sentence = " ".join(["the", "person", "opens", "the", "door"] + words)
@@ -359,6 +375,7 @@ def test_the_unknown_words_of_a_long_query_are_named_once_each_and_cut(finished)
     assert len(warning) < 400
 
 
+@pytest.mark.slow
 def test_an_empty_or_blank_sentence_is_refused_with_the_same_words_everywhere(finished, tmp_path):
     words = "has no word: give a sentence to ground, with at least one word"
     for sentence in ("", "   ", "?!"):
@@ -429,6 +446,7 @@ def wait_for_temporary(folder, proc):
         time.sleep(0.02)
 
 
+@pytest.mark.slow
 def test_sigterm_and_sigkill_during_a_conversion_leave_no_temporaries_behind(many_videos, tmp_path):
     dst = tmp_path / "dst"
     proc = convert_in_background(many_videos, dst, tmp_path / "term.txt")

@@ -174,6 +174,7 @@ def test_a_sigterm_that_was_ignored_at_start_stays_ignored(capsys):
         signal.signal(signal.SIGTERM, previous)
 
 
+@pytest.mark.slow
 def test_the_interrupt_tests_pass_when_pytest_runs_as_a_background_job(tmp_path):
     """A script's ``python -m pytest &`` starts pytest with SIGINT ignored (and every child it
     launches, unless a test sets the disposition it needs): in-process and end-to-end Ctrl-C
@@ -184,7 +185,7 @@ def test_the_interrupt_tests_pass_when_pytest_runs_as_a_background_job(tmp_path)
               "test_signals_held_over_writes_that_belong_together_arrive_after_them",
               "test_ctrl_c_while_the_tool_starts"]
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-                           "--basetemp", str(tmp_path / "base"), os.path.abspath(__file__), "-k", " or ".join(chosen)],
+                           "--full", "--basetemp", str(tmp_path / "base"), os.path.abspath(__file__), "-k", " or ".join(chosen)],
                           cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600,
                           preexec_fn=as_a_background_job)
     assert proc.returncode == 0, proc.stdout[-3000:]

@@ -15,7 +15,7 @@ import yaml
 
 from tan.data.text.words import tokenize
 
-from conftest import REPO, run_tool
+from conftest import REPO, run_main
 
 MMN_SYNTHETIC = os.path.join(REPO, "configs", "mmn_synthetic.yaml")
 SPLITS = ("train", "val", "test")
@@ -77,8 +77,9 @@ def overrides(root, out, architecture):
             f"MODEL.{architecture}.FEATPOOL.INPUT_SIZE", "128"]
 
 
+@pytest.mark.slow
 def test_the_checker_passes_the_lighthouse_layout(lighthouse_root, tmp_path):
-    proc = run_tool("check_data", "--config-file", MMN_SYNTHETIC, *overrides(lighthouse_root, tmp_path, "MMN"))
+    proc = run_main("check_data", "--config-file", MMN_SYNTHETIC, *overrides(lighthouse_root, tmp_path, "MMN"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "stream        clip (folder): 600 videos, width 96" in proc.stdout
     assert "stream        slowfast (folder): 600 videos, width 32" in proc.stdout

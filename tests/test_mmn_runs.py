@@ -13,7 +13,7 @@ import torch
 
 from tan.config import load_config
 
-from conftest import ONE_THREAD, REPO, run_tool, with_overrides
+from conftest import ONE_THREAD, REPO, run_main, run_tool, with_overrides
 from runs import signal_after_record
 from test_distributed import torchrun
 from test_mmn import write_tiny_distilbert
@@ -38,7 +38,7 @@ def metrics(folder):
 def run(synthetic_root, tmp_path_factory):
     """A short MMN run: 2 epochs, evaluated after the second."""
     out = tmp_path_factory.mktemp("mmn") / "run"
-    proc = run_tool("train_net", *train_args(synthetic_root, out, "SOLVER.MAX_EPOCH", "2", "SOLVER.TEST_PERIOD", "2"))
+    proc = run_main("train_net", *train_args(synthetic_root, out, "SOLVER.MAX_EPOCH", "2", "SOLVER.TEST_PERIOD", "2"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     return load_config(MMN_SYNTHETIC, ["DATASETS.ROOT", synthetic_root]), out
 
@@ -55,7 +55,7 @@ def test_mmn_trains_logs_its_loss_terms_and_evaluates(run, tmp_path):
     stored = torch.load(out / "model_final.pth", weights_only=False)
     assert "MMN" in stored["config"] and "proposal_conv.bn.0.running_mean" in stored["model"]
     # the checkpoint alone, in another folder: the same figures
-    proc = run_tool("test_net", "--ckpt", str(out / "model_final.pth"), "OUTPUT_DIR", str(tmp_path / "eval"),
+    proc = run_main("test_net", "--ckpt", str(out / "model_final.pth"), "OUTPUT_DIR", str(tmp_path / "eval"),
                     "DATASETS.ROOT", cfg.DATASETS.ROOT, "MODEL.DEVICE", "cpu")
     assert proc.returncode == 0, proc.stderr[-3000:]
     again = metrics(tmp_path / "eval" / "inference" / "model_final")
@@ -68,9 +68,9 @@ def test_a_checkpoint_in_mmns_layout_evaluates_with_test_net(run, tmp_path):
     state = torch.load(out / "model_final.pth", weights_only=False)["model"]
     released = tmp_path / "pool_model_2e.pth"
     torch.save({"model": {f"module.{k}": v for k, v in state.items()}, "optimizer": {}, "epoch": 2}, released)
-    proc = run_tool("test_net", "--ckpt", str(released), "DATASETS.ROOT", cfg.DATASETS.ROOT)
+    proc = run_main("test_net", "--ckpt", str(released), "DATASETS.ROOT", cfg.DATASETS.ROOT)
     assert proc.returncode == 2 and "--config-file" in proc.stderr  # no stored config: say what to add
-    proc = run_tool("test_net", "--config-file", MMN_SYNTHETIC, "--ckpt", str(released), "OUTPUT_DIR",
+    proc = run_main("test_net", "--config-file", MMN_SYNTHETIC, "--ckpt", str(released), "OUTPUT_DIR",
                     str(tmp_path / "eval"), "DATASETS.ROOT", cfg.DATASETS.ROOT, "MODEL.DEVICE", "cpu")
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = metrics(tmp_path / "eval" / "inference" / "pool_model_2e")
@@ -86,7 +86,7 @@ def test_predict_the_api_and_pictures_with_mmn(run, tmp_path):
     assert maps.shape == (2, 16, 16) and float(maps.min()) >= 0
     assert float(maps[0].max()) == pytest.approx(answers[0][0].score, abs=1e-6)
     pytest.importorskip("matplotlib")
-    proc = run_tool("visualize", "scores", "--ckpt", str(out / "model_final.pth"), "--worst", "2",
+    proc = run_main("visualize", "scores", "--ckpt", str(out / "model_final.pth"), "--worst", "2",
                     "--out", str(tmp_path / "pics"), "DATASETS.ROOT", cfg.DATASETS.ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(os.listdir(tmp_path / "pics")) == 2
@@ -153,7 +153,7 @@ def test_distilbert_is_frozen_for_freeze_bert_epochs_then_trains(synthetic_root,
     words = {w for q in RunData(cfg).queries("synthetic_train")[0] for w in tokenize(q.sentence)}
     folder = write_tiny_distilbert(str(tmp_path / "bert"), sorted(words)[:40])  # others are [UNK]
     out = tmp_path / "bert_run"
-    proc = run_tool("train_net", *train_args(synthetic_root, out, "MODEL.MMN.TEXT_ENCODER.NAME", "BERT",
+    proc = run_main("train_net", *train_args(synthetic_root, out, "MODEL.MMN.TEXT_ENCODER.NAME", "BERT",
                                              "MODEL.MMN.TEXT_ENCODER.BERT.PRETRAINED", folder,
                                              "SOLVER.FREEZE_BERT", "1", "SOLVER.MAX_EPOCH", "2",
                                              "SOLVER.ITERS_PER_EPOCH", "4", "SOLVER.TEST_PERIOD", "0"))
@@ -175,7 +175,7 @@ def test_distilbert_is_frozen_for_freeze_bert_epochs_then_trains(synthetic_root,
                                   ("MODEL.MMN.FEAT2D.NAME", "conv")])
 def test_mmn_options_train(synthetic_root, tmp_path, opts):
     out = tmp_path / "opt"
-    proc = run_tool("train_net", *train_args(synthetic_root, out, "SOLVER.MAX_EPOCH", "1", "SOLVER.ITERS_PER_EPOCH",
+    proc = run_main("train_net", *train_args(synthetic_root, out, "SOLVER.MAX_EPOCH", "1", "SOLVER.ITERS_PER_EPOCH",
                                              "5", "SOLVER.TEST_PERIOD", "0", *opts))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert metrics(out / "inference" / "model_final")["num_queries"] == 602
@@ -185,7 +185,7 @@ def test_compiled_mmn_trains(synthetic_root, tmp_path):
     out = tmp_path / "compiled"
     # --skip-test: evaluating a compiled model is tested with 2D-TAN (tests/test_performance.py); compiling
     # the evaluation's shapes too would double this test's time
-    proc = run_tool("train_net", *train_args(synthetic_root, out, "SOLVER.COMPILE", "True", "SOLVER.MAX_EPOCH", "1",
+    proc = run_main("train_net", *train_args(synthetic_root, out, "SOLVER.COMPILE", "True", "SOLVER.MAX_EPOCH", "1",
                                              "SOLVER.ITERS_PER_EPOCH", "3", "SOLVER.TEST_PERIOD", "0"), "--skip-test",
                     timeout=900)
     if proc.returncode and ("CppCompileError" in proc.stderr or "InvalidCxxCompiler" in proc.stderr):
@@ -197,7 +197,7 @@ def test_compiled_mmn_trains(synthetic_root, tmp_path):
 
 def test_a_distilbert_that_cannot_load_fails_before_anything_is_written(synthetic_root, tmp_path):
     out = tmp_path / "bad_bert"
-    proc = run_tool("train_net", *train_args(synthetic_root, out, "MODEL.MMN.TEXT_ENCODER.NAME", "BERT",
+    proc = run_main("train_net", *train_args(synthetic_root, out, "MODEL.MMN.TEXT_ENCODER.NAME", "BERT",
                                              "MODEL.MMN.TEXT_ENCODER.BERT.PRETRAINED", str(tmp_path / "missing")))
     assert proc.returncode == 2 and "MODEL.MMN.TEXT_ENCODER.BERT.PRETRAINED" in proc.stderr, proc.stderr[-2000:]
     assert not (out / "config.yml").exists()  # so the advice (another path, or LSTM) can be followed at once

@@ -22,7 +22,7 @@ from tan.engine.evaluation import evaluate_moments, top_candidates
 from tan.errors import TanError
 from tan.modeling import build_model
 
-from conftest import REPO, run_tool
+from conftest import REPO, run_main
 import benchmarking.reference_ms2dtan as ref
 from benchmarking.ms2dtan_workloads import reference_model
 
@@ -371,6 +371,7 @@ def its_evaluation(model, queries, root, window, batch_size=32):
     return ref.evaluate([segments[q] for q in range(len(queries))], [q[1] for q in queries], TIOUS, RECALLS)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_in_its_release_layout_gives_its_numbers_through_tan_test(tmp_path, synthetic_root):
     """An experiment file and a bare state dict (.pkl, as its run.py saves) of its model, on data in
     its Charades-STA layout: tan-test's table equals the one its evaluation computes."""
@@ -389,7 +390,7 @@ def test_a_checkpoint_in_its_release_layout_gives_its_numbers_through_tan_test(t
             module.running_mean.uniform_(-0.1, 0.1), module.running_var.uniform_(0.5, 2.0)
     checkpoint = tmp_path / "epoch0039-0.5664-0.8825.pkl"
     torch.save(reference.state_dict(), checkpoint)
-    proc = run_tool("test_net", "--config-file", str(config), "--ckpt", str(checkpoint),
+    proc = run_main("test_net", "--config-file", str(config), "--ckpt", str(checkpoint),
                     "OUTPUT_DIR", str(tmp_path / "out"), "MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0")
     assert proc.returncode == 0, proc.stderr[-3000:]
     [metrics] = list((tmp_path / "out").rglob("metrics.json"))

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ONE_THREAD, REPO, run_tool, with_overrides
+from conftest import ONE_THREAD, REPO, run_main, run_tool, with_overrides
 from runs import final_weights, result_metrics as metrics, stop_process_group, wait_for_training_record
 
 pytestmark = pytest.mark.slow
@@ -33,7 +33,7 @@ def train_args(root, out, *extra):
 def trained(synthetic_root, tmp_path_factory):
     """Three short epochs of MS_TAN (60 iterations, about 20 s), then the test of the final model."""
     out = tmp_path_factory.mktemp("ms2dtan") / "out"
-    proc = run_tool("train_net", *train_args(synthetic_root, out), env=ONE_THREAD, cwd=str(out.parent))
+    proc = run_main("train_net", *train_args(synthetic_root, out), env=ONE_THREAD, cwd=str(out.parent))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     return out
 
@@ -41,12 +41,12 @@ def trained(synthetic_root, tmp_path_factory):
 def test_it_trains_beats_its_untrained_model_and_its_checkpoint_tests_alone(trained, synthetic_root, tmp_path):
     assert "ARCHITECTURE: MS_TAN" in (trained / "config.yml").read_text()
     final = metrics(trained / "inference" / "model_final")
-    proc = run_tool("test_net", "--config-file", CONFIG, "DATASETS.ROOT", synthetic_root, "OUTPUT_DIR",
+    proc = run_main("test_net", "--config-file", CONFIG, "DATASETS.ROOT", synthetic_root, "OUTPUT_DIR",
                     str(tmp_path / "untrained"), *SHORT, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     untrained = metrics(tmp_path / "untrained" / "inference" / "untrained")
     assert final["R@1,IoU@0.5"] > untrained["R@1,IoU@0.5"] + 8, (final, untrained)  # 26.9 against 14.0 here
-    proc = run_tool("test_net", "--ckpt", str(trained / "model_final.pth"), "DATASETS.ROOT", synthetic_root,
+    proc = run_main("test_net", "--ckpt", str(trained / "model_final.pth"), "DATASETS.ROOT", synthetic_root,
                     "OUTPUT_DIR", str(tmp_path / "again"), cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     again = metrics(tmp_path / "again" / "inference" / "model_final")
@@ -59,7 +59,7 @@ def test_it_predicts_with_the_tool_and_the_api_and_draws_its_map(trained, synthe
         annotations = json.load(f)
     video = sorted(annotations)[0]
     sentence = annotations[video]["sentences"][0]
-    proc = run_tool("predict", "--ckpt", str(trained / "model_final.pth"), "--video", video, "--query", sentence,
+    proc = run_main("predict", "--ckpt", str(trained / "model_final.pth"), "--video", video, "--query", sentence,
                     "--topk", "3", "--json", "DATASETS.ROOT", synthetic_root, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     moments = json.loads(proc.stdout)["queries"][0]["moments"]
@@ -79,7 +79,7 @@ def test_it_predicts_with_the_tool_and_the_api_and_draws_its_map(trained, synthe
     assert score_map.shape == (rows, rows)
 
     pytest.importorskip("matplotlib")
-    proc = run_tool("visualize", "scores", "--ckpt", str(trained / "model_final.pth"), "--index", "0", "--out",
+    proc = run_main("visualize", "scores", "--ckpt", str(trained / "model_final.pth"), "--index", "0", "--out",
                     str(tmp_path / "pics"), "DATASETS.ROOT", synthetic_root, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(os.listdir(tmp_path / "pics")) == 1
@@ -116,17 +116,17 @@ def test_it_trains_with_two_processes_and_under_mixed_precision(synthetic_root, 
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "using 2 process(es)" in (out / "log.txt").read_text()
     assert metrics(out / "inference" / "model_final")["R@1,IoU@0.5"] >= 0
-    proc = run_tool("train_net", *train_args(synthetic_root, tmp_path / "bf16", "SOLVER.AMP", "bf16",
+    proc = run_main("train_net", *train_args(synthetic_root, tmp_path / "bf16", "SOLVER.AMP", "bf16",
                                              "SOLVER.MAX_EPOCH", "1", "SOLVER.ITERS_PER_EPOCH", "3"), "--skip-test")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "bf16" / "model_final.pth").is_file()
 
 
 def test_the_data_checker_reads_its_config_and_a_wrong_time_unit_is_refused(synthetic_root, tmp_path):
-    proc = run_tool("check_data", "--config-file", CONFIG, "DATASETS.ROOT", synthetic_root)
+    proc = run_main("check_data", "--config-file", CONFIG, "DATASETS.ROOT", synthetic_root)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "synthetic_train" in proc.stdout
-    proc = run_tool("train_net", *train_args(synthetic_root, tmp_path / "wrong", "MODEL.MS_TAN.TIME_UNIT", "1.0"))
+    proc = run_main("train_net", *train_args(synthetic_root, tmp_path / "wrong", "MODEL.MS_TAN.TIME_UNIT", "1.0"))
     assert proc.returncode == 2
     output = proc.stdout + proc.stderr
     assert "0.5 s per feature row" in output and "MODEL.MS_TAN.TIME_UNIT is 1 s" in output

@@ -14,7 +14,7 @@ from tan.modeling import build_model
 from tan.modeling.map2d.feat2d import SparseMaxPool2D, build_mask2d
 from tan.modeling.tan2d.predictor import ProposalConv
 
-from conftest import SYNTHETIC_CONFIG, run_tool
+from conftest import SYNTHETIC_CONFIG, run_main
 
 
 def small_cfg(*opts):
@@ -161,15 +161,16 @@ def test_mixed_precision_training_steps_run_on_cpu_and_learn(amp, strip_rows, mo
     assert scaler.is_enabled() == (amp == "fp16")
 
 
+@pytest.mark.slow
 def test_fp16_run_saves_its_gradient_scaler_and_resumes(synthetic_root, tmp_path):
     args = ["--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", synthetic_root, "OUTPUT_DIR", str(tmp_path),
             "MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0", "SOLVER.AMP", "fp16", "SOLVER.ITERS_PER_EPOCH", "3",
             "SOLVER.LOG_PERIOD", "1", "SOLVER.TEST_PERIOD", "0", "--skip-test"]
-    proc = run_tool("train_net", *args, "SOLVER.MAX_EPOCH", "1")
+    proc = run_main("train_net", *args, "SOLVER.MAX_EPOCH", "1")
     assert proc.returncode == 0, proc.stderr[-3000:]
     checkpoint = torch.load(tmp_path / "model_final.pth", weights_only=False)
     assert checkpoint["grad_scaler"]["scale"] > 0 and "grad_scaler" in checkpoint
-    proc = run_tool("train_net", *args, "SOLVER.MAX_EPOCH", "2", "--accept-config-changes")  # one more epoch
+    proc = run_main("train_net", *args, "SOLVER.MAX_EPOCH", "2", "--accept-config-changes")  # one more epoch
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "resuming from" in proc.stdout + proc.stderr
     assert torch.load(tmp_path / "model_final.pth", weights_only=False)["epoch"] == 3
@@ -193,7 +194,7 @@ def test_compiled_training_saves_plain_checkpoints(synthetic_root, tmp_path):
     args = ["--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", synthetic_root, "OUTPUT_DIR", str(tmp_path),
             "MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0", "SOLVER.COMPILE", "True", "SOLVER.MAX_EPOCH", "1",
             "SOLVER.ITERS_PER_EPOCH", "3", "SOLVER.TEST_PERIOD", "0", "SOLVER.LOG_PERIOD", "1"]
-    proc = run_tool("train_net", *args)
+    proc = run_main("train_net", *args)
     if proc.returncode != 0 and "InductorError" in proc.stderr + proc.stdout:
         pytest.skip("torch.compile cannot build kernels on this machine (no working C++ compiler)")
     assert proc.returncode == 0, proc.stderr[-3000:]

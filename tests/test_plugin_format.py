@@ -104,6 +104,7 @@ def test_a_catalog_of_the_plugin_s_format_is_read_once_the_config_names_the_plug
     assert len(queries) == lines["test"] and not counts
 
 
+@pytest.mark.slow
 def test_without_the_plugin_the_catalog_s_format_is_unknown(synthetic_root, toy_root, tmp_path):
     """In a fresh process, as a user would meet it: the message lists the registered formats, and
     toy_tsv is not among them."""
@@ -121,6 +122,7 @@ def read_metrics(folder):
         return json.load(f)
 
 
+@pytest.mark.slow
 def test_the_stock_tools_train_and_test_on_the_plugin_s_format(synthetic_root, toy_root, tmp_path):
     toy, lines = toy_root
     out = tmp_path / "run"

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from conftest import ONE_THREAD, REPO, run_tool, with_overrides
+from conftest import ONE_THREAD, REPO, run_main, run_tool, with_overrides
 from runs import final_weights, result_metrics as metrics, stop_process_group, wait_for_training_record
 
 pytestmark = pytest.mark.slow
@@ -30,7 +30,7 @@ def train_args(root, out, *extra):
 def trained(synthetic_root, tmp_path_factory):
     """Three epochs of DOT_MAP (about 15 s), then the test of the final model."""
     out = tmp_path_factory.mktemp("dot_map") / "out"
-    proc = run_tool("train_net", *train_args(synthetic_root, out), env=ONE_THREAD, cwd=str(out.parent))
+    proc = run_main("train_net", *train_args(synthetic_root, out), env=ONE_THREAD, cwd=str(out.parent))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     return out
 
@@ -51,13 +51,13 @@ def test_the_example_trains_evaluates_and_its_run_folder_names_its_plugin(traine
     assert "ARCHITECTURE: DOT_MAP" in stored and PROJECT in stored and "TAN:" not in stored
     final = metrics(trained / "inference" / "model_final")
     # the untrained model, evaluated through the same tool: the trained one must be far better
-    proc = run_tool("test_net", "--config-file", CONFIG, "DATASETS.ROOT", synthetic_root, "OUTPUT_DIR",
+    proc = run_main("test_net", "--config-file", CONFIG, "DATASETS.ROOT", synthetic_root, "OUTPUT_DIR",
                     str(tmp_path / "untrained"), *SHORT, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     untrained = metrics(tmp_path / "untrained" / "inference" / "untrained")
     assert final["R@1,IoU@0.5"] > untrained["R@1,IoU@0.5"] + 10, (final, untrained)
     # the checkpoint alone (its stored config names the plug-in), from another folder
-    proc = run_tool("test_net", "--ckpt", str(trained / "model_final.pth"), "DATASETS.ROOT", synthetic_root,
+    proc = run_main("test_net", "--ckpt", str(trained / "model_final.pth"), "DATASETS.ROOT", synthetic_root,
                     "OUTPUT_DIR", str(tmp_path / "again"), cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     again = metrics(tmp_path / "again" / "inference" / "model_final")
@@ -68,14 +68,14 @@ def test_the_example_trains_evaluates_and_its_run_folder_names_its_plugin(traine
 def test_the_example_predicts_and_draws(trained, synthetic_root, tmp_path):
     with open(os.path.join(synthetic_root, "synthetic", "annotations", "test.json")) as f:
         video = sorted(json.load(f))[0]
-    proc = run_tool("predict", "--ckpt", str(trained / "model_final.pth"), "--video", video, "--query",
+    proc = run_main("predict", "--ckpt", str(trained / "model_final.pth"), "--video", video, "--query",
                     "the cook holds the pan.", "--topk", "3", "--json", "DATASETS.ROOT", synthetic_root,
                     cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     moments = json.loads(proc.stdout)["queries"][0]["moments"]
     assert len(moments) == 3 and all(0 <= m["start"] < m["end"] for m in moments)
     pytest.importorskip("matplotlib")
-    proc = run_tool("visualize", "scores", "--ckpt", str(trained / "model_final.pth"), "--index", "0", "--out",
+    proc = run_main("visualize", "scores", "--ckpt", str(trained / "model_final.pth"), "--index", "0", "--out",
                     str(tmp_path / "pics"), "DATASETS.ROOT", synthetic_root, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(os.listdir(tmp_path / "pics")) == 1
@@ -117,7 +117,7 @@ def test_the_example_trains_with_two_processes(synthetic_root, tmp_path):
 def test_the_examples_settings_are_checked_like_the_built_in_ones(synthetic_root, tmp_path):
     from tan.config import load_config
     from tan.errors import TanError
-    proc = run_tool("train_net", *train_args(synthetic_root, tmp_path / "typo", "MODEL.DOT_MAP.HIDEN_SIZE", "8"))
+    proc = run_main("train_net", *train_args(synthetic_root, tmp_path / "typo", "MODEL.DOT_MAP.HIDEN_SIZE", "8"))
     assert proc.returncode == 2
     assert "unknown config key 'MODEL.DOT_MAP.HIDEN_SIZE'; did you mean MODEL.DOT_MAP.HIDDEN_SIZE" in proc.stderr
     assert not (tmp_path / "typo").exists()
@@ -151,7 +151,7 @@ def test_a_checkpoint_with_the_models_older_names_loads_through_adapt_state_dict
     old = {("text_fc." + k[len("sentence."):] if k.startswith("sentence.") else k): v for k, v in state.items()}
     assert any(k.startswith("text_fc.") for k in old)
     torch.save({"model": old}, tmp_path / "first_version.pth")
-    proc = run_tool("test_net", "--config-file", CONFIG, "--ckpt", str(tmp_path / "first_version.pth"), *SHORT,
+    proc = run_main("test_net", "--config-file", CONFIG, "--ckpt", str(tmp_path / "first_version.pth"), *SHORT,
                     "DATASETS.ROOT", synthetic_root, "OUTPUT_DIR", str(tmp_path / "eval"), cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = metrics(tmp_path / "eval" / "inference" / "first_version")

@@ -18,7 +18,7 @@ from tan.data.tokens import tokenize
 from tan.errors import TanError
 from tan.standin import HIDDEN_TEST_FIELDS, make_qvhighlights_standin
 
-from conftest import REPO, run_tool
+from conftest import REPO, run_main
 
 DIMS = {"clip": 32, "slowfast": 16, "text": 32}
 SIZES = {"train": 400, "val": 50, "test": 30}
@@ -133,7 +133,7 @@ def check_submission(path, annotations, saliency, slack=1e-3):
     ("TAN_MSRA", "tan_msra_synthetic.yaml", 3, 10), ("MS_TAN", "ms2dtan_synthetic.yaml", 1, 0)])
 def test_trains_and_writes_the_submission_files(qvh_root, tmp_path, architecture, config, epochs, floor):
     out = tmp_path / "run"
-    proc = run_tool("train_net", "--config-file", os.path.join(REPO, "configs", config),
+    proc = run_main("train_net", "--config-file", os.path.join(REPO, "configs", config),
                     "DATASETS.ROOT", qvh_root, "OUTPUT_DIR", str(out), "MODEL.DEVICE", "cpu",
                     "SOLVER.MAX_EPOCH", str(epochs), *small(architecture))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
@@ -187,15 +187,16 @@ def test_saliency_labels_of_some_queries_only(tmp_path):
     assert queries[0].saliency == ((1, 2), ((4.0, 3.0, 2.0), (1.0, 0.0, 2.0)))
 
 
+@pytest.mark.slow
 def test_a_split_without_labels_is_refused_for_training(qvh_root, tmp_path):
-    proc = run_tool("train_net", "--config-file", os.path.join(REPO, "configs", "lighthouse", "2dtan_qvhighlight.yaml"),
+    proc = run_main("train_net", "--config-file", os.path.join(REPO, "configs", "lighthouse", "2dtan_qvhighlight.yaml"),
                     "DATASETS.ROOT", qvh_root, "OUTPUT_DIR", str(tmp_path / "run"), "MODEL.DEVICE", "cpu",
                     "DATASETS.TRAIN", "('qvhighlight_lighthouse_test',)", *small("TAN"))
     assert proc.returncode != 0
     output = proc.stdout + proc.stderr
     assert "'qvhighlight_lighthouse_test' (DATASETS.TRAIN) has no labels" in output
     assert not (tmp_path / "run").exists()  # refused before the run folder is made
-    check = run_tool("check_data", "--config-file", os.path.join(REPO, "configs", "lighthouse", "2dtan_qvhighlight.yaml"),
+    check = run_main("check_data", "--config-file", os.path.join(REPO, "configs", "lighthouse", "2dtan_qvhighlight.yaml"),
                      "DATASETS.ROOT", qvh_root, "DATASETS.TRAIN", "('qvhighlight_lighthouse_test',)", *small("TAN"))
     assert check.returncode == 1  # the checker lists it among what would stop training
     assert "'qvhighlight_lighthouse_test' (DATASETS.TRAIN) has no labels" in check.stdout

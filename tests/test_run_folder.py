@@ -18,7 +18,7 @@ from tan.config.history import read_history
 from tan.errors import TanError
 from tan.utils.run_lock import RunLock, remove_stale_temporaries
 
-from conftest import ONE_THREAD, REPO, SYNTHETIC_CONFIG, file_size_limit, run_tool, with_overrides
+from conftest import ONE_THREAD, REPO, SYNTHETIC_CONFIG, file_size_limit, run_main, with_overrides
 from runs import signal_after_record, stop_process_group, wait_for_training_record
 
 pytestmark = pytest.mark.slow
@@ -34,7 +34,7 @@ def train_args(root, out, *extra, epochs=2):
 
 
 def train(root, out, *extra, epochs=2):
-    return run_tool("train_net", *train_args(root, out, *extra, epochs=epochs), env=ONE_THREAD)
+    return run_main("train_net", *train_args(root, out, *extra, epochs=epochs), env=ONE_THREAD)
 
 
 def start(root, out, *extra, epochs=2, console=None):

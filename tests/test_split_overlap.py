@@ -15,7 +15,7 @@ from tan.data.formats import load_annotations
 from tan.data.overlap import run_overlaps, sentence_key, split_overlap
 from tan.data.formats.common import Query
 
-from conftest import ANNOTATIONS, REPO, SYNTHETIC_CONFIG, run_tool
+from conftest import ANNOTATIONS, REPO, SYNTHETIC_CONFIG, run_main
 
 # where each reference-layout built-in dataset's annotation file comes from in data/annotations
 SOURCES = {"tacos": "tacos/{split}.json.gz", "activitynet": "activitynet/{split}.json.gz",
@@ -76,9 +76,10 @@ def planted_options(root, test):
             "INPUT.PRE_QUERY_SIZE", "8", "MODEL.TAN.FEATPOOL.INPUT_SIZE", "8", "INPUT.WORD_VECTORS", "none.txt"]
 
 
+@pytest.mark.slow
 def test_the_checker_reports_a_planted_overlap(planted, tmp_path):
     report = tmp_path / "report.json"
-    proc = run_tool("check_data", "--config-file", SYNTHETIC_CONFIG, "--json", str(report),
+    proc = run_main("check_data", "--config-file", SYNTHETIC_CONFIG, "--json", str(report),
                     *planted_options(planted, "leaky"))
     assert proc.returncode == 0, proc.stdout + proc.stderr  # reported, not fatal
     assert "planted_train / planted_leaky: OVERLAP" in proc.stdout
@@ -88,14 +89,15 @@ def test_the_checker_reports_a_planted_overlap(planted, tmp_path):
     assert found["videos"] == ["v3"] and found["queries"] == 1 and found["overlaps"] is True
     assert (found["sentences"], found["evaluated_sentences"]) == (2, 3)
 
-    proc = run_tool("check_data", "--config-file", SYNTHETIC_CONFIG, *planted_options(planted, "clean"))
+    proc = run_main("check_data", "--config-file", SYNTHETIC_CONFIG, *planted_options(planted, "clean"))
     assert proc.returncode == 0 and "planted_train / planted_clean: no shared video or query" in proc.stdout
     assert "1 of 2 distinct sentences also occur in training" in proc.stdout
 
 
+@pytest.mark.slow
 def test_training_warns_once_at_start(planted, tmp_path):
     out = tmp_path / "run"
-    proc = run_tool("train_net", "--config-file", SYNTHETIC_CONFIG, "--skip-test", *planted_options(planted, "leaky"),
+    proc = run_main("train_net", "--config-file", SYNTHETIC_CONFIG, "--skip-test", *planted_options(planted, "leaky"),
                     "OUTPUT_DIR", str(out), "MODEL.DEVICE", "cpu", "SOLVER.MAX_EPOCH", "1", "SOLVER.TEST_PERIOD", "0",
                     "DATALOADER.NUM_WORKERS", "0", "MODEL.TAN.NUM_CLIPS", "4", "MODEL.TAN.FEAT2D.POOLING_COUNTS", "[3]",
                     "INPUT.NUM_PRE_CLIPS", "8", "MODEL.TAN.FEATPOOL.KERNEL_SIZE", "2", "SOLVER.BATCH_SIZE", "2")
@@ -120,6 +122,7 @@ def real_split(name):
     return tuple(load_annotations(source, "tacos" if benchmark == "tacos" else "seconds")[0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", shipped_configs())
 def test_the_shipped_configs_splits_do_not_overlap(config, synthetic_root):
     cfg = load_config(os.path.join(REPO, "configs", config), ["DATASETS.ROOT", synthetic_root])

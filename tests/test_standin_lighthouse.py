@@ -164,6 +164,7 @@ def test_loads_through_the_lighthouse_config(charades):
                                                                                 VIDEOS)
 
 
+@pytest.mark.slow
 def test_tacos_names_from_the_command_line(tmp_path):
     result = run_tool("make_standin", "--benchmark", "tacos", "--layout", "lighthouse", "--root", str(tmp_path),
                       "--videos", "5", "--dim-clip", "16", "--dim-slowfast", "8", "--dim-text", "16", timeout=120)

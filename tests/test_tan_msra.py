@@ -16,7 +16,7 @@ import yaml
 
 from benchmarking import reference_tan_msra as ref
 from helpers.tan_msra_experiments import write_experiments
-from conftest import ONE_THREAD, REPO, run_tool
+from conftest import ONE_THREAD, REPO, run_main
 from tan.cli.convert_config import main as convert_config
 from tan.cli.setup import EVALUATION_SPLITS
 from tan.config import load_config
@@ -203,7 +203,7 @@ def released(synthetic_root, tmp_path_factory):
     path = folder / "iter000000-0.0000-0.0000.pkl"
     torch.save({f"module.{k}": v for k, v in reference.state_dict().items()}, path)
     out = folder / "out"
-    proc = run_tool("test_net", "--config-file", SYNTHETIC, "--ckpt", str(path), "DATASETS.ROOT", synthetic_root,
+    proc = run_main("test_net", "--config-file", SYNTHETIC, "--ckpt", str(path), "DATASETS.ROOT", synthetic_root,
                     "OUTPUT_DIR", str(out), "MODEL.DEVICE", "cpu", env=ONE_THREAD, cwd=str(folder))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     results = out / "inference" / path.name / "synthetic_test"
@@ -214,6 +214,7 @@ def released(synthetic_root, tmp_path_factory):
     return path, metrics, predictions
 
 
+@pytest.mark.slow
 def test_its_release_layout_evaluates_through_tan_test_with_its_evaluations_numbers(released, synthetic_root):
     path, metrics, predictions = released
     cfg = load_config(SYNTHETIC, ["DATASETS.ROOT", synthetic_root, "MODEL.DEVICE", "cpu"])
@@ -314,6 +315,7 @@ SMALL = ["MODEL.TAN_MSRA.FRAME_MODULE.INPUT_SIZE", "16", "MODEL.TAN_MSRA.FRAME_M
          "INPUT.PRE_QUERY_SIZE", "8", "DATASETS.TRAIN", "()", "DATALOADER.NUM_WORKERS", "0", "MODEL.DEVICE", "cpu"]
 
 
+@pytest.mark.slow
 def test_a_converted_file_evaluates_its_checkpoint_on_its_data_layout_with_its_numbers(tmp_path, experiments):
     """Its Charades-STA files as its code reads them (the text file cut at ".\\n", the CSV durations, GloVe by
     white-space words, features averaged its way), its model, proposals and eval; and the same files
@@ -327,7 +329,7 @@ def test_a_converted_file_evaluates_its_checkpoint_on_its_data_layout_with_its_n
     with torch.no_grad():
         reference.pred_layer.weight.mul_(40)
     torch.save(reference.state_dict(), tmp_path / "iter000001-0.0000-0.0000.pkl")
-    proc = run_tool("test_net", "--config-file", converted, "--ckpt", str(tmp_path / "iter000001-0.0000-0.0000.pkl"),
+    proc = run_main("test_net", "--config-file", converted, "--ckpt", str(tmp_path / "iter000001-0.0000-0.0000.pkl"),
                     "OUTPUT_DIR", str(tmp_path / "out"), *SMALL, env=ONE_THREAD, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     results = tmp_path / "out" / "inference" / "iter000001-0.0000-0.0000.pkl" / "tan_msra_charades_test"
@@ -390,13 +392,14 @@ def test_settings_that_cannot_work_are_refused():
 
 # ------------------------------------------------------------ (e) it learns
 
+@pytest.mark.slow
 def test_two_epochs_on_the_synthetic_data_beat_the_untrained_model(synthetic_root, tmp_path):
     cfg = load_config(SYNTHETIC, ["DATASETS.ROOT", synthetic_root, "MODEL.DEVICE", "cpu"])
     torch.manual_seed(cfg.SEED)
     [loader] = RunData(cfg, splits=EVALUATION_SPLITS).test_loaders(False)
     untrained = inference(build_model(cfg), loader, "synthetic_test", cfg.TEST.NMS_THRESH, torch.device("cpu"))
     out = tmp_path / "run"
-    proc = run_tool("train_net", "--config-file", SYNTHETIC, "DATASETS.ROOT", synthetic_root, "OUTPUT_DIR", str(out),
+    proc = run_main("train_net", "--config-file", SYNTHETIC, "DATASETS.ROOT", synthetic_root, "OUTPUT_DIR", str(out),
                     "MODEL.DEVICE", "cpu", "SOLVER.MAX_EPOCH", "2", "SOLVER.TEST_PERIOD", "0", env=ONE_THREAD,
                     cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]

@@ -19,7 +19,10 @@ from tan.engine.hooks import BestModel
 from tan.engine.state import TrainingState
 from tan.errors import TanError
 
-from conftest import SYNTHETIC_CONFIG, run_tool
+from conftest import SYNTHETIC_CONFIG, run_main
+
+# end-to-end: every test here uses a trained run or starts the tools
+pytestmark = pytest.mark.slow
 
 RUN = ["MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0", "SOLVER.MAX_EPOCH", "4", "SOLVER.ITERS_PER_EPOCH", "12",
        "SOLVER.TEST_PERIOD", "1", "SOLVER.MILESTONES", "(3,)", "SOLVER.LOG_PERIOD", "6"]
@@ -36,7 +39,7 @@ def run(synthetic_root, tmp_path_factory):
     out = tmp_path_factory.mktemp("tools") / "out"
     extra = ["TENSORBOARD", "True"] if tensorboard_installed() else []
     args = ["--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", synthetic_root, "OUTPUT_DIR", str(out), *RUN, *extra]
-    proc = run_tool("train_net", *args)
+    proc = run_main("train_net", *args)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     cfg = load_config(SYNTHETIC_CONFIG, ["DATASETS.ROOT", synthetic_root, "OUTPUT_DIR", str(out), *RUN, *extra])
     return cfg, out, proc
@@ -139,7 +142,7 @@ def test_a_resumed_run_keeps_a_best_model_newer_than_its_checkpoint(run, tmp_pat
     torch.save(best, out / "model_best.pth")
     args = ["--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", cfg.DATASETS.ROOT, "OUTPUT_DIR", str(out),
             *merge_overrides(RUN, ["SOLVER.MAX_EPOCH", "3"]), "--skip-test"]
-    proc = run_tool("train_net", *args)
+    proc = run_main("train_net", *args)
     assert proc.returncode == 0, proc.stdout[-3000:]
     kept = torch.load(out / "model_best.pth", weights_only=False)
     assert kept["best"]["value"] == 100.0 and kept["epoch"] == 2  # epoch 3 (< 100) did not replace it
@@ -147,7 +150,7 @@ def test_a_resumed_run_keeps_a_best_model_newer_than_its_checkpoint(run, tmp_pat
 
 
 def predict_json(cfg, out, *args):
-    proc = run_tool("predict", "--config-file", SYNTHETIC_CONFIG, "--json", *args, "DATASETS.ROOT",
+    proc = run_main("predict", "--config-file", SYNTHETIC_CONFIG, "--json", *args, "DATASETS.ROOT",
                     cfg.DATASETS.ROOT, "OUTPUT_DIR", str(out), "MODEL.DEVICE", "cpu")
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
@@ -219,7 +222,7 @@ def test_predict_from_a_npy_file_equals_predict_from_the_video_id(run, tmp_path)
 ])
 def test_predict_reports_bad_input_clearly(run, args, message):
     cfg, out, _ = run
-    proc = run_tool("predict", "--config-file", SYNTHETIC_CONFIG, *args, "DATASETS.ROOT", cfg.DATASETS.ROOT,
+    proc = run_main("predict", "--config-file", SYNTHETIC_CONFIG, *args, "DATASETS.ROOT", cfg.DATASETS.ROOT,
                     "OUTPUT_DIR", str(out), "MODEL.DEVICE", "cpu")
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
 
@@ -233,7 +236,7 @@ def png_size(path):
 def test_visualize_writes_score_maps_and_curves_of_the_expected_size(run, tmp_path):
     pytest.importorskip("matplotlib")
     cfg, out, _ = run
-    proc = run_tool("visualize", "scores", "--config-file", SYNTHETIC_CONFIG, "--index", "0", "--worst", "2",
+    proc = run_main("visualize", "scores", "--config-file", SYNTHETIC_CONFIG, "--index", "0", "--worst", "2",
                     "--out", str(tmp_path / "pics"), "DATASETS.ROOT", cfg.DATASETS.ROOT, "OUTPUT_DIR", str(out),
                     "MODEL.DEVICE", "cpu")
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -241,7 +244,7 @@ def test_visualize_writes_score_maps_and_curves_of_the_expected_size(run, tmp_pa
     assert len(pictures) == 3 and "synthetic_test_000000.png" in pictures
     for name in pictures:
         assert png_size(tmp_path / "pics" / name) == (1300, 550)
-    proc = run_tool("visualize", "curves", "--metrics", str(out), "--out", str(tmp_path / "curves.png"))
+    proc = run_main("visualize", "curves", "--metrics", str(out), "--out", str(tmp_path / "curves.png"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert png_size(tmp_path / "curves.png") == (1500, 450)
 

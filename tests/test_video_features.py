@@ -24,13 +24,13 @@ from tan.video.extract import backbone_sampling, extract_videos, list_videos  # 
 from tan.video.queries import extract_queries, read_query_file  # noqa: E402
 from tan.video.synthetic import write_video  # noqa: E402
 
-from conftest import CLIP_SECONDS, REPO, TAN_VIDEOS, run_main, run_tool  # noqa: E402
+from conftest import CLIP_SECONDS, REPO, TAN_VIDEOS, run_main  # noqa: E402
 
 MMN_VIDEOS = os.path.join(REPO, "configs", "video", "mmn_synthetic_videos.yaml")
 
 
 def extract_tool(*args, timeout=600):
-    return run_tool("extract_features", *args, timeout=timeout)
+    return run_main("extract_features", *args, timeout=timeout)
 
 
 def solid_video(path, colours, fps=10, size=48, codec="libx264"):
@@ -168,6 +168,7 @@ def test_the_text_backbone_writes_token_features_and_the_sentence_vector(tiny_mo
         tiny_writer("nope")
 
 
+@pytest.mark.slow
 def test_a_folder_of_bad_videos_reports_each_reason_and_writes_the_good_ones(tiny_models, tmp_path):
     videos = tmp_path / "videos"
     videos.mkdir()
@@ -250,6 +251,7 @@ def test_a_folder_made_by_another_extractor_is_refused(tiny_models, tmp_path):
     assert os.stat(os.path.join(out, "a.npz")).st_mtime_ns == before
 
 
+@pytest.mark.slow
 def test_a_run_killed_in_the_middle_of_a_folder_leaves_no_partial_file_and_the_rerun_does_the_rest_once(
         tiny_models, tmp_path):
     videos = tmp_path / "videos"
@@ -280,6 +282,7 @@ def test_a_run_killed_in_the_middle_of_a_folder_leaves_no_partial_file_and_the_r
     assert {n: os.stat(out / n).st_mtime_ns for n in finished} == finished  # not done twice
 
 
+@pytest.mark.slow
 def test_datasets_of_one_run_with_features_of_different_extractors_are_warned_about(video_dataset, tmp_path):
     from tan.config import load_config
     from tan.data import RunData
@@ -318,6 +321,7 @@ def metric(out, folder, dataset="synthetic_videos_test", name="R@1,IoU@0.5"):
         return json.load(f)[name]
 
 
+@pytest.mark.slow
 def test_the_checkpoint_records_the_extractors_and_predicts_from_a_video_file_as_from_its_features(
         video_dataset, trained_tan):
     import torch
@@ -329,10 +333,10 @@ def test_the_checkpoint_records_the_extractors_and_predicts_from_a_video_file_as
     assert stored["text_features"] == read_extractor(os.path.join(video_dataset, "features", "clip_text"))
     record = json.loads(open(os.path.join(video_dataset, "data", "test.jsonl")).readline())
     video_file = os.path.join(video_dataset, "videos", f"{record['vid']}.mp4")
-    from_file = run_tool("predict", "--ckpt", checkpoint, "--video-file", video_file, "--query", record["query"],
+    from_file = run_main("predict", "--ckpt", checkpoint, "--video-file", video_file, "--query", record["query"],
                          "--json")
     assert from_file.returncode == 0, from_file.stderr[-3000:]
-    from_features = run_tool("predict", "--ckpt", checkpoint, "--video", record["vid"], "--duration",
+    from_features = run_main("predict", "--ckpt", checkpoint, "--video", record["vid"], "--duration",
                              str(record["duration"]), "--query", record["query"], "--json",
                              "DATASETS.ROOT", video_dataset)
     assert from_features.returncode == 0, from_features.stderr[-3000:]
@@ -344,11 +348,12 @@ def test_the_checkpoint_records_the_extractors_and_predicts_from_a_video_file_as
         pytest.approx([m["score"] for m in b["queries"][0]["moments"]], abs=1e-4)
 
 
+@pytest.mark.slow
 def test_mmn_predicts_from_a_video_file_through_the_python_api(video_dataset, tmp_path):
     import tan
 
     out = str(tmp_path / "mmn")
-    proc = run_tool("train_net", "--config-file", MMN_VIDEOS, "DATASETS.ROOT", video_dataset, "OUTPUT_DIR", out,
+    proc = run_main("train_net", "--config-file", MMN_VIDEOS, "DATASETS.ROOT", video_dataset, "OUTPUT_DIR", out,
                     "MODEL.DEVICE", "cpu", "SOLVER.MAX_EPOCH", "1", "--skip-test")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     model = tan.load_model(os.path.join(out, "model_final.pth"))
@@ -359,6 +364,7 @@ def test_mmn_predicts_from_a_video_file_through_the_python_api(video_dataset, tm
     assert 1 <= len(moments) <= 3 and all(0 <= m.start < m.end <= record["duration"] + 1e-6 for m in moments)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_without_records_says_how_to_predict(trained_tan, tmp_path):
     import torch
 
@@ -377,6 +383,7 @@ def test_a_checkpoint_without_records_says_how_to_predict(trained_tan, tmp_path)
         model.encode_sentences(["a red square"])
 
 
+@pytest.mark.slow
 def test_new_sentences_are_encoded_by_the_recorded_text_backbone_as_the_training_files_were(
         video_dataset, trained_tan):
     import tan
@@ -389,6 +396,7 @@ def test_new_sentences_are_encoded_by_the_recorded_text_backbone_as_the_training
     np.testing.assert_allclose(model.encode_sentences([record["query"]])[0], expected, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_moved_extractor_model_is_named_and_can_be_pointed_to(video_dataset, trained_tan, tiny_models, tmp_path):
     import shutil
 
@@ -399,10 +407,10 @@ def test_a_moved_extractor_model_is_named_and_can_be_pointed_to(video_dataset, t
     hidden = tiny_models["video_transformer"] + ".away"
     os.rename(tiny_models["video_transformer"], hidden)
     try:
-        gone = run_tool("predict", "--ckpt", checkpoint, "--video-file", video_file, "--query", "a red square")
+        gone = run_main("predict", "--ckpt", checkpoint, "--video-file", video_file, "--query", "a red square")
         assert gone.returncode == 2 and "is gone; give its new place with --extractor-model tiny_videomae=" \
             in gone.stderr, gone.stderr[-2000:]
-        found = run_tool("predict", "--ckpt", checkpoint, "--video-file", video_file, "--query", "a red square",
+        found = run_main("predict", "--ckpt", checkpoint, "--video-file", video_file, "--query", "a red square",
                          "--extractor-model", f"tiny_videomae={moved}")
         assert found.returncode == 0, found.stderr[-2000:]
         other = tmp_path / "other"
@@ -416,6 +424,7 @@ def test_a_moved_extractor_model_is_named_and_can_be_pointed_to(video_dataset, t
         os.rename(hidden, tiny_models["video_transformer"])
 
 
+@pytest.mark.slow
 def test_a_model_on_sentence_features_refuses_an_empty_sentence_as_every_tool_does(video_dataset, trained_tan):
     """Its text backbone would turn "" into features like any sentence's, and the model would answer."""
     import tan

@@ -151,12 +151,13 @@ def test_submission_file_names():
 
 
 def _evaluate_untrained(root, out, *extra):
-    from conftest import SYNTHETIC_CONFIG, run_tool
+    from conftest import SYNTHETIC_CONFIG, run_main
 
-    return run_tool("test_net", "--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", root, "OUTPUT_DIR", str(out),
+    return run_main("test_net", "--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", root, "OUTPUT_DIR", str(out),
                     "DATASETS.TEST", "('synthetic_val',)", "MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0", *extra)
 
 
+@pytest.mark.slow
 def test_the_config_turns_the_metrics_on_and_they_match_the_predictions_file(synthetic_root, tmp_path):
     import json
 
@@ -182,12 +183,13 @@ def test_the_config_turns_the_metrics_on_and_they_match_the_predictions_file(syn
     assert not (folder / "synthetic_val_submission.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_a_best_metric_the_validation_data_does_not_report_is_refused_before_the_run_folder_claims_a_run(
         synthetic_root, tmp_path):
-    from conftest import SYNTHETIC_CONFIG, run_tool
+    from conftest import SYNTHETIC_CONFIG, run_main
 
     out = tmp_path / "run"
-    proc = run_tool("train_net", "--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", synthetic_root, "OUTPUT_DIR",
+    proc = run_main("train_net", "--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", synthetic_root, "OUTPUT_DIR",
                     str(out), "MODEL.DEVICE", "cpu", "TEST.BEST_METRIC", "MR-full-mAP", "DATALOADER.NUM_WORKERS", "0")
     assert proc.returncode == 2
     assert "TEST.BEST_METRIC 'MR-full-mAP' is not reported on 'synthetic_val'" in proc.stdout + proc.stderr

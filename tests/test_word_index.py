@@ -220,6 +220,7 @@ BUILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_two_processes_building_at_once_both_get_the_same_complete_index(tmp_path):
     path = tmp_path / "glove.txt"
     rng = np.random.default_rng(1)

@@ -18,7 +18,10 @@ from tan.config import load_config, load_config_text
 from tan.config.choices import metric_names
 from tan.errors import TanError
 
-from conftest import SYNTHETIC_CONFIG, run_tool
+from conftest import SYNTHETIC_CONFIG, run_main
+
+# end-to-end: every test here uses a trained run or starts the tools
+pytestmark = pytest.mark.slow
 
 RUN = ["MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0", "SOLVER.MAX_EPOCH", "3", "SOLVER.ITERS_PER_EPOCH", "10",
        "SOLVER.TEST_PERIOD", "1", "SOLVER.MILESTONES", "(2,)", "SOLVER.LOG_PERIOD", "5"]
@@ -30,7 +33,7 @@ def run(synthetic_root, tmp_path_factory):
     """A short training run with a final test: model_{1,2,3}e, model_final and model_best."""
     out = tmp_path_factory.mktemp("workflows") / "out"
     args = ["--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", synthetic_root, "OUTPUT_DIR", str(out), *RUN]
-    proc = run_tool("train_net", *args)
+    proc = run_main("train_net", *args)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return load_config(SYNTHETIC_CONFIG, args[2:]), out
 
@@ -64,7 +67,7 @@ def test_a_checkpoint_alone_is_evaluated_to_the_figures_of_training(run, tmp_pat
     checkpoint["config"] = checkpoint["config"].replace("DEVICE: cpu", "DEVICE: cuda")
     assert "DEVICE: cuda" in checkpoint["config"]
     torch.save(checkpoint, moved / "model_final.pth")
-    proc = run_tool("test_net", "--ckpt", str(moved / "model_final.pth"), "DATASETS.ROOT", cfg.DATASETS.ROOT,
+    proc = run_main("test_net", "--ckpt", str(moved / "model_final.pth"), "DATASETS.ROOT", cfg.DATASETS.ROOT,
                     "DATALOADER.NUM_WORKERS", "0")
     assert proc.returncode == 0, proc.stderr[-3000:]
     # No --config-file and no OUTPUT_DIR: the stored config, results beside the checkpoint.
@@ -87,7 +90,7 @@ def test_test_net_needs_only_the_test_files(run, tmp_path):
         "mine_test: {annotations: test.json, features: features.hdf5, format: seconds}\n")
     data = ["DATASETS.ROOT", str(root), "DATASETS.CATALOG", "catalog.yaml", "INPUT.WORD_VECTORS", "glove.txt",
             "DATASETS.TRAIN", "('mine_train',)", "DATASETS.VAL", "('mine_val',)", "DATASETS.TEST", "('mine_test',)"]
-    proc = run_tool("test_net", "--ckpt", str(out / "model_final.pth"), "OUTPUT_DIR", str(tmp_path / "res"),
+    proc = run_main("test_net", "--ckpt", str(out / "model_final.pth"), "OUTPUT_DIR", str(tmp_path / "res"),
                     *data, *FAST)
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(tmp_path / "res" / "inference" / "model_final" / "mine_test" / "metrics.json") as f:
@@ -97,12 +100,12 @@ def test_test_net_needs_only_the_test_files(run, tmp_path):
     import h5py
     with h5py.File(root / "features.hdf5", "r") as f:
         np.save(tmp_path / "clip.npy", np.asarray(f["syn_test_0003"]))
-    proc = run_tool("predict", "--ckpt", str(out / "model_final.pth"), "--features", str(tmp_path / "clip.npy"),
+    proc = run_main("predict", "--ckpt", str(out / "model_final.pth"), "--features", str(tmp_path / "clip.npy"),
                     "--duration", "46.5", "--query", "the cook holds the pan.", "--json", *data, *FAST)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(json.loads(proc.stdout)["queries"][0]["moments"]) == 5
     # Training with the same files still says what is missing.
-    proc = run_tool("train_net", "--config-file", SYNTHETIC_CONFIG, "OUTPUT_DIR", str(tmp_path / "train"),
+    proc = run_main("train_net", "--config-file", SYNTHETIC_CONFIG, "OUTPUT_DIR", str(tmp_path / "train"),
                     *data, *FAST)
     assert proc.returncode == 2 and "train.json" in proc.stderr and "not found" in proc.stderr
 
@@ -110,7 +113,7 @@ def test_test_net_needs_only_the_test_files(run, tmp_path):
 def test_three_checkpoints_are_compared_in_one_call(run, tmp_path):
     cfg, out = run
     results = tmp_path / "compare"
-    proc = run_tool("test_net", "--ckpt", str(out / "model_1e.pth"), str(out / "model_2e.pth"),
+    proc = run_main("test_net", "--ckpt", str(out / "model_1e.pth"), str(out / "model_2e.pth"),
                     str(out / "model_final.pth"), "OUTPUT_DIR", str(results), "DATASETS.ROOT", cfg.DATASETS.ROOT,
                     *FAST)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -162,9 +165,9 @@ def test_a_checkpoint_without_config_needs_a_config_file(run, tmp_path):
     bare = torch.load(out / "model_final.pth", weights_only=False)
     del bare["config"]  # what the reference's checkpoints look like
     torch.save(bare, tmp_path / "reference.pth")
-    proc = run_tool("test_net", "--ckpt", str(tmp_path / "reference.pth"), *FAST)
+    proc = run_main("test_net", "--ckpt", str(tmp_path / "reference.pth"), *FAST)
     assert proc.returncode == 2 and "carries no config" in proc.stderr and "--config-file" in proc.stderr
-    proc = run_tool("test_net", "--config-file", SYNTHETIC_CONFIG, "--ckpt", str(tmp_path / "reference.pth"),
+    proc = run_main("test_net", "--config-file", SYNTHETIC_CONFIG, "--ckpt", str(tmp_path / "reference.pth"),
                     "DATASETS.ROOT", cfg.DATASETS.ROOT, "OUTPUT_DIR", str(tmp_path / "res"), *FAST)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert metrics_of(tmp_path / "res" / "inference" / "reference") == metrics_of(out / "inference" / "model_final")
@@ -172,7 +175,7 @@ def test_a_checkpoint_without_config_needs_a_config_file(run, tmp_path):
 
 def test_a_checkpoint_that_does_not_fit_the_config_names_the_parameters(run):
     _, out = run
-    proc = run_tool("test_net", "--ckpt", str(out / "model_final.pth"), "MODEL.TAN.PREDICTOR.HIDDEN_SIZE", "32",
+    proc = run_main("test_net", "--ckpt", str(out / "model_final.pth"), "MODEL.TAN.PREDICTOR.HIDDEN_SIZE", "32",
                     *FAST)
     output = proc.stdout + proc.stderr  # once logging is set up, the error is logged
     assert proc.returncode == 2
@@ -184,11 +187,11 @@ def test_the_tools_share_one_default_checkpoint(run, tmp_path):
     --worst reads the predictions of the model it draws."""
     cfg, out = run
     args = ["--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", cfg.DATASETS.ROOT, "OUTPUT_DIR", str(out), *RUN]
-    proc = run_tool("predict", *args, "--video", "syn_test_0003", "--query", "the cook holds the pan.", "--json")
+    proc = run_main("predict", *args, "--video", "syn_test_0003", "--query", "the cook holds the pan.", "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout)["checkpoint"] == str(out / "model_final.pth")
     pytest.importorskip("matplotlib")
-    proc = run_tool("visualize", "scores", *args[:2], "--worst", "2", "--out", str(tmp_path / "pics"), *args[2:])
+    proc = run_main("visualize", "scores", *args[:2], "--worst", "2", "--out", str(tmp_path / "pics"), *args[2:])
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = read_jsonl(out / "inference" / "model_final" / "synthetic_test" / "predictions.jsonl")
     worst = sorted(records, key=lambda r: (r["ious"][0] if r["ious"] else 0.0, r["index"]))[:2]
@@ -228,7 +231,7 @@ def predict_both_ways(cfg, out, sentences, topk, video_name="syn_test_0003"):
     """tan-predict (its JSON report) and the API on one video of the run in ``out``: the
     same moments and scores, to the printed digits. Returns (model, encoded video, answers)."""
     asked = sum((["--query", s] for s in sentences), [])
-    proc = run_tool("predict", "--ckpt", str(out / "model_final.pth"), "--video", video_name, *asked,
+    proc = run_main("predict", "--ckpt", str(out / "model_final.pth"), "--video", video_name, *asked,
                     "--topk", str(topk), "--json", "DATASETS.ROOT", cfg.DATASETS.ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
@@ -272,7 +275,7 @@ def test_unlabelled_queries_are_predicted_in_both_formats(run, tmp_path):
     queries.write_text("".join(json.dumps(x) + "\n" for x in lines) + "\n")
     common = ["--ckpt", str(out / "model_final.pth"), "--queries", str(queries), "--topk", "10",
               "DATASETS.ROOT", cfg.DATASETS.ROOT]
-    proc = run_tool("predict", *common, "--format", "lighthouse", "--output", str(tmp_path / "lh.jsonl"))
+    proc = run_main("predict", *common, "--format", "lighthouse", "--output", str(tmp_path / "lh.jsonl"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     lighthouse = read_jsonl(tmp_path / "lh.jsonl")
     assert [r["qid"] for r in lighthouse] == [11, 1, "q3", "q4"]  # a missing qid: the query's position
@@ -283,7 +286,7 @@ def test_unlabelled_queries_are_predicted_in_both_formats(run, tmp_path):
         assert len(windows) == 10 and all(len(w) == 3 and 0 <= w[0] < w[1] for w in windows)
         assert [w[2] for w in windows] == sorted((w[2] for w in windows), reverse=True)
     assert max(w[1] for w in lighthouse[1]["pred_relevant_windows"]) <= 42.5  # the line's duration
-    proc = run_tool("predict", *common)  # our format, on stdout
+    proc = run_main("predict", *common)  # our format, on stdout
     assert proc.returncode == 0, proc.stderr[-3000:]
     ours = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [r["sentence"] for r in ours] == [x["query"] for x in lines]
@@ -293,7 +296,7 @@ def test_unlabelled_queries_are_predicted_in_both_formats(run, tmp_path):
     for mine, theirs in zip(ours, lighthouse):
         assert [m + [s] for m, s in zip(mine["moments"], mine["scores"])] == theirs["pred_relevant_windows"]
     # The one-video form gives the same moments.
-    proc = run_tool("predict", "--ckpt", str(out / "model_final.pth"), "--video", "syn_test_0003", "--query",
+    proc = run_main("predict", "--ckpt", str(out / "model_final.pth"), "--video", "syn_test_0003", "--query",
                     lines[0]["query"], "--topk", "10", "--json", "DATASETS.ROOT", cfg.DATASETS.ROOT)
     single = json.loads(proc.stdout)["queries"][0]["moments"]
     assert [x for m in single for x in (m["start"], m["end"])] == \
@@ -306,7 +309,7 @@ def test_a_bad_query_line_is_named(run, tmp_path):
     queries.write_text('{"vid": "syn_test_0003", "query": "the cook holds the pan."}\n{"vid": "syn_test_0003"}\n')
     before = "earlier predictions\n"
     (tmp_path / "out.jsonl").write_text(before)
-    proc = run_tool("predict", "--ckpt", str(out / "model_final.pth"), "--queries", str(queries),
+    proc = run_main("predict", "--ckpt", str(out / "model_final.pth"), "--queries", str(queries),
                     "--output", str(tmp_path / "out.jsonl"))
     assert proc.returncode == 2 and f"{queries}:2" in proc.stderr and '"query"' in proc.stderr
     assert (tmp_path / "out.jsonl").read_text() == before
