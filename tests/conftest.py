@@ -77,6 +77,28 @@ def synthetic_root(tmp_path_factory):
     return root
 
 
+# A short 2D-TAN run on the built-in dataset that validates every epoch and tests its final and best
+# models (tests/test_tools.py, tests/test_workflows.py): model_{1,2,3}e, model_final and model_best.
+VALIDATED_RUN = ["MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0", "SOLVER.MAX_EPOCH", "3",
+                 "SOLVER.ITERS_PER_EPOCH", "10", "SOLVER.TEST_PERIOD", "1", "SOLVER.MILESTONES", "(2,)",
+                 "SOLVER.LOG_PERIOD", "5"]
+
+
+@pytest.fixture(scope="session")
+def validated_run(synthetic_root, tmp_path_factory):
+    """(config, OUTPUT_DIR, the tool's CompletedProcess) of VALIDATED_RUN, trained once per session (with
+    TensorBoard scalars where tensorboard is installed). Read it; do not train in it again."""
+    from tan.config import load_config
+    from tan.utils.events import tensorboard_available
+
+    out = tmp_path_factory.mktemp("validated") / "out"
+    opts = ["DATASETS.ROOT", synthetic_root, "OUTPUT_DIR", str(out), *VALIDATED_RUN,
+            *(["TENSORBOARD", "True"] if tensorboard_available() else [])]
+    proc = run_main("train_net", "--config-file", SYNTHETIC_CONFIG, *opts)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return load_config(SYNTHETIC_CONFIG, opts), out, proc
+
+
 # Video files in (tests/test_video_features.py, tests/test_demo.py): tiny random backbones, a small
 # synthetic video dataset with its features, and a 2D-TAN trained on them briefly.
 TAN_VIDEOS = os.path.join(REPO, "configs", "video", "2dtan_synthetic_videos.yaml")

@@ -401,3 +401,22 @@ def test_a_checkpoint_in_its_release_layout_gives_its_numbers_through_tan_test(t
         for j, r in enumerate(RECALLS):
             assert ours[f"R@{r},IoU@{t}"] == pytest.approx(100 * expected["ranks"][i, j], abs=1e-9), (r, t)
     assert ours["mIoU"] == pytest.approx(100 * expected["mIoU"], abs=1e-4)
+
+
+def test_cells_of_exactly_equal_score_rank_by_the_lower_flat_index_whatever_shares_the_batch():
+    """A trained map has exact ties (a dead-ReLU cell scores sigmoid(bias) exactly): the earlier start, then
+    the shorter cell comes first, and suppresses the other when they overlap; its reference's torch.topk
+    leaves that order undefined (docs/ms2dtan.md §10)."""
+    from tan.modeling.ms2dtan.layout import joined_candidates, window_seconds
+
+    n, unit, tie = 16, 0.5, 0.47917336225509644
+    valid = torch.ones(n, n, dtype=torch.bool).triu()  # any cells will do for the order
+    seconds = window_seconds(n, unit, "cpu")
+    scores = torch.rand(2, n, n, generator=torch.Generator().manual_seed(0)) * 0.4
+    scores[0, 7, 13] = scores[0, 7, 12] = scores[0, 2, 3] = tie  # [3.5, 10.5] and [3.5, 10.0] overlap by 13/14
+    alone, _, _ = top_candidates(joined_candidates(scores[:1] * valid, valid, seconds), 0.49)
+    batched, kept, _ = top_candidates(joined_candidates(scores * valid, valid, seconds), 0.49)
+    assert alone[0, 0].tolist() == [1.0, 3.0]  # cell (2, 3): the earliest start among the tied cells
+    assert alone[0, 1].tolist() == [3.5, 10.0]  # (7, 12) before (7, 13), which it suppresses
+    assert [3.5, 10.5] not in alone[0].tolist() and kept[0, :2].tolist() == [tie, tie]
+    assert torch.equal(alone[0], batched[0])

@@ -11,22 +11,16 @@ import numpy as np
 import pytest
 import torch
 
-from tan.config.setup import merge_overrides
-
 from tan.config import load_config
 from tan.engine.evaluation import evaluate_moments
 from tan.engine.hooks import BestModel
 from tan.engine.state import TrainingState
 from tan.errors import TanError
 
-from conftest import SYNTHETIC_CONFIG, run_main
+from conftest import SYNTHETIC_CONFIG, VALIDATED_RUN, run_main
 
 # end-to-end: every test here uses a trained run or starts the tools
 pytestmark = pytest.mark.slow
-
-RUN = ["MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0", "SOLVER.MAX_EPOCH", "4", "SOLVER.ITERS_PER_EPOCH", "12",
-       "SOLVER.TEST_PERIOD", "1", "SOLVER.MILESTONES", "(3,)", "SOLVER.LOG_PERIOD", "6"]
-
 
 def tensorboard_installed():
     from tan.utils.events import tensorboard_available
@@ -34,15 +28,9 @@ def tensorboard_installed():
 
 
 @pytest.fixture(scope="module")
-def run(synthetic_root, tmp_path_factory):
-    """A short training run that validates every epoch (and writes TensorBoard scalars when possible)."""
-    out = tmp_path_factory.mktemp("tools") / "out"
-    extra = ["TENSORBOARD", "True"] if tensorboard_installed() else []
-    args = ["--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", synthetic_root, "OUTPUT_DIR", str(out), *RUN, *extra]
-    proc = run_main("train_net", *args)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    cfg = load_config(SYNTHETIC_CONFIG, ["DATASETS.ROOT", synthetic_root, "OUTPUT_DIR", str(out), *RUN, *extra])
-    return cfg, out, proc
+def run(validated_run):
+    """The session's short run that validates every epoch (and writes TensorBoard scalars when possible)."""
+    return validated_run
 
 
 def read_jsonl(path):
@@ -82,7 +70,7 @@ def test_predictions_file_has_every_test_query_and_agrees_with_the_metrics(run):
 def test_best_model_is_the_epoch_with_the_highest_validation_metric(run):
     cfg, out, proc = run
     val = [r for r in read_jsonl(out / "metrics.jsonl") if r.get("dataset") == "synthetic_val"]
-    assert [r["epoch"] for r in val] == [1, 2, 3, 4]
+    assert [r["epoch"] for r in val] == [1, 2, 3]
     values = [r["R@1,IoU@0.5"] for r in val]
     expected_epoch = val[values.index(max(values))]["epoch"]  # first maximum: ties keep the earlier epoch
     best = torch.load(out / "model_best.pth", weights_only=False)
@@ -141,7 +129,7 @@ def test_a_resumed_run_keeps_a_best_model_newer_than_its_checkpoint(run, tmp_pat
     best["epoch"] = 2
     torch.save(best, out / "model_best.pth")
     args = ["--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", cfg.DATASETS.ROOT, "OUTPUT_DIR", str(out),
-            *merge_overrides(RUN, ["SOLVER.MAX_EPOCH", "3"]), "--skip-test"]
+            *VALIDATED_RUN, "--skip-test"]
     proc = run_main("train_net", *args)
     assert proc.returncode == 0, proc.stdout[-3000:]
     kept = torch.load(out / "model_best.pth", weights_only=False)
@@ -267,7 +255,7 @@ def test_tensorboard_scalars_are_written_when_asked(run):
     events.Reload()
     tags = events.Tags()["scalars"]
     assert "train/loss" in tags and "train/lr" in tags and "val/synthetic_val/R@1,IoU@0.5" in tags
-    assert [e.step for e in events.Scalars("val/synthetic_val/R@1,IoU@0.5")] == [1, 2, 3, 4]
+    assert [e.step for e in events.Scalars("val/synthetic_val/R@1,IoU@0.5")] == [1, 2, 3]
 
 
 def test_tensorboard_switch_without_the_package_is_a_clear_error(monkeypatch):
@@ -281,7 +269,7 @@ def test_tensorboard_switch_without_the_package_is_a_clear_error(monkeypatch):
 def test_progress_bars_only_on_a_terminal(run, monkeypatch):
     _, _, proc = run
     assert "it/s" not in proc.stderr and "\r" not in proc.stderr  # not a terminal: plain log lines
-    assert "iter: 12/12" in proc.stdout
+    assert "iter: 10/10" in proc.stdout
     from tqdm import tqdm
     from tan.utils import progress
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)

@@ -18,24 +18,19 @@ from tan.config import load_config, load_config_text
 from tan.config.choices import metric_names
 from tan.errors import TanError
 
-from conftest import SYNTHETIC_CONFIG, run_main
+from conftest import SYNTHETIC_CONFIG, VALIDATED_RUN, run_main
 
 # end-to-end: every test here uses a trained run or starts the tools
 pytestmark = pytest.mark.slow
 
-RUN = ["MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0", "SOLVER.MAX_EPOCH", "3", "SOLVER.ITERS_PER_EPOCH", "10",
-       "SOLVER.TEST_PERIOD", "1", "SOLVER.MILESTONES", "(2,)", "SOLVER.LOG_PERIOD", "5"]
 FAST = ["DATALOADER.NUM_WORKERS", "0", "MODEL.DEVICE", "cpu"]
 
 
 @pytest.fixture(scope="module")
-def run(synthetic_root, tmp_path_factory):
-    """A short training run with a final test: model_{1,2,3}e, model_final and model_best."""
-    out = tmp_path_factory.mktemp("workflows") / "out"
-    args = ["--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", synthetic_root, "OUTPUT_DIR", str(out), *RUN]
-    proc = run_main("train_net", *args)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return load_config(SYNTHETIC_CONFIG, args[2:]), out
+def run(validated_run):
+    """The session's short run with a final test: model_{1,2,3}e, model_final and model_best."""
+    cfg, out, _ = validated_run
+    return cfg, out
 
 
 def metrics_of(folder):
@@ -186,7 +181,7 @@ def test_the_tools_share_one_default_checkpoint(run, tmp_path):
     """tan-test, tan-predict and tan-visualize without --ckpt: the latest (model_final), so that
     --worst reads the predictions of the model it draws."""
     cfg, out = run
-    args = ["--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", cfg.DATASETS.ROOT, "OUTPUT_DIR", str(out), *RUN]
+    args = ["--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", cfg.DATASETS.ROOT, "OUTPUT_DIR", str(out), *VALIDATED_RUN]
     proc = run_main("predict", *args, "--video", "syn_test_0003", "--query", "the cook holds the pan.", "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout)["checkpoint"] == str(out / "model_final.pth")
