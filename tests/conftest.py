@@ -39,11 +39,25 @@ def pytest_addoption(parser):
                           "torchrun, the browser); without it, the everyday tier")
 
 
+def _test_id(arg):
+    """A command-line test id as (file name, test path): tests/test_x.py::test_y -> ("test_x.py", "test_y")."""
+    path, _, test = arg.partition("::")
+    return os.path.basename(path), test
+
+
+def _named(nodeid, named):
+    """Whether the test ``nodeid`` is, or is part of, one of the ``named`` ids (a class, a parametrized test)."""
+    file, test = _test_id(nodeid)
+    return any(file == f and (test == t or test.startswith((t + "[", t + "::"))) for f, t in named)
+
+
 def pytest_collection_modifyitems(config, items):
-    """The everyday tier leaves the tests marked ``slow`` out (deselected, and counted as such)."""
+    """The everyday tier leaves the tests marked ``slow`` out (deselected, and counted as such), except
+    a test named on the command line by its id (``tests/test_x.py::test_y``): that one is asked for."""
     if config.getoption(FULL_FLAG) or config.getoption("markexpr"):  # -m chooses for itself
         return
-    slow = [item for item in items if item.get_closest_marker("slow")]
+    named = [_test_id(arg) for arg in config.args if "::" in arg]
+    slow = [item for item in items if item.get_closest_marker("slow") and not _named(item.nodeid, named)]
     if slow:
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if not item.get_closest_marker("slow")]

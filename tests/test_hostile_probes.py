@@ -4,6 +4,7 @@ one-line message naming the file or key and what to do, a truthful exit code,
 and a folder that says what it holds. Those that train or start processes are
 in the full suite."""
 import json
+import math
 import os
 import re
 import shutil
@@ -108,7 +109,7 @@ def test_a_key_given_twice_on_the_command_line_is_refused_naming_both(synthetic_
 
 @pytest.mark.parametrize("value, expected", [
     ("(10,", "SOLVER.MILESTONES expects a list (default (8, 11)), got '(10,'; write a list as Python does and "
-             "quote it for the shell, e.g. SOLVER.MILESTONES \"(8, 11)\" (one item: \"(10,)\"; none: \"()\")"),
+             "quote it for the shell, e.g. SOLVER.MILESTONES \"(8, 11)\" (one item: \"(8,)\"; none: \"()\")"),
     ("10", "SOLVER.MILESTONES expects a list (default (8, 11)), got '10'; write a list as Python does"),
 ])
 def test_a_malformed_list_override_says_how_to_write_a_list(value, expected):
@@ -125,6 +126,7 @@ def test_other_overrides_of_the_wrong_type_say_what_the_key_takes():
             load_config(SYNTHETIC_CONFIG, [key, value])
     # a string key takes what is typed as it is: a folder named 2024 is not the number 2024
     assert load_config(SYNTHETIC_CONFIG, ["OUTPUT_DIR", "2024"]).OUTPUT_DIR == "2024"
+    assert load_config(SYNTHETIC_CONFIG, ["OUTPUT_DIR", "'runs/a b'"]).OUTPUT_DIR == "runs/a b"  # unquoted, as yacs
     assert load_config(SYNTHETIC_CONFIG, ["SOLVER.MILESTONES", "[3, 5]"]).SOLVER.MILESTONES == (3, 5)
 
 
@@ -134,6 +136,12 @@ def test_other_overrides_of_the_wrong_type_say_what_the_key_takes():
     ("SEED", str(-2 ** 40), f"expected a whole number of at most 2147483647 in size, got {-2 ** 40}"),
     ("SOLVER.LR", "1e999", "expected a finite number, got inf"),
     ("SOLVER.MILESTONES", f"({10 ** 12},)", f"expected whole numbers of at most 2147483647 in size, got {10 ** 12}"),
+    ("DATALOADER.NUM_WORKERS", "100000", "expected at most 1024, got 100000 (a count this large is a typo: each "
+                                         "worker is a process; a machine has fewer cores)"),
+    ("INPUT.NUM_PRE_CLIPS", "2000000000", "expected at most 65536, got 2000000000 (a count this large is a typo: "
+                                          "each video is resampled to that many clips in memory)"),
+    ("TEST.BATCH_SIZE", "2000000000", "expected at most 1048576, got 2000000000 (a count this large is a typo: the "
+                                      "queries of one step, in memory at once)"),
 ])
 def test_numbers_no_run_can_use_are_refused_before_anything_is_written(synthetic_root, tmp_path, key, value,
                                                                         expected):
@@ -161,10 +169,13 @@ def test_a_run_that_stops_before_its_first_checkpoint_leaves_no_config_and_the_c
     proc = train(synthetic_root, out, "SOLVER.LR", "1e30", "SOLVER.MAX_EPOCH", "1", "--skip-test")
     assert proc.returncode == 3, console(proc)[-3000:]
     assert "loss is nan at iteration" in console(proc) or "loss is inf at iteration" in console(proc)
-    assert sorted(os.listdir(out)) == ["log.txt", "metrics.jsonl"] or sorted(os.listdir(out)) == ["log.txt"]
+    assert sorted(os.listdir(out)) == ["log.txt"]  # its config, history and loss records went with it
     proc = train(synthetic_root, out, "SOLVER.MAX_EPOCH", "1", "--skip-test")
     assert proc.returncode == 0, console(proc)[-3000:]
     assert (out / "config.yml").is_file() and (out / "model_final.pth").is_file()
+    with open(out / "metrics.jsonl") as f:  # the corrected run's records alone, none of the diverged one
+        records = [json.loads(line) for line in f]
+    assert records and all(math.isfinite(r["loss"]) for r in records if "loss" in r)
 
 
 @pytest.mark.parametrize("code, where, error", [
@@ -174,6 +185,10 @@ def test_a_run_that_stops_before_its_first_checkpoint_leaves_no_config_and_the_c
      "failed while it was imported: {path}, line 5: ValueError: no config for me", "raise ValueError"),
     ("import not_a_module_anywhere\n", "failed while it was imported: {path}, line 1: ModuleNotFoundError: No module "
                                        "named 'not_a_module_anywhere'", "import not_a_module_anywhere"),
+    ("import sys\n\nsys.exit(0)\n", "failed while it was imported: {path}, line 3: it called sys.exit(0)",
+     "sys.exit(0)"),
+    ("import sys\nsys.exit('no GPU here')\n",
+     "failed while it was imported: {path}, line 2: it called sys.exit('no GPU here')", "sys.exit('no GPU here')"),
 ])
 def test_a_plugin_that_fails_to_import_is_one_line_naming_its_file_and_line_after_its_traceback(
         tmp_path, code, where, error):

@@ -420,3 +420,34 @@ def test_cells_of_exactly_equal_score_rank_by_the_lower_flat_index_whatever_shar
     assert alone[0, 1].tolist() == [3.5, 10.0]  # (7, 12) before (7, 13), which it suppresses
     assert [3.5, 10.5] not in alone[0].tolist() and kept[0, :2].tolist() == [tie, tie]
     assert torch.equal(alone[0], batched[0])
+
+
+def _leaf_paths(node, prefix=()):
+    for key, value in node.items():
+        if isinstance(value, dict) and value:
+            yield from _leaf_paths(value, prefix + (key,))
+        else:
+            yield prefix + (key,)
+
+
+def test_every_key_its_file_leaves_out_is_named_by_its_path_or_takes_its_codes_default(tmp_path):
+    """Each key of an experiment file removed in turn: it converts (the key has a default in its code),
+    or the error names the key by its whole path and says it is missing, never showing None, an empty
+    text, a number standing in for it or the section around it."""
+    wrong = []
+    for path in _leaf_paths(experiment()):
+        if path == ("MODEL", "NAME"):  # without it, the file is no MS-2D-TAN file (a test above)
+            continue
+        data = experiment()
+        node = data
+        for key in path[:-1]:
+            node = node[key]
+        del node[path[-1]]
+        dotted = ".".join(path)
+        try:
+            convert(tmp_path, "bad.yaml", data)
+        except TanError as e:
+            message = str(e).split(": ", 1)[1]  # after the file's path
+            if not (dotted in message and "missing" in message) or any(s in message.replace("default: ''", "") for s in ("None", "''", "{")):
+                wrong.append((dotted, message))
+    assert not wrong

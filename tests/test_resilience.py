@@ -90,6 +90,10 @@ def test_killed_at_random_points_and_resumed_ends_with_the_uninterrupted_weights
         assert "holds all 3 epochs: nothing to train" in proc.stdout
     else:
         assert "took over the lock of pid" in proc.stdout  # the killed run could not remove run.lock
+    # every run killed while it trained left its lock, and the next one took it over: the restarts after
+    # the kills in epochs 1 and 2 at least (the start-up kill may come before the lock is taken)
+    takeovers = (out / "log.txt").read_text().count("took over the lock of pid")
+    assert takeovers >= 2 + (not finished), takeovers
     assert_same_weights(final_weights(out), uninterrupted)
     assert not [n for n in os.listdir(out) if n.endswith(".tmp") or n == "run.lock"]
 

@@ -20,7 +20,7 @@ import sys
 import yaml
 
 from ..config import load_config
-from ..config.experiment_file import ExperimentFile
+from ..config.experiment_file import DEFAULTS_TAKEN, ExperimentFile
 from ..config.models import MODELS
 from ..config.plugins import load_plugins
 from ..errors import TanError
@@ -103,7 +103,8 @@ def main(argv=None):
     except TanError as error:  # never leave a config behind that tan refuses
         for path in filter(None, (out, catalog_path)):
             os.remove(path)
-        raise TanError(f"{args.file}: the converted config does not load ({error})") from None
+        taken = "".join(f"; {note}" for note in converted.notes if note.startswith(DEFAULTS_TAKEN))
+        raise TanError(f"{args.file}: the converted config does not load ({error}){taken}") from None
     logger = get_logger("convert")
     logger.info("wrote %s%s (model %s)", out, f" and {catalog_path}" if catalog_path else "", name)
     for note in converted.notes:

@@ -7,6 +7,11 @@ knows its path.
 """
 
 
+# How a converter's note starts that lists the keys a file leaves out, which take the reference's defaults
+# (tan-convert-config repeats it when the converted config is refused: one of them may be why).
+DEFAULTS_TAKEN = "keys missing from the file, which take its code's defaults"
+
+
 class ExperimentFile(dict):
     """A mapping of the file at ``where`` ("" for the top, "MODEL." below it). Indexing a key it
     lacks raises a KeyError whose argument is the key's whole path; the mappings it holds are
@@ -15,6 +20,7 @@ class ExperimentFile(dict):
     def __init__(self, data=None, where=""):
         super().__init__(data or {})
         self.where = where
+        self.defaulted = {}  # {key: the reference's default}, for keys of a section the file leaves out
 
     @classmethod
     def of(cls, data):
@@ -41,9 +47,27 @@ class ExperimentFile(dict):
         value = super().get(key)
         if value is not None and not isinstance(value, dict):
             raise TypeError(f"{self.path(key)} is {value!r}; expected a mapping of keys")
-        return ExperimentFile({**(defaults or {}), **(value or {})}, self.path(key) + ".")
+        node = ExperimentFile({**(defaults or {}), **(value or {})}, self.path(key) + ".")
+        node.defaulted = {k: v for k, v in (defaults or {}).items() if k not in (value or {})}
+        return node
+
+    def described(self, key):
+        """A message's words for ``key``: "is 'x'", "is missing" or, where the reference's default
+        stands in for it, "is missing (its code's default: 'x')"."""
+        if key in self.defaulted:
+            return f"is missing (its code's default: {self.defaulted[key]!r})"
+        return f"is {shown(super().get(key))}"
+
+    def defaults_taken(self):
+        """The keys of this mapping the file leaves out, which take the reference's defaults: ["A.B 16", ...]."""
+        return [f"{self.path(k)} {v!r}" for k, v in self.defaulted.items()]
 
     def _child(self, key, value):
         if isinstance(value, dict) and not isinstance(value, ExperimentFile):
             return ExperimentFile(value, self.path(key) + ".")
         return value
+
+
+def shown(value):
+    """How a message shows a value read with ``.get()``: a key the file leaves out is "missing", not None."""
+    return "missing" if value is None else repr(value)

@@ -10,6 +10,7 @@ that changed (``[old, new]``) and the point from which the new values hold:
 import datetime
 import json
 import os
+import shutil
 
 from ..errors import TanError
 from ..utils.io import atomic_write_text, read_json_lines, read_named_text
@@ -62,10 +63,22 @@ def commit_config(cfg, record):
     return path
 
 
+# What a run writes besides its config while it trains, before any checkpoint: its records of losses
+# and metrics. A withdrawn run takes them with it, so the next run's records are its own alone.
+RUN_RECORDS = ("metrics.jsonl", "tensorboard")
+
+
 def withdraw_config(folder):
-    """Remove config.yml and the history of a run that started ``folder`` and stopped before it saved
-    anything to resume from: the folder holds no run, and the next command may start it afresh with
-    another config."""
+    """Remove config.yml, the history and the loss and metric records (metrics.jsonl, tensorboard/) of
+    a run that started ``folder`` and stopped before it saved anything to resume from: the folder holds
+    no run, and the next command starts it afresh, with another config if it likes. log.txt stays: it
+    says what happened."""
+    for name in RUN_RECORDS:
+        path = os.path.join(folder, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        elif os.path.lexists(path):
+            os.unlink(path)
     names = [CONFIG_FILE]
     try:
         records = read_history(folder)

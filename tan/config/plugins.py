@@ -63,7 +63,7 @@ def _import_path(path, source):
         spec.loader.exec_module(module)
     except BaseException as e:
         del sys.modules[name]
-        if isinstance(e, Exception):
+        if isinstance(e, (Exception, SystemExit)):  # a plug-in that exits while imported fails too
             raise _plugin_failure(e, given, source) from None
         raise
     return module
@@ -84,8 +84,9 @@ def _plugin_failure(error, name, source):
     where = f"{stack[-1].filename}, line {stack[-1].lineno}: " if stack else ""
     details = "".join(["Traceback of the plug-in's code (most recent call last):\n", *traceback.format_list(stack),
                        *traceback.format_exception_only(type(error), error)])
-    return TanError(f"{source}: plug-in {name!r} failed while it was imported: {where}{type(error).__name__}: "
-                    f"{error}", details=details)
+    what = (f"it called sys.exit({error.code!r})" if isinstance(error, SystemExit)
+            else f"{type(error).__name__}: {error}")
+    return TanError(f"{source}: plug-in {name!r} failed while it was imported: {where}{what}", details=details)
 
 
 def import_plugin(name, source="PLUGINS"):
@@ -101,7 +102,7 @@ def import_plugin(name, source="PLUGINS"):
             raise TanError(f"{source}: plug-in module {name!r} cannot be imported ({e}); install it, put its "
                            f"folder on PYTHONPATH, or give the path of its .py file or package folder") from None
         raise _plugin_failure(e, name, source) from None  # a module that the plug-in's own code imports
-    except Exception as e:  # noqa: BLE001 - whatever its code raises, the user is told where
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - whatever its code raises, the user is told where
         raise _plugin_failure(e, name, source) from None
 
 

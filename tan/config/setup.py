@@ -194,7 +194,8 @@ def _override_value(key, value, default):
     program) stands for, of the default's type; an error that says how to write it otherwise."""
     typed = _literal(value) if isinstance(value, str) else value
     if isinstance(default, str):
-        return value if isinstance(value, str) else typed  # OUTPUT_DIR 2024 is the folder "2024"
+        # OUTPUT_DIR 2024 is the folder "2024"; a quoted one (OUTPUT_DIR "'runs/a'") is unquoted, as yacs does
+        return typed if isinstance(typed, str) or not isinstance(value, str) else value
     if isinstance(default, float) and is_int(typed):
         return float(typed)  # as for YAML (_floats_where_expected)
     if isinstance(default, tuple) and isinstance(typed, list):
@@ -205,15 +206,19 @@ def _override_value(key, value, default):
         return typed
     hint = ""
     if isinstance(default, (list, tuple)):
-        hint = (f"; write a list as Python does and quote it for the shell, e.g. {key} \"{_list_example(default)}\" "
-                f"(one item: \"(10,)\"; none: \"()\")")
+        hint = (f"; write a list as Python does and quote it for the shell, e.g. {key} \"{_list_example(default, key)}\" "
+                f"(one item: \"{_list_example(default, key, 1)}\"; none: \"()\")")
     elif isinstance(default, bool):
         hint = "; write True or False"
     raise TanError(f"command line: {key} expects {_type_name(default)} (default {default!r}), got {value!r}{hint}")
 
 
-def _list_example(default):
-    items = list(default)[:2] or [10, 20]
+# Keys whose lists hold names (empty by default, so their default shows no item to follow).
+NAME_LISTS = ("DATASETS.", "PLUGINS")
+
+
+def _list_example(default, key="", count=2):
+    items = list(default)[:count] or (["name_a", "name_b"] if key.startswith(NAME_LISTS) else [10, 20])[:count]
     return "(" + ", ".join(repr(i) for i in items) + ("," if len(items) == 1 else "") + ")"
 
 
@@ -271,6 +276,24 @@ def _check_counts(cfg):
         ("DATALOADER.SENTENCES_PER_VIDEO", cfg.DATALOADER.SENTENCES_PER_VIDEO),
     ]:
         need(is_int(value) and value >= 0, key, f"expected an integer >= 0, got {value!r}")
+    for key, limit in COUNT_LIMITS.items():
+        value = value_at(cfg, key)
+        need(value <= limit, key, f"expected at most {limit}, got {value} (a count this large is a typo: "
+                                  f"{COUNT_LIMITS_WHY[key]})")
+
+
+# Counts with a bound of their own, far below INT_LIMIT: beyond these, a value cannot be meant, and would
+# fail only once the work has begun (a process per worker, a map of that many clips, a batch in memory).
+COUNT_LIMITS = {"DATALOADER.NUM_WORKERS": 1024, "INPUT.NUM_PRE_CLIPS": 65536, "INPUT.PRE_QUERY_SIZE": 65536,
+                "SOLVER.BATCH_SIZE": 1 << 20, "TEST.BATCH_SIZE": 1 << 20, "SOLVER.MAX_EPOCH": 1_000_000}
+COUNT_LIMITS_WHY = {
+    "DATALOADER.NUM_WORKERS": "each worker is a process; a machine has fewer cores",
+    "INPUT.NUM_PRE_CLIPS": "each video is resampled to that many clips in memory",
+    "INPUT.PRE_QUERY_SIZE": "the width of a word or sentence vector",
+    "SOLVER.BATCH_SIZE": "the queries of one step, in memory at once",
+    "TEST.BATCH_SIZE": "the queries of one step, in memory at once",
+    "SOLVER.MAX_EPOCH": "passes over the training data",
+}
 
 
 def _check_values(cfg):

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..api import load_model
 from ..data.features.provenance import describe_extractor
-from ..engine.prediction import empty_sentence_message
+from ..engine.prediction import check_sentences, empty_sentence_message
 from ..errors import TanError
 from ..video.extract import VIDEO_EXTENSIONS
 
@@ -115,9 +115,11 @@ def _no_records(choice):
 def _question(sentences, topk):
     if not isinstance(sentences, list) or not all(isinstance(s, str) for s in sentences):
         raise TanError("sentences: expected a list of strings")
-    sentences = [s.strip() for s in sentences if s.strip()]
-    if not sentences:  # blank lines separate the page's sentences: none is left
+    if not sentences:
         raise TanError(empty_sentence_message("", "the sentence"))
+    # The page leaves out the blank lines between its sentences; one that arrives blank is refused by its
+    # number, as tan-predict and the API refuse it, rather than dropped (the numbers would shift)
+    sentences = check_sentences([s.strip() for s in sentences])
     if len(sentences) > MAX_SENTENCES:
         raise TanError(f"{len(sentences)} sentences: the page asks at most {MAX_SENTENCES} at a time")
     long = [s for s in sentences if len(s) > MAX_SENTENCE_CHARS]

@@ -226,8 +226,9 @@ def latest_checkpoint(save_dir, read=read_checkpoint, resuming=True):
             continue
         return path, checkpoint, (f"{problem}; falling back to the latest readable checkpoint in training "
                                   f"order, {path}")
-    raise TanError(f"{problem}, and no other checkpoint in {save_dir} can be read; remove "
-                   f"{os.path.join(save_dir, LAST_CHECKPOINT)} to start from scratch")
+    advice = (f"remove {os.path.join(save_dir, LAST_CHECKPOINT)} to train from scratch" if resuming else
+              "name a readable checkpoint file with --ckpt")
+    raise TanError(f"{problem}, and no other checkpoint in {save_dir} can be read; {advice}")
 
 
 def _refuse_going_back(save_dir, latest, checkpoint):

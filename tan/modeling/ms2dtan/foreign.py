@@ -2,7 +2,7 @@
 tan-convert-config (docs/ms2dtan.md §8)."""
 import os
 
-from ...config.experiment_file import ExperimentFile
+from ...config.experiment_file import ExperimentFile, shown
 from ...config.models import ForeignConfig
 from ...errors import TanError
 from .config import anchor_counts
@@ -21,7 +21,7 @@ def _section(data, *keys):
 
 
 def _refuse(path, key, value, expected):
-    raise TanError(f"{path}: {key} is {value!r}; tan's MS_TAN supports {expected}")
+    raise TanError(f"{path}: {key} is {shown(value)}; tan's MS_TAN supports {expected}")
 
 
 def _model_settings(path, model):
@@ -32,8 +32,10 @@ def _model_settings(path, model):
                              ("MAP_MODULE", model["MAP_MODULE"].get("NAME"), MAPS)):
         if name not in known:
             _refuse(path, f"MODEL.{key}.NAME", name, ", ".join(known))
-    if model.get("CLIP_MODULE", {}).get("NAME") != "ClipAvgPool" or clip.get("GROUPS", 1) != 1:
-        _refuse(path, "MODEL.CLIP_MODULE", model.get("CLIP_MODULE"), "ClipAvgPool without GROUPS")
+    if model.get("CLIP_MODULE", {}).get("NAME") != "ClipAvgPool":
+        _refuse(path, "MODEL.CLIP_MODULE.NAME", model.get("CLIP_MODULE", {}).get("NAME"), "ClipAvgPool")
+    if clip.get("GROUPS", 1) != 1:
+        _refuse(path, "MODEL.CLIP_MODULE.PARAMS.GROUPS", clip.get("GROUPS"), "1 only (no groups)")
     if model.get("PRED_MODULE", {}).get("NAME", "ProposalHead") != "ProposalHead":
         _refuse(path, "MODEL.PRED_MODULE.NAME", model["PRED_MODULE"]["NAME"], "ProposalHead")
     if model.get("FUSION_MODULE", {}).get("NAME") != "MulNormFusion":
@@ -60,6 +62,15 @@ def _model_settings(path, model):
     }, fusion.get("TXT_INPUT_SIZE", 300)
 
 
+def _time_unit(path, dataset):
+    """DATASET.TIME_UNIT, the seconds per feature row, which its sliding windows need (0 where unused)."""
+    unit = dataset.get("TIME_UNIT")
+    if unit is None and dataset.get("SLIDING_WINDOW", False):
+        raise TanError(f"{path}: DATASET.TIME_UNIT is missing; its sliding windows need the seconds per feature "
+                       f"row of its features (its Charades-STA I3D files give 0.64)")
+    return float(unit or 0.0)
+
+
 def _check_scales(path, dataset, ms):
     """Its OUTPUT_NUM_CLIPS and NUM_ANCHORS follow from the model's layers: check they agree."""
     layers = ms["PROP_MODULE"]["NUM_LAYERS"]
@@ -72,18 +83,21 @@ def _check_scales(path, dataset, ms):
     given = (dataset["OUTPUT_NUM_CLIPS"], dataset["NUM_ANCHORS"])
     given = tuple([v] if isinstance(v, int) else list(v) for v in given)
     if given != tuple(derived):
+        default = ("" if "INPUT_NUM_CLIPS" in dataset else
+                   f"; DATASET.INPUT_NUM_CLIPS is missing, so its code's default {ms['NUM_CLIPS']} was taken")
         raise TanError(f"{path}: DATASET.OUTPUT_NUM_CLIPS {given[0]} and NUM_ANCHORS {given[1]} do not follow from "
-                       f"the model (INPUT_NUM_CLIPS / CLIP STRIDE and PROP NUM_LAYERS give {derived[0]} and {derived[1]})")
+                       f"the model (INPUT_NUM_CLIPS / CLIP STRIDE and PROP NUM_LAYERS give {derived[0]} and "
+                       f"{derived[1]}){default}")
 
 
 def _datasets(path, dataset, name):
     """(DATASETS settings, its benchmark folder, DATA_DIR) of its DATASET section: the built-in
     names of its data layout (tan/modeling/ms2dtan/data_layout.py)."""
     folder, splits, _, _, _, kinds = BENCHMARKS[name]
-    vis = dataset.get("VIS_INPUT_TYPE", "")
+    vis = dataset.get("VIS_INPUT_TYPE")
     kind = {stem: k for k, stem in kinds.items()}.get(vis)
     if kind is None:
-        raise TanError(f"{path}: DATASET.VIS_INPUT_TYPE {vis!r} is not one of its {name} feature files "
+        raise TanError(f"{path}: DATASET.VIS_INPUT_TYPE is {shown(vis)}; expected one of its {name} feature files "
                        f"({', '.join(kinds.values())})")
     names = {split: f"{dataset_name(name, kind)}_{split}" for split in splits}
     with_val = "val" in names and not dataset.get("NO_VAL", False)
@@ -114,7 +128,8 @@ def from_experiment_file(data, path):
         return None
     dataset, loss = _section(data, "DATASET"), _section(data, "LOSS", "PARAMS")
     if _section(data, "LOSS").get("NAME", "bce_loss") != "bce_rescale_loss":
-        _refuse(path, "LOSS.NAME", _section(data, "LOSS").get("NAME", "bce_loss"), "bce_rescale_loss")
+        _refuse(path, "LOSS.NAME", _section(data, "LOSS").get("NAME"), "bce_rescale_loss (its code's default, when the "
+                "key is missing, is bce_loss)")
     if dataset.get("TXT_INPUT_TYPE", "glove") != "glove":
         _refuse(path, "DATASET.TXT_INPUT_TYPE", dataset.get("TXT_INPUT_TYPE"), "glove")
     name = str(dataset.get("NAME", "")).lower()
@@ -122,7 +137,7 @@ def from_experiment_file(data, path):
         _refuse(path, "DATASET.NAME", dataset.get("NAME"), ", ".join(BENCHMARKS))
     settings, query_size = _model_settings(path, model)
     ms = {"NUM_CLIPS": int(dataset.get("INPUT_NUM_CLIPS", 256)), "SLIDING_WINDOW": bool(dataset.get("SLIDING_WINDOW", False)),
-          "TIME_UNIT": float(dataset.get("TIME_UNIT") or 0.0), "NORMALIZE": bool(dataset.get("NORMALIZE", True)),
+          "TIME_UNIT": _time_unit(path, dataset), "NORMALIZE": bool(dataset.get("NORMALIZE", True)),
           # its Charades-STA reader splits at white space; the others tokenise with NLTK, as tan's tokens nearly do
           "TOKENS": "whitespace" if name == "charades" else "tan",
           **settings,

@@ -11,7 +11,7 @@ take its code's defaults (lib/core/config.py).
 """
 import os
 
-from ...config.experiment_file import ExperimentFile
+from ...config.experiment_file import DEFAULTS_TAKEN, ExperimentFile, shown
 from ...config.models import ForeignConfig
 from ...errors import TanError
 
@@ -83,20 +83,20 @@ class Reader:
     def params(self, tan, module, names):
         node = tan[module]
         if node.get("NAME") not in names:
-            self.fail(f"TAN.{module}.NAME", f"tan converts {' and '.join(names)}, not {node.get('NAME')!r}")
+            self.fail(f"TAN.{module}.NAME", f"is {shown(node.get('NAME'))}; tan converts {' and '.join(names)}")
         params = node.get("PARAMS")
         if not isinstance(params, dict):
-            self.fail(f"TAN.{module}.PARAMS", f"expected a mapping, got {params!r}")
+            self.fail(f"TAN.{module}.PARAMS", f"is {shown(params)}; expected a mapping of its settings")
         return node["NAME"], params
 
     def value(self, params, key, where):
         if key not in params:
-            self.fail(where, f"{key} is missing")
+            self.fail(f"{where}.{key}", "is missing")
         return params[key]
 
     def same(self, value, expected, where, what):
         if value != expected:
-            self.fail(where, f"is {value!r}, but {what} is {expected!r}; its model needs them equal")
+            self.fail(where, f"is {shown(value)}, but {what} is {expected!r}; its model needs them equal")
 
 
 def convert(data, path):
@@ -139,6 +139,9 @@ def convert(data, path):
     if any(key in data for key in ("MODEL_DIR", "RESULT_DIR", "LOG_DIR")):
         notes.append("MODEL_DIR, RESULT_DIR and LOG_DIR: tan writes checkpoints, results and logs under OUTPUT_DIR")
     notes += [note for (group, key), note in NOT_CARRIED.items() if key in (data.get(group) or {})]
+    taken = [k for node in (dataset, train, test) for k in node.defaults_taken()]
+    if taken:
+        notes.append(f"{DEFAULTS_TAKEN}: {', '.join(taken)}")
     return ForeignConfig(config, catalog, tuple(notes))
 
 
@@ -166,7 +169,7 @@ def model_settings(read, tan, dataset, train, loss, notes):
     read.same(tan.get("PRED_INPUT_SIZE", 512), hidden_sizes[-1] if hidden_sizes else None, "TAN.PRED_INPUT_SIZE",
               "the last of TAN.MAP_MODULE.PARAMS.HIDDEN_SIZES")
     if loss.get("NAME") != "bce_rescale_loss":
-        read.fail("LOSS.NAME", f"its code has bce_rescale_loss only, not {loss.get('NAME')!r}")
+        read.fail("LOSS.NAME", f"{loss.described('NAME')}; its code has bce_rescale_loss only")
     if dataset.get("TARGET_STRIDE", 0) <= 0 or dataset["NUM_SAMPLE_CLIPS"] <= 0:
         read.fail("DATASET.NUM_SAMPLE_CLIPS", "its fixed-length input needs NUM_SAMPLE_CLIPS and TARGET_STRIDE > 0")
     settings = {
@@ -194,10 +197,13 @@ def dataset_entries(read, dataset):
     """DATASETS.TRAIN/VAL/TEST and the catalog entries of its reader's files."""
     name = dataset.get("NAME")
     if name not in LAYOUTS:
-        read.fail("DATASET.NAME", f"expected one of {', '.join(LAYOUTS)} (its datasets), got {name!r}")
-    vis = dataset.get("VIS_INPUT_TYPE") or ""
+        read.fail("DATASET.NAME", f"is {shown(name)}; expected one of {', '.join(LAYOUTS)} (its datasets)")
+    vis = dataset.get("VIS_INPUT_TYPE")
+    if not vis:
+        read.fail("DATASET.VIS_INPUT_TYPE", f"{dataset.described('VIS_INPUT_TYPE')}; its {name} reader names its "
+                                            f"feature file by it")
     if name != "Charades" and vis != "c3d":
-        read.fail("DATASET.VIS_INPUT_TYPE", f"its {name} reader reads c3d features only, not {vis!r}")
+        read.fail("DATASET.VIS_INPUT_TYPE", f"is {vis!r}; its {name} reader reads c3d features only")
     splits = {"TRAIN": "train", "VAL": None if dataset["NO_VAL"] else "val", "TEST": "test"}
     catalog, datasets = {}, {}
     for key, split in splits.items():
