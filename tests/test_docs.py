@@ -28,7 +28,8 @@ COMMANDS = {"tan-train": "train", "tan-test": "test", "tan-predict": "predict", 
 WRAPPERS = {"train_net": "train", "test_net": "test", "predict": "predict", "visualize": "visualize",
             "check_data": "check_data", "convert_features": "convert_features", "convert_config": "convert_config",
             "extract_features": "extract_features", "synthetic_videos": "synthetic_videos", "demo": "demo"}
-SCRIPTS = ("benchmark", "make_standin", "measure_data", "trivial_baseline", "cuda_smoke")
+SCRIPTS = ("benchmark", "make_standin", "measure_data", "trivial_baseline", "cuda_smoke",
+           "seed_comparison/make_dataset", "seed_comparison/compare")
 SHELL = {"pip", "cd", "cp", "cat", "printf", "export", "zip", "mkdocs"}
 
 
@@ -72,7 +73,7 @@ def tool_and_arguments(command):
     if words[0] in COMMANDS:
         return "cli", COMMANDS[words[0]], words[1:]
     if words[0] == "python" and words[1].startswith("tools/"):
-        name = os.path.basename(words[1])[:-3]
+        name = words[1][len("tools/"):-3]  # tools/seed_comparison/compare.py: "seed_comparison/compare"
         if name in WRAPPERS:
             return "cli", WRAPPERS[name], words[2:]
         return "script", name, words[2:]
@@ -85,7 +86,8 @@ def parse(kind, name, argv):
     """The argparse namespace the tool would get (SystemExit on a refused option)."""
     if kind == "cli":
         return importlib.import_module(f"tan.cli.{name}").build_parser().parse_args(argv)
-    spec = importlib.util.spec_from_file_location(f"doc_tool_{name}", os.path.join(REPO, "tools", f"{name}.py"))
+    spec = importlib.util.spec_from_file_location(f"doc_tool_{name.replace('/', '_')}",
+                                                  os.path.join(REPO, "tools", f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, os.path.join(REPO, "tools"))
     try:

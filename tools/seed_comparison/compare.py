@@ -1,0 +1,76 @@
+"""Both trainings over seeds on one dataset, one run after the other, and the table: the test R@1 at
+IoU 0.5 of each seed, each side's mean, sample standard deviation and lowest seed (README.md here).
+A run whose folder is complete is not run again.
+
+  python tools/seed_comparison/compare.py --reference PATH --data ROOT --runs RUNS --seeds 1 2 3 4 5 6 7 8
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+RECALL = "R@1,IoU@0.5"
+
+
+def reference_result(folder):
+    """The R@1 IoU 0.5 of the last table its log printed (its columns: R@1 then R@5, IoU 0.1 .. 0.7)."""
+    path = os.path.join(folder, "log.txt")
+    if not os.path.isfile(path):
+        return None
+    rows = re.findall(r"\|((?:\s+[\d.]+\s+\|){8})", open(path).read())
+    return float(rows[-1].split("|")[3]) if rows else None
+
+
+def tan_result(folder):
+    found = glob.glob(os.path.join(folder, "inference", "model_final", "*", "metrics.json"))
+    return float(json.load(open(found[0]))[RECALL]) if found else None
+
+
+def run(command, log):
+    with open(log, "w") as f:
+        subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, check=True, cwd=REPO)
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reference", required=True, help="a checkout of chenjoya/2dtan")
+    parser.add_argument("--data", required=True, help="the dataset's root (make_dataset.py --root)")
+    parser.add_argument("--runs", required=True, help="folder of the runs: ref_SEED/ and tan_SEED/")
+    parser.add_argument("--seeds", type=int, nargs="+", required=True)
+    parser.add_argument("--side", choices=("both", "reference", "tan"), default="both")
+    parser.add_argument("--tan-opts", nargs=argparse.REMAINDER, default=[], help="more KEY VALUE for tan-train")
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    os.makedirs(args.runs, exist_ok=True)
+    table = {"reference": {}, "tan": {}}
+    for seed in args.seeds:
+        ref, ours = os.path.join(args.runs, f"ref_{seed}"), os.path.join(args.runs, f"tan_{seed}")
+        if args.side != "tan" and reference_result(ref) is None:
+            os.makedirs(ref, exist_ok=True)
+            run([sys.executable, os.path.join(HERE, "chenjoya_cpu.py"), "--reference", args.reference, "--data",
+                 args.data, "--seed", str(seed), "--out", ref], os.path.join(ref, "stdout.txt"))
+        if args.side != "reference" and tan_result(ours) is None:
+            run([sys.executable, os.path.join(REPO, "tools", "train_net.py"), "--config-file",
+                 os.path.join(HERE, "tan.yaml"), "DATASETS.ROOT", args.data, "SEED", str(seed), "OUTPUT_DIR", ours,
+                 *args.tan_opts], os.path.join(args.runs, f"tan_{seed}.stdout"))
+        table["reference"][seed], table["tan"][seed] = reference_result(ref), tan_result(ours)
+    print(f"test {RECALL}, percent | " + " | ".join(f"seed {s}" for s in args.seeds) + " | mean | sd | lowest")
+    for side, values in table.items():
+        got = [v for v in values.values() if v is not None]
+        if not got:
+            continue
+        stats = (f"{statistics.mean(got):.2f} | {statistics.stdev(got) if len(got) > 1 else 0:.2f} | {min(got):.2f}")
+        print(f"{side} | " + " | ".join("-" if v is None else f"{v:.2f}" for v in values.values()) + f" | {stats}")
+
+
+if __name__ == "__main__":
+    main()
