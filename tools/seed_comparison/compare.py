@@ -24,7 +24,7 @@ def reference_result(folder):
     if not os.path.isfile(path):
         return None
     rows = re.findall(r"\|((?:\s+[\d.]+\s+\|){8})", open(path).read())
-    return float(rows[-1].split("|")[3]) if rows else None
+    return float(rows[-1].split("|")[2]) if rows else None  # cells: R@1 at IoU 0.1, 0.3, 0.5, ...
 
 
 def tan_result(folder):
