@@ -60,7 +60,8 @@ def pytest_collection_modifyitems(config, items):
     slow = [item for item in items if item.get_closest_marker("slow") and not _named(item.nodeid, named)]
     if slow:
         config.hook.pytest_deselected(items=slow)
-        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+        left_out = set(map(id, slow))
+        items[:] = [item for item in items if id(item) not in left_out]
 
 
 @pytest.fixture(autouse=True)

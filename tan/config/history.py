@@ -73,12 +73,15 @@ def withdraw_config(folder):
     a run that started ``folder`` and stopped before it saved anything to resume from: the folder holds
     no run, and the next command starts it afresh, with another config if it likes. log.txt stays: it
     says what happened."""
-    for name in RUN_RECORDS:
+    for name in RUN_RECORDS:  # best effort: this runs while another error is on its way to the user
         path = os.path.join(folder, name)
-        if os.path.isdir(path):
-            shutil.rmtree(path, ignore_errors=True)
-        elif os.path.lexists(path):
-            os.unlink(path)
+        try:
+            if os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+            elif os.path.lexists(path):
+                os.unlink(path)
+        except OSError:
+            pass
     names = [CONFIG_FILE]
     try:
         records = read_history(folder)

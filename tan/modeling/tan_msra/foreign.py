@@ -200,8 +200,8 @@ def dataset_entries(read, dataset):
         read.fail("DATASET.NAME", f"is {shown(name)}; expected one of {', '.join(LAYOUTS)} (its datasets)")
     vis = dataset.get("VIS_INPUT_TYPE")
     if not vis:
-        read.fail("DATASET.VIS_INPUT_TYPE", f"{dataset.described('VIS_INPUT_TYPE')}; its {name} reader names its "
-                                            f"feature file by it")
+        needs = "names its feature file by it" if name == "Charades" else "reads c3d features only (c3d)"
+        read.fail("DATASET.VIS_INPUT_TYPE", f"{dataset.described('VIS_INPUT_TYPE')}; its {name} reader {needs}")
     if name != "Charades" and vis != "c3d":
         read.fail("DATASET.VIS_INPUT_TYPE", f"is {vis!r}; its {name} reader reads c3d features only")
     splits = {"TRAIN": "train", "VAL": None if dataset["NO_VAL"] else "val", "TEST": "test"}
