@@ -6,6 +6,7 @@ import csv
 import glob
 import json
 import os
+import re
 from contextlib import contextmanager
 
 import h5py
@@ -441,3 +442,25 @@ def test_every_key_its_file_leaves_out_is_named_by_its_path_or_takes_its_codes_d
                 if not (dotted in message and "missing" in message) or any(s in message.replace("default: ''", "") for s in ("None", "''", "{")):
                     wrong.append((os.path.basename(source), dotted, message))
     assert not wrong
+
+
+def test_its_prediction_width_left_out_or_its_map_sizes_empty_are_named(tmp_path, experiments):
+    def no_prediction_width(data):
+        data["TAN"].pop("PRED_INPUT_SIZE", None)
+        data["TAN"]["MAP_MODULE"]["PARAMS"]["HIDDEN_SIZES"] = [256, 256]
+
+    def no_map_sizes(data):
+        data["TAN"]["MAP_MODULE"]["PARAMS"]["HIDDEN_SIZES"] = []
+
+    source = sorted(glob.glob(os.path.join(experiments, "*", "*-pool.yaml")))[0]
+    for change, message in [
+        (no_prediction_width, "TAN.PRED_INPUT_SIZE: is missing (its code's default: 512), but the last of "
+                              "TAN.MAP_MODULE.PARAMS.HIDDEN_SIZES is 256; its model needs them equal"),
+        (no_map_sizes, "TAN.MAP_MODULE.PARAMS.HIDDEN_SIZES: is empty; its map convolutions need one size per layer"),
+    ]:
+        data = yaml.safe_load(open(source))
+        change(data)
+        bad = tmp_path / os.path.basename(source)
+        bad.write_text(yaml.safe_dump(data))
+        with pytest.raises(TanError, match=re.escape(message)):
+            convert_config([str(bad), "--out", str(tmp_path / "out.yaml")])

@@ -46,8 +46,9 @@ def _model_settings(path, model):
     for key, size in sizes.items():
         if size != hidden:
             _refuse(path, f"MODEL.{key}", size, f"one hidden size throughout (CLIP_MODULE.HIDDEN_SIZE {hidden})")
-    if any(v != 1 for v in list(maps.get("STRIDES", [])) + list(maps.get("DILATIONS", []))):
-        _refuse(path, "MODEL.MAP_MODULE.STRIDES/DILATIONS", (maps.get("STRIDES"), maps.get("DILATIONS")), "1 only")
+    for key in ("STRIDES", "DILATIONS"):  # missing: its code's default, 1 everywhere
+        if any(v != 1 for v in maps.get(key) or []):
+            _refuse(path, f"MODEL.MAP_MODULE.PARAMS.{key}", maps.get(key), "1 only")
     encoder = fusion.get("TXT_ENCODER", {})
     if encoder.get("NAME", "LSTM") != "LSTM":
         _refuse(path, "MODEL.FUSION_MODULE.PARAMS.TXT_ENCODER.NAME", encoder.get("NAME"), "LSTM")

@@ -166,7 +166,14 @@ def model_settings(read, tan, dataset, train, loss, notes):
     _, maps = read.params(tan, "MAP_MODULE", ("MapConv",))
     read.same(maps.get("INPUT_SIZE"), hidden, "TAN.MAP_MODULE.PARAMS.INPUT_SIZE", "TAN.FRAME_MODULE.PARAMS.HIDDEN_SIZE")
     hidden_sizes = list(read.value(maps, "HIDDEN_SIZES", "TAN.MAP_MODULE.PARAMS"))
-    read.same(tan.get("PRED_INPUT_SIZE", 512), hidden_sizes[-1] if hidden_sizes else None, "TAN.PRED_INPUT_SIZE",
+    if not hidden_sizes:
+        read.fail("TAN.MAP_MODULE.PARAMS.HIDDEN_SIZES", "is empty; its map convolutions need one size per layer")
+    predicted = tan.get("PRED_INPUT_SIZE")
+    if predicted is None and hidden_sizes[-1] != 512:  # its code's default
+        read.fail("TAN.PRED_INPUT_SIZE", f"is missing (its code's default: 512), but the last of "
+                                         f"TAN.MAP_MODULE.PARAMS.HIDDEN_SIZES is {hidden_sizes[-1]}; its model needs "
+                                         f"them equal")
+    read.same(512 if predicted is None else predicted, hidden_sizes[-1], "TAN.PRED_INPUT_SIZE",
               "the last of TAN.MAP_MODULE.PARAMS.HIDDEN_SIZES")
     if loss.get("NAME") != "bce_rescale_loss":
         read.fail("LOSS.NAME", f"{loss.described('NAME')}; its code has bce_rescale_loss only")
