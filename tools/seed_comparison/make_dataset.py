@@ -10,13 +10,12 @@ import os
 import h5py
 import numpy as np
 
+from tan.data.synthetic import OBJECTS, SUBJECTS, VERBS  # the built-in dataset's words
+
 DIM, WORD_DIM, FPS, FRAMES_PER_ROW = 64, 50, 29.4, 16
 VIDEOS = {"train": 64, "val": 8, "test": 24}
 PHRASINGS = 10  # sentences per moment
 PATTERN_NORM = 8.0  # of each verb and object pattern; the clips' noise has norm about sqrt(DIM) = 8
-VERBS = "opens closes washes cuts holds throws pours stirs folds cleans lifts drops".split()
-OBJECTS = "door box cup knife towel bottle bowl shirt book phone pan bag".split()
-SUBJECTS = ["the person", "a man", "a woman", "someone", "the cook"]
 TEMPLATES = ["{s} {v} the {o}", "{s} {v} a {o}", "then {s} {v} the {o} again", "{s} slowly {v} the {o}",
              "{s} carefully {v} the {o} on the table", "after that {s} {v} the {o}"]
 
