@@ -18,36 +18,14 @@ import types
 import numpy as np
 import torch
 
+from stubs import install_glove, keep_on_cpu
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-GLOVE_ROWS = 400000  # glove.6B's vocabulary: its embedding() maps an unknown word to this row
 
 
 def install_stubs(glove):
-    def load_glove():
-        words, rows = [], []
-        with open(glove, encoding="utf-8") as f:
-            for line in f:
-                parts = line.rstrip("\n").split(" ")
-                words.append(parts[0])
-                rows.append([float(x) for x in parts[1:]])
-        vectors = torch.zeros(GLOVE_ROWS, len(rows[0]))
-        vectors[:len(rows)] = torch.tensor(rows)
-        return types.SimpleNamespace(itos=words + [""] * (GLOVE_ROWS - len(words)),
-                                     stoi={w: i for i, w in enumerate(words)}, vectors=vectors, dim=len(rows[0]))
-
-    torchtext = types.ModuleType("torchtext")
-    torchtext.vocab = types.SimpleNamespace(pretrained_aliases={"glove.6B.300d": load_glove})
-    sys.modules["torchtext"] = torchtext
-    move = torch.Tensor.to
-
-    def on_cpu(self, *args, **kwargs):
-        args = tuple("cpu" if (isinstance(a, str) and a.startswith("cuda"))
-                     or (isinstance(a, torch.device) and a.type == "cuda") else a for a in args)
-        return move(self, *args, **kwargs)
-
-    torch.Tensor.to = on_cpu
-    torch.cuda.max_memory_allocated = lambda *a, **k: 0
-    torch.cuda.empty_cache = lambda: None
+    install_glove(glove, ("glove.6B.300d",))
+    keep_on_cpu()
     torch._six = types.SimpleNamespace(PY3=True)
 
 

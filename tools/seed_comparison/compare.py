@@ -1,6 +1,7 @@
 """Both trainings over seeds on one dataset, one run after the other, and the table: the test R@1 at
 IoU 0.5 of each seed, each side's mean, sample standard deviation and lowest seed (README.md here).
-A run whose folder is complete is not run again.
+A run whose folder is complete is not run again. --model: 2D-TAN against chenjoya/2dtan (default),
+MMN against MCG-NJU/MMN, or MS-2D-TAN against microsoft/VideoX (--reference: a checkout of that code).
 
   python tools/seed_comparison/compare.py --reference PATH --data ROOT --runs RUNS --seeds 1 2 3 4 5 6 7 8
 """
@@ -18,12 +19,35 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 RECALL = "R@1,IoU@0.5"
 
 
-def reference_result(folder):
-    """The R@1 IoU 0.5 of the last table its log printed (its columns: R@1 then R@5, IoU 0.1 .. 0.7)."""
-    path = os.path.join(folder, "log.txt")
-    if not os.path.isfile(path):
+def bert_options(data):
+    """The small DistilBERT both MMNs read (written once under the dataset's root)."""
+    from mmn_cpu import write_bert  # transformers: only for MMN
+    return ["MODEL.MMN.TEXT_ENCODER.BERT.PRETRAINED", write_bert(data)]
+
+
+def videox_root(data):
+    """VideoX's data folder made of the dataset (once), which tan's ms2dtan_tacos_c3d datasets read."""
+    from videox_cpu import lay_out
+    return lay_out(data)
+
+
+# per model: the reference's runner and its log, tan's config, DATASETS.ROOT and other options
+MODELS = {
+    "2dtan": dict(runner="chenjoya_cpu", log="log.txt", config="tan.yaml", root=lambda data: data,
+                  opts=lambda data: []),
+    "mmn": dict(runner="mmn_cpu", log="log.txt", config="mmn_tan.yaml", root=lambda data: data, opts=bert_options),
+    "ms2dtan": dict(runner="videox_cpu", log="log/*/*/*.log", config="ms2dtan_tan.yaml", root=videox_root,
+                    opts=lambda data: []),
+}
+
+
+def reference_result(folder, log="log.txt"):
+    """The R@1 IoU 0.5 of the last table its log printed (its columns: R@1 then R@5, at IoU 0.1, 0.3,
+    0.5 and, but for MMN, 0.7; VideoX's then the mIoU; its last is the last epoch's test)."""
+    found = sorted(glob.glob(os.path.join(folder, log)))
+    if not found:
         return None
-    rows = re.findall(r"\|((?:\s+[\d.]+\s+\|){8})", open(path).read())
+    rows = re.findall(r"\|((?:\s+[\d.]+\s+\|){6,9})", open(found[-1]).read())
     return float(rows[-1].split("|")[2]) if rows else None  # cells: R@1 at IoU 0.1, 0.3, 0.5, ...
 
 
@@ -39,7 +63,8 @@ def run(command, log):
 
 def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reference", required=True, help="a checkout of chenjoya/2dtan")
+    parser.add_argument("--model", choices=tuple(MODELS), default="2dtan")
+    parser.add_argument("--reference", required=True, help="a checkout of the model's reference code")
     parser.add_argument("--data", required=True, help="the dataset's root (make_dataset.py --root)")
     parser.add_argument("--runs", required=True, help="folder of the runs: ref_SEED/ and tan_SEED/")
     parser.add_argument("--seeds", type=int, nargs="+", required=True)
@@ -51,18 +76,20 @@ def build_parser():
 def main(argv=None):
     args = build_parser().parse_args(argv)
     os.makedirs(args.runs, exist_ok=True)
+    model = MODELS[args.model]
+    root, opts = model["root"](args.data), model["opts"](args.data)
     table = {"reference": {}, "tan": {}}
     for seed in args.seeds:
         ref, ours = os.path.join(args.runs, f"ref_{seed}"), os.path.join(args.runs, f"tan_{seed}")
-        if args.side != "tan" and reference_result(ref) is None:
+        if args.side != "tan" and reference_result(ref, model["log"]) is None:
             os.makedirs(ref, exist_ok=True)
-            run([sys.executable, os.path.join(HERE, "chenjoya_cpu.py"), "--reference", args.reference, "--data",
+            run([sys.executable, os.path.join(HERE, model["runner"] + ".py"), "--reference", args.reference, "--data",
                  args.data, "--seed", str(seed), "--out", ref], os.path.join(ref, "stdout.txt"))
         if args.side != "reference" and tan_result(ours) is None:
             run([sys.executable, os.path.join(REPO, "tools", "train_net.py"), "--config-file",
-                 os.path.join(HERE, "tan.yaml"), "DATASETS.ROOT", args.data, "SEED", str(seed), "OUTPUT_DIR", ours,
-                 *args.tan_opts], os.path.join(args.runs, f"tan_{seed}.stdout"))
-        table["reference"][seed], table["tan"][seed] = reference_result(ref), tan_result(ours)
+                 os.path.join(HERE, model["config"]), "DATASETS.ROOT", root, "SEED", str(seed), "OUTPUT_DIR",
+                 ours, *opts, *args.tan_opts], os.path.join(args.runs, f"tan_{seed}.stdout"))
+        table["reference"][seed], table["tan"][seed] = reference_result(ref, model["log"]), tan_result(ours)
     print(f"test {RECALL}, percent | " + " | ".join(f"seed {s}" for s in args.seeds) + " | mean | sd | lowest")
     for side, values in table.items():
         got = [v for v in values.values() if v is not None]

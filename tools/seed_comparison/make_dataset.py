@@ -24,20 +24,24 @@ def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", required=True, help="folder to write tacos/ and glove/ into")
     parser.add_argument("--seed", type=int, default=7, help="the generator's seed (default 7: the documented data)")
+    parser.add_argument("--train-videos", type=int, default=VIDEOS["train"], help="training videos (default %(default)s)")
+    parser.add_argument("--pattern-norm", type=float, default=PATTERN_NORM,
+                        help="norm of each verb's and object's pattern against the clips' noise of norm about 8: "
+                             "larger is easier (default %(default)s)")
     return parser
 
 
-def write(root, seed):
+def write(root, seed, train_videos=VIDEOS["train"], pattern_norm=PATTERN_NORM):
     """Write ROOT/tacos/{annotations,features} and ROOT/glove/glove.840B.300d.txt (50-d, the name its loader reads)."""
     rng = np.random.default_rng(seed)
     verb_patterns = rng.normal(size=(len(VERBS), DIM))
-    verb_patterns *= PATTERN_NORM / np.linalg.norm(verb_patterns, axis=1, keepdims=True)
+    verb_patterns *= pattern_norm / np.linalg.norm(verb_patterns, axis=1, keepdims=True)
     object_patterns = rng.normal(size=(len(OBJECTS), DIM))
-    object_patterns *= PATTERN_NORM / np.linalg.norm(object_patterns, axis=1, keepdims=True)
+    object_patterns *= pattern_norm / np.linalg.norm(object_patterns, axis=1, keepdims=True)
     for folder in ("tacos/annotations", "tacos/features", "glove"):
         os.makedirs(os.path.join(root, folder), exist_ok=True)
     with h5py.File(f"{root}/tacos/features/tall_c3d_features.hdf5", "w") as h5:
-        for split, n in VIDEOS.items():
+        for split, n in {**VIDEOS, "train": train_videos}.items():
             annos = {}
             for i in range(n):
                 vid = f"s{split}-d{i:02d}.avi"
@@ -74,7 +78,7 @@ def write(root, seed):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    write(args.root, args.seed)
+    write(args.root, args.seed, args.train_videos, args.pattern_norm)
 
 
 if __name__ == "__main__":
