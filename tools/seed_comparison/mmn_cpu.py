@@ -12,8 +12,17 @@ Stubbed at run time only: torchtext (imported, unused with DistilBERT), "cuda" (
 process group (gloo, one process) and DistributedDataParallel's device ids (none on the CPU).
 
   python tools/seed_comparison/mmn_cpu.py --reference PATH --data ROOT --seed 1 --out RUN
+  python tools/seed_comparison/mmn_cpu.py --reference PATH --data ROOT --seed 0 --out RUN --dump 16
+
+--dump N: instead, its model, data loader and its do_train's step (its loss terms, weights and
+clipping) for the first N steps, writing RUN/init.pth (the initial weights, as a checkpoint
+tan's MODEL.WEIGHT reads) and RUN/losses.json (each step's three terms, unrounded), with a
+DistilBERT without dropout (on a dataset root of its own), so that a step draws no random
+numbers. tan-train with SEED 0 draws the same batches (both shuffle epoch e from the seed e):
+from those weights the two runs' steps compare one by one (step_losses.py).
 """
 import argparse
+import json
 import os
 import random
 import socket
@@ -28,11 +37,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BERT = "distilbert-base-uncased"  # the name its code loads; a folder of that name in the working directory
 
 
-def write_bert(root):
+def write_bert(root, dropout=0.1):
     """A one-layer random DistilBERT of width 768 and its word-piece vocabulary (every word of the
-    dataset's word-vector file is one piece), under ROOT/distilbert-base-uncased; kept once written."""
+    dataset's word-vector file is one piece), under ROOT/distilbert-base-uncased; kept once written.
+    ``dropout``: of its layers and attention (0 for --dump: no random draws in a step)."""
     folder = os.path.join(root, BERT)
-    if os.path.isfile(os.path.join(folder, "config.json")):
+    config = os.path.join(folder, "config.json")
+    if os.path.isfile(config):
+        written = json.load(open(config))["dropout"]
+        if written != dropout:
+            raise SystemExit(f"{folder} has dropout {written}, not {dropout}: use another dataset root")
         return folder
     from transformers import DistilBertConfig, DistilBertModel, DistilBertTokenizerFast
     words = [line.split(" ", 1)[0] for line in open(os.path.join(root, "glove", "glove.840B.300d.txt"))]
@@ -41,9 +55,9 @@ def write_bert(root):
     with open(os.path.join(tmp, "vocab.txt"), "w") as f:
         f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words) + "\n")
     torch.manual_seed(0)
-    config = DistilBertConfig(vocab_size=len(words) + 5, dim=768, n_layers=1, n_heads=4, hidden_dim=256,
-                              max_position_embeddings=64)
-    DistilBertModel(config).save_pretrained(tmp)
+    bert = DistilBertConfig(vocab_size=len(words) + 5, dim=768, n_layers=1, n_heads=4, hidden_dim=256,
+                            max_position_embeddings=64, dropout=dropout, attention_dropout=dropout)
+    DistilBertModel(bert).save_pretrained(tmp)
     DistilBertTokenizerFast(os.path.join(tmp, "vocab.txt"), do_lower_case=True).save_pretrained(tmp)
     os.replace(tmp, folder)
     return folder
@@ -62,6 +76,42 @@ def install_stubs():
     torch.nn.parallel.DistributedDataParallel = on_cpu_ddp
 
 
+def dump(cfg, out, steps, param_dict_of):
+    """Its train()'s model, optimizer and loader and its do_train()'s step, for ``steps`` steps."""
+    from mmn.data import make_data_loader
+    from mmn.modeling import build_model
+    model = build_model(cfg)
+    torch.save({"model": {k: v.clone() for k, v in model.state_dict().items()}}, os.path.join(out, "init.pth"))
+    model = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)
+    loader = make_data_loader(cfg, is_train=True, is_distributed=True)
+    params = param_dict_of(model)
+    lr = cfg.SOLVER.LR
+    optimizer = torch.optim.AdamW([{"params": params["base"]}, {"params": params["bert"], "lr": lr * 0.1}], lr=lr,
+                                  betas=(0.9, 0.99), weight_decay=1e-5)
+    model.train()
+    losses, epoch = [], 1
+    while len(losses) < steps:
+        loader.batch_sampler.sampler.set_epoch(epoch)
+        for param in params["bert"]:
+            param.requires_grad_(epoch > cfg.SOLVER.FREEZE_BERT)
+        for batches, idx in loader:
+            optimizer.zero_grad()
+            weight = cfg.MODEL.MMN.LOSS.CONTRASTIVE_WEIGHT
+            loss_vid, loss_sent, loss_iou = model(batches, cur_epoch=epoch)
+            loss_vid, loss_sent = loss_vid * weight, loss_sent * weight
+            scale = 1.0 if epoch <= cfg.SOLVER.ONLY_IOU else 0.01
+            (loss_iou + (loss_sent + loss_vid) * scale).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 5)
+            optimizer.step()
+            losses.append({"epoch": epoch, "videos": [int(i) for i in idx], "loss_iou": loss_iou.item(),
+                           "loss_vid": loss_vid.item(), "loss_sent": loss_sent.item()})
+            if len(losses) == steps:
+                break
+        epoch += 1
+    with open(os.path.join(out, "losses.json"), "w") as f:
+        json.dump(losses, f, indent=1)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -75,11 +125,12 @@ def main():
     parser.add_argument("--seed", type=int, required=True, help="the seed its main() sets (random, torch)")
     parser.add_argument("--config-file", default=os.path.join(HERE, "mmn_reference.yaml"))
     parser.add_argument("--out", required=True, help="its OUTPUT_DIR: it trains, then tests")
+    parser.add_argument("--dump", type=int, default=0, metavar="N", help="instead: record its first N steps")
     args, opts = parser.parse_known_args()  # the rest: its config's KEY VALUE overrides
     if any(o.startswith("--") for o in opts):
         parser.error(f"unknown options: {[o for o in opts if o.startswith('--')]}")
     data, out, config_file = (os.path.abspath(p) for p in (args.data, args.out, args.config_file))
-    write_bert(data)
+    write_bert(data, dropout=0.0 if args.dump else 0.1)
     os.environ["REF_DATA"] = data
     os.environ.update(WORLD_SIZE="1", RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
                       HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
@@ -103,6 +154,12 @@ def main():
     logger = setup_logger("mmn", out, 0)
     logger.info("Running with config:\n{}".format(cfg))
     save_config(cfg, os.path.join(out, "config.yml"))
+    if args.dump:
+        def param_dict_of(model):  # as its train() splits them
+            named = list(model.named_parameters())
+            return {"bert": [p for n, p in named if "bert" in n], "base": [p for n, p in named if "bert" not in n]}
+        dump(cfg, out, args.dump, param_dict_of)
+        return
     model = train_net.train(cfg, 0, True)
     train_net.run_test(cfg, model, True)
 
