@@ -36,24 +36,41 @@ MODELS = {
     "2dtan": dict(runner="chenjoya_cpu", log="log.txt", config="tan.yaml", root=lambda data: data,
                   opts=lambda data: []),
     "mmn": dict(runner="mmn_cpu", log="log.txt", config="mmn_tan.yaml", root=lambda data: data, opts=bert_options),
-    "ms2dtan": dict(runner="videox_cpu", log="log/*/*/*.log", config="ms2dtan_tan.yaml", root=videox_root,
-                    opts=lambda data: []),
+    "ms2dtan": dict(runner="videox_cpu", log="log/*/*/*.log", finished="finished", config="ms2dtan_tan.yaml",
+                    root=videox_root, opts=lambda data: []),
 }
 
 
-def reference_result(folder, log="log.txt"):
-    """The R@1 IoU 0.5 of the last table its log printed (its columns: R@1 then R@5, at IoU 0.1, 0.3,
-    0.5 and, but for MMN, 0.7; VideoX's then the mIoU; its last is the last epoch's test)."""
+# how each reference's table heads the column of R@1 at IoU 0.5 (chenjoya/2dtan, MMN, VideoX)
+REFERENCE_HEADERS = ("Rank@1,mIoU@0.5", "R@1,IoU@0.5", "R1@0.5")
+
+
+def reference_result(folder, log="log.txt", finished=None):
+    """The R@1 IoU 0.5 of the last table its log printed (the column headed so; VideoX's last table
+    is its last epoch's test). ``finished``: a file the runner writes once the reference's run has
+    returned, for a reference that prints a table every epoch (None: its table comes at the end)."""
     found = sorted(glob.glob(os.path.join(folder, log)))
-    if not found:
+    if not found or (finished and not os.path.isfile(os.path.join(folder, finished))):
         return None
-    rows = re.findall(r"\|((?:\s+[\d.]+\s+\|){6,9})", open(found[-1]).read())
-    return float(rows[-1].split("|")[2]) if rows else None  # cells: R@1 at IoU 0.1, 0.3, 0.5, ...
+    value, header = None, None
+    with open(found[-1]) as f:
+        for line in f:
+            if not line.startswith("|"):
+                continue
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if any(c in REFERENCE_HEADERS for c in cells):
+                header = cells
+            elif header and len(cells) == len(header) and all(re.fullmatch(r"[\d.]+", c) for c in cells):
+                value = float(cells[next(i for i, c in enumerate(header) if c in REFERENCE_HEADERS)])
+    return value
 
 
 def tan_result(folder):
-    found = glob.glob(os.path.join(folder, "inference", "model_final", "*", "metrics.json"))
-    return float(json.load(open(found[0]))[RECALL]) if found else None
+    found = sorted(glob.glob(os.path.join(folder, "inference", "model_final", "*", "metrics.json")))
+    if not found:
+        return None
+    with open(found[0]) as f:
+        return float(json.load(f)[RECALL])
 
 
 def run(command, log):
@@ -75,13 +92,19 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    # the runs start in the repository's root: paths as the caller meant them
+    args.reference, args.data, args.runs = (os.path.abspath(p) for p in (args.reference, args.data, args.runs))
     os.makedirs(args.runs, exist_ok=True)
     model = MODELS[args.model]
     root, opts = model["root"](args.data), model["opts"](args.data)
     table = {"reference": {}, "tan": {}}
+
+    def reference_figure(folder):
+        return reference_result(folder, model["log"], model.get("finished"))
+
     for seed in args.seeds:
         ref, ours = os.path.join(args.runs, f"ref_{seed}"), os.path.join(args.runs, f"tan_{seed}")
-        if args.side != "tan" and reference_result(ref, model["log"]) is None:
+        if args.side != "tan" and reference_figure(ref) is None:
             os.makedirs(ref, exist_ok=True)
             run([sys.executable, os.path.join(HERE, model["runner"] + ".py"), "--reference", args.reference, "--data",
                  args.data, "--seed", str(seed), "--out", ref], os.path.join(ref, "stdout.txt"))
@@ -89,7 +112,7 @@ def main(argv=None):
             run([sys.executable, os.path.join(REPO, "tools", "train_net.py"), "--config-file",
                  os.path.join(HERE, model["config"]), "DATASETS.ROOT", root, "SEED", str(seed), "OUTPUT_DIR",
                  ours, *opts, *args.tan_opts], os.path.join(args.runs, f"tan_{seed}.stdout"))
-        table["reference"][seed], table["tan"][seed] = reference_result(ref, model["log"]), tan_result(ours)
+        table["reference"][seed], table["tan"][seed] = reference_figure(ref), tan_result(ours)
     print(f"test {RECALL}, percent | " + " | ".join(f"seed {s}" for s in args.seeds) + " | mean | sd | lowest")
     for side, values in table.items():
         got = [v for v in values.values() if v is not None]

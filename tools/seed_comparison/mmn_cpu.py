@@ -6,7 +6,7 @@ DistributedSampler, DistributedDataParallel), with the seed its main() fixes at 
 Its DistilBERT is a small random one (one layer of width 768, the width its text encoder's layers
 are built for, over the dataset's words), written once under the dataset's root as
 ``distilbert-base-uncased/``, the name its code loads: run from that folder, transformers reads it
-there instead of downloading. tan's side reads the same folder (MMN_TAN_OPTS in compare.py).
+there instead of downloading. tan's side reads the same folder (compare.py's bert_options).
 
 Stubbed at run time only: torchtext (imported, unused with DistilBERT), "cuda" (tensors stay on the CPU; no CUDA memory figures), the NCCL
 process group (gloo, one process) and DistributedDataParallel's device ids (none on the CPU).
@@ -82,12 +82,13 @@ def dump(cfg, out, steps, param_dict_of):
     from mmn.modeling import build_model
     model = build_model(cfg)
     torch.save({"model": {k: v.clone() for k, v in model.state_dict().items()}}, os.path.join(out, "init.pth"))
-    model = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)
+    model = torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False, find_unused_parameters=True)
     loader = make_data_loader(cfg, is_train=True, is_distributed=True)
     params = param_dict_of(model)
     lr = cfg.SOLVER.LR
     optimizer = torch.optim.AdamW([{"params": params["base"]}, {"params": params["bert"], "lr": lr * 0.1}], lr=lr,
                                   betas=(0.9, 0.99), weight_decay=1e-5)
+    scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=cfg.SOLVER.MILESTONES, gamma=0.1)
     model.train()
     losses, epoch = [], 1
     while len(losses) < steps:
@@ -107,6 +108,7 @@ def dump(cfg, out, steps, param_dict_of):
                            "loss_vid": loss_vid.item(), "loss_sent": loss_sent.item()})
             if len(losses) == steps:
                 break
+        scheduler.step()
         epoch += 1
     with open(os.path.join(out, "losses.json"), "w") as f:
         json.dump(losses, f, indent=1)
@@ -136,6 +138,8 @@ def main():
                       HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     install_stubs()
     reference = os.path.abspath(args.reference)
+    if not os.path.isfile(os.path.join(reference, "train_net.py")):
+        parser.error(f"--reference {args.reference}: expected a checkout of MCG-NJU/MMN, with train_net.py")
     sys.path.insert(0, reference)
     os.chdir(data)  # its code loads DistilBERT by the name "distilbert-base-uncased": the folder here
     import train_net

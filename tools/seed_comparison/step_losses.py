@@ -21,9 +21,14 @@ def build_parser():
 
 def step_losses(reference_run, tan_run):
     """[(step, epoch, {term: (reference, tan)})] over the steps both recorded."""
-    reference = json.load(open(os.path.join(reference_run, "losses.json")))
-    with open(os.path.join(tan_run, "metrics.jsonl")) as f:
+    with open(os.path.join(reference_run, "losses.json")) as f:
+        reference = json.load(f)
+    path = os.path.join(tan_run, "metrics.jsonl")
+    with open(path) as f:
         ours = [row for row in map(json.loads, f) if "loss_iou" in row]
+    if [row["iteration"] for row in ours] != list(range(1, len(ours) + 1)):
+        raise SystemExit(f"{path}: expected a row for every step (the run's SOLVER.LOG_PERIOD 1), got the steps "
+                         f"{[row['iteration'] for row in ours][:5]} ...")
     return [(step, ref["epoch"], {t: (ref[t], tan[t]) for t in TERMS})
             for step, (ref, tan) in enumerate(zip(reference, ours), 1)]
 

@@ -27,6 +27,7 @@ import numpy as np
 from stubs import install_glove, keep_on_cpu
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+FINISHED = "finished"  # written in --out once its run.py has returned
 
 
 def lay_out(root):
@@ -80,11 +81,15 @@ def main():
     os.makedirs(out, exist_ok=True)
     os.chdir(out)
     run = os.path.join(os.path.abspath(args.reference), "MS-2D-TAN", "moment_localization", "run.py")
+    if not os.path.isfile(run):
+        parser.error(f"--reference {args.reference}: expected a checkout of microsoft/VideoX, with {run}")
     sys.path.insert(0, os.path.dirname(run))
     sys.argv = [run, "--cfg", os.path.abspath(args.config_file), "--seed", str(args.seed), "--dataDir", layout,
                 "--modelDir", os.path.join(out, "checkpoints"), "--logDir", os.path.join(out, "log"), "--workers", "0",
                 "--tag", "train"]
     runpy.run_path(run, run_name="__main__")
+    # it prints a test table every epoch: this file says that the last one is the last epoch's
+    open(os.path.join(out, FINISHED), "w").close()
 
 
 if __name__ == "__main__":
