@@ -24,7 +24,8 @@ def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", required=True, help="folder to write tacos/ and glove/ into")
     parser.add_argument("--seed", type=int, default=7, help="the generator's seed (default 7: the documented data)")
-    parser.add_argument("--train-videos", type=int, default=VIDEOS["train"], help="training videos (default %(default)s)")
+    parser.add_argument("--train-videos", type=int, default=VIDEOS["train"],
+                        help="training videos (default %(default)s)")
     parser.add_argument("--pattern-norm", type=float, default=PATTERN_NORM,
                         help="norm of each verb's and object's pattern against the clips' noise of norm about 8: "
                              "larger is easier (default %(default)s)")

@@ -8,8 +8,9 @@ are built for, over the dataset's words), written once under the dataset's root 
 ``distilbert-base-uncased/``, the name its code loads: run from that folder, transformers reads it
 there instead of downloading. tan's side reads the same folder (compare.py's bert_options).
 
-Stubbed at run time only: torchtext (imported, unused with DistilBERT), "cuda" (tensors stay on the CPU; no CUDA memory figures), the NCCL
-process group (gloo, one process) and DistributedDataParallel's device ids (none on the CPU).
+Stubbed at run time only: torchtext (imported, unused with DistilBERT), "cuda" (tensors stay on the
+CPU; no CUDA memory figures), the NCCL process group (gloo, one process) and
+DistributedDataParallel's device ids (none on the CPU).
 
   python tools/seed_comparison/mmn_cpu.py --reference PATH --data ROOT --seed 1 --out RUN
   python tools/seed_comparison/mmn_cpu.py --reference PATH --data ROOT --seed 0 --out RUN --dump 16
@@ -44,7 +45,8 @@ def write_bert(root, dropout=0.1):
     folder = os.path.join(root, BERT)
     config = os.path.join(folder, "config.json")
     if os.path.isfile(config):
-        written = json.load(open(config))["dropout"]
+        with open(config) as f:
+            written = json.load(f)["dropout"]
         if written != dropout:
             raise SystemExit(f"{folder} has dropout {written}, not {dropout}: use another dataset root")
         return folder
@@ -76,7 +78,7 @@ def install_stubs():
     torch.nn.parallel.DistributedDataParallel = on_cpu_ddp
 
 
-def dump(cfg, out, steps, param_dict_of):
+def dump(cfg, out, steps):
     """Its train()'s model, optimizer and loader and its do_train()'s step, for ``steps`` steps."""
     from mmn.data import make_data_loader
     from mmn.modeling import build_model
@@ -84,7 +86,8 @@ def dump(cfg, out, steps, param_dict_of):
     torch.save({"model": {k: v.clone() for k, v in model.state_dict().items()}}, os.path.join(out, "init.pth"))
     model = torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False, find_unused_parameters=True)
     loader = make_data_loader(cfg, is_train=True, is_distributed=True)
-    params = param_dict_of(model)
+    named = list(model.named_parameters())  # split as its train() splits them
+    params = {"bert": [p for n, p in named if "bert" in n], "base": [p for n, p in named if "bert" not in n]}
     lr = cfg.SOLVER.LR
     optimizer = torch.optim.AdamW([{"params": params["base"]}, {"params": params["bert"], "lr": lr * 0.1}], lr=lr,
                                   betas=(0.9, 0.99), weight_decay=1e-5)
@@ -131,15 +134,15 @@ def main():
     args, opts = parser.parse_known_args()  # the rest: its config's KEY VALUE overrides
     if any(o.startswith("--") for o in opts):
         parser.error(f"unknown options: {[o for o in opts if o.startswith('--')]}")
-    data, out, config_file = (os.path.abspath(p) for p in (args.data, args.out, args.config_file))
+    reference, data, out, config_file = (os.path.abspath(p) for p in (args.reference, args.data, args.out,
+                                                                        args.config_file))
+    if not os.path.isfile(os.path.join(reference, "train_net.py")):
+        parser.error(f"--reference {args.reference}: expected a checkout of MCG-NJU/MMN, with train_net.py")
     write_bert(data, dropout=0.0 if args.dump else 0.1)
     os.environ["REF_DATA"] = data
     os.environ.update(WORLD_SIZE="1", RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
                       HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     install_stubs()
-    reference = os.path.abspath(args.reference)
-    if not os.path.isfile(os.path.join(reference, "train_net.py")):
-        parser.error(f"--reference {args.reference}: expected a checkout of MCG-NJU/MMN, with train_net.py")
     sys.path.insert(0, reference)
     os.chdir(data)  # its code loads DistilBERT by the name "distilbert-base-uncased": the folder here
     import train_net
@@ -159,10 +162,7 @@ def main():
     logger.info("Running with config:\n{}".format(cfg))
     save_config(cfg, os.path.join(out, "config.yml"))
     if args.dump:
-        def param_dict_of(model):  # as its train() splits them
-            named = list(model.named_parameters())
-            return {"bert": [p for n, p in named if "bert" in n], "base": [p for n, p in named if "bert" not in n]}
-        dump(cfg, out, args.dump, param_dict_of)
+        dump(cfg, out, args.dump)
         return
     model = train_net.train(cfg, 0, True)
     train_net.run_test(cfg, model, True)

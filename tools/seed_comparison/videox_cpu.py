@@ -39,7 +39,8 @@ def lay_out(root):
     if os.path.isfile(features):
         return os.path.dirname(folder)
     os.makedirs(os.path.join(folder, ".vector_cache"), exist_ok=True)
-    links = {f"{split}.json": os.path.join("tacos", "annotations", f"{split}.json") for split in ("train", "val", "test")}
+    links = {f"{split}.json": os.path.join("tacos", "annotations", f"{split}.json")
+             for split in ("train", "val", "test")}
     links[os.path.join(".vector_cache", "glove.6B.300d.txt")] = os.path.join("glove", "glove.840B.300d.txt")
     for name, target in links.items():
         if not os.path.lexists(os.path.join(folder, name)):
@@ -74,15 +75,15 @@ def main():
     parser.add_argument("--out", required=True, help="its log and checkpoints go here (log/, checkpoints/)")
     args = parser.parse_args()
     data, out = os.path.abspath(args.data), os.path.abspath(args.out)
+    run = os.path.join(os.path.abspath(args.reference), "MS-2D-TAN", "moment_localization", "run.py")
+    if not os.path.isfile(run):
+        parser.error(f"--reference {args.reference}: expected a checkout of microsoft/VideoX, with {run}")
     layout = lay_out(data)
     install_stubs(os.path.join(data, "glove", "glove.840B.300d.txt"))
     random.seed(args.seed)
     np.random.seed(args.seed)
     os.makedirs(out, exist_ok=True)
     os.chdir(out)
-    run = os.path.join(os.path.abspath(args.reference), "MS-2D-TAN", "moment_localization", "run.py")
-    if not os.path.isfile(run):
-        parser.error(f"--reference {args.reference}: expected a checkout of microsoft/VideoX, with {run}")
     sys.path.insert(0, os.path.dirname(run))
     sys.argv = [run, "--cfg", os.path.abspath(args.config_file), "--seed", str(args.seed), "--dataDir", layout,
                 "--modelDir", os.path.join(out, "checkpoints"), "--logDir", os.path.join(out, "log"), "--workers", "0",
