@@ -122,3 +122,15 @@ def test_videox_layout_is_what_its_tacos_reader_and_tans_ms2dtan_datasets_read(t
     vectors = os.path.join(folder, ".vector_cache", "glove.6B.300d.txt")
     assert open(vectors).read() == (tmp_path / "glove" / "glove.840B.300d.txt").read_text()
     assert videox_cpu.lay_out(str(tmp_path)) == root  # kept once written
+
+
+@pytest.mark.parametrize("runner, expected", [("mmn_cpu.py", "a checkout of MCG-NJU/MMN"),
+                                              ("videox_cpu.py", "a checkout of microsoft/VideoX")])
+def test_a_runner_refuses_a_wrong_checkout_before_writing_anything(tmp_path, runner, expected):
+    import subprocess
+    data = tmp_path / "data"
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "tools", "seed_comparison", runner), "--reference",
+                           str(tmp_path), "--data", str(data), "--seed", "1", "--out", str(tmp_path / "run")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and expected in proc.stderr and str(tmp_path) in proc.stderr
+    assert not data.exists() and not (tmp_path / "run").exists()
