@@ -15,7 +15,7 @@ from conftest import SYNTHETIC_CONFIG
 def make(*opts):
     cfg = load_config(SYNTHETIC_CONFIG, list(opts))
     model = build_model(cfg)
-    optimizer = build_optimizer(cfg, model)
+    optimizer = build_optimizer(cfg, model, model.recipe(cfg))
     return cfg, model, optimizer, build_lr_scheduler(cfg, optimizer)
 
 

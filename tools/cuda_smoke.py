@@ -75,7 +75,7 @@ def main():
     # through the trainer's own step.
     torch.backends.cudnn.allow_tf32 = True
     model.train()
-    optimizer = build_optimizer(cfg, model)
+    optimizer = build_optimizer(cfg, model, model.recipe(cfg))
     scaler = make_grad_scaler(cfg.SOLVER.AMP, device)
     batch = random_batch(cfg, args.batch, device, seed=1)
     if cuda:

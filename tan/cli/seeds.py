@@ -22,7 +22,7 @@ import torch
 
 from ..config import load_config
 from ..config.history import CONFIG_FILE
-from ..engine.recipes import results_folder
+from ..engine.testing import results_folder
 from ..engine.seed_summary import metrics_of, publish_summary, seed_folder
 from ..errors import TanError
 from ..utils.checkpoint import BEST, FINAL
@@ -174,7 +174,7 @@ def summarize_folders(output_dir, folders, datasets):
 
 def tested_folders(folder):
     """Where the test after training puts the results of run folder ``folder``: its final model's, and its
-    best model's where it kept one (tan.engine.recipes.test_final_and_best)."""
+    best model's where it kept one (tan.engine.trainer.Trainer.test)."""
     models = [FINAL] + ([BEST] if os.path.isfile(os.path.join(folder, BEST)) else [])
     return [results_folder(folder, os.path.join(folder, m)) for m in models]
 

@@ -10,8 +10,10 @@ from ..config import load_config
 from ..data import ALL_SPLITS, RunData, check_batch_sizes
 from ..data.overlap import run_overlaps, warn_about_overlaps
 from ..engine.cpu_allocator import keeps_freed_memory
+from ..engine.trainer import trainer_class
 from ..engine.precision import amp_is_emulated, check_amp_support, configure_backends, slow_amp_warning
 from ..errors import TanError
+from ..solver import check_names as check_solver_names
 from ..config.models import model_class
 from ..utils import comm
 from ..utils.events import check_tensorboard
@@ -116,7 +118,7 @@ def default_setup(args, training=True, cfg=None):
     fast on every rank and leave earlier outputs untouched. A training run
     holds OUTPUT_DIR alone and refuses a config that differs from the folder's
     own (``--accept-config-changes`` overrides; the change is recorded by
-    :func:`tan.engine.recipes.train` once the checkpoint is restored).
+    :meth:`tan.engine.trainer.Trainer.train` once the checkpoint is restored).
 
     ``cfg``: the config, when the tool assembled it (from a checkpoint); else
     ``args.config_file`` and ``args.opts``. Evaluation reads only DATASETS.TEST."""
@@ -126,6 +128,9 @@ def default_setup(args, training=True, cfg=None):
     data.check_files()
     check_tensorboard(cfg)
     model_class(cfg).check_environment(cfg)
+    if training:  # names no plug-in registered fail here, before anything is written
+        trainer_class(cfg)
+        check_solver_names(cfg, model_class(cfg).recipe(cfg))
     data.text_input.prepare()  # e.g. a tokenizer, read before anything is written (and kept for the datasets)
     use_cuda = cfg.MODEL.DEVICE != "cpu" and torch.cuda.is_available()
     distributed = comm.init_distributed(local_rank, use_cuda, cfg.DISTRIBUTED.TIMEOUT)

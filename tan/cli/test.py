@@ -30,7 +30,7 @@ import os
 
 from ..data import RunData
 from ..engine.comparison import LEFT_OUT_NAME, comparison_rows, format_comparison, write_comparison
-from ..engine.recipes import run_test
+from ..engine.testing import run_test
 from ..engine.seed_summary import metrics_of, publish_summary, seed_of_checkpoint
 from ..engine.wrappers import prepare_model, wrap_distributed
 from ..errors import TanError

@@ -9,7 +9,7 @@ Examples:
   torchrun --nproc_per_node=4 tools/train_net.py --config-file FILE SOLVER.BATCH_SIZE 32
   tan-train --config-file configs/2dtan_synthetic.yaml --seeds 1 2 3 4 OUTPUT_DIR outputs/synthetic_seeds
 """
-from ..engine.recipes import test_final_and_best, train
+from ..engine.trainer import trainer_class
 from . import interrupts
 from .arguments import default_argument_parser
 from .exits import run_cli
@@ -45,11 +45,13 @@ def main(argv=None):
         # Ctrl-C saves a checkpoint instead (TrainingInterrupted).
         interrupts.now_doing("preparing to train", "checkpoints saved so far are kept; run the same command again "
                                                    "to resume")
-        model, checkpoint = train(run.cfg, run.device, run.distributed, run.data, run.config_changes, run.new_folder)
+        trainer = trainer_class(run.cfg)(run.cfg, run.device, run.distributed, run.data, run.config_changes,
+                                         run.new_folder)
+        checkpoint = trainer.train()
         if not args.skip_test:
             interrupts.now_doing("testing", f"checkpoints and earlier results are kept; test {checkpoint} later "
                                             f"with tan-test")
-            test_final_and_best(run.cfg, model, run.device, run.distributed, run.data, checkpoint)
+            trainer.test(checkpoint)
     finally:
         run.close()
 

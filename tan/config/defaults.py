@@ -13,8 +13,12 @@ _C = CN()
 # (tan) Plug-ins to import before the rest of the config is read: Python
 # module names, or paths of a .py file or a package folder (from the current
 # directory). A plug-in registers models, annotation formats or text inputs
-# (docs/models.md, docs/data.md §11).
+# (docs/models.md, docs/data.md §11), trainers, optimizers or schedules
+# (docs/training.md).
 _C.PLUGINS = []
+# (tan) The trainer that runs tan-train: "default", or the name a plug-in
+# registers a subclass of tan.engine.Trainer under (docs/training.md).
+_C.TRAINER = "default"
 
 # ---------------------------------------------------------------------------
 # Model
@@ -101,7 +105,7 @@ _C.DATALOADER.SENTENCES_PER_VIDEO = 0
 _C.SOLVER = CN()
 # Number of training epochs (epochs are counted from 1).
 _C.SOLVER.MAX_EPOCH = 12
-# Adam learning rate.
+# Learning rate (each parameter group's lr_scale times this).
 _C.SOLVER.LR = 0.01
 # Save model_{epoch}e.pth every this many epochs (0: only model_final.pth).
 _C.SOLVER.CHECKPOINT_PERIOD = 1
@@ -113,8 +117,28 @@ _C.SOLVER.BATCH_SIZE = 32
 # (tan) End each epoch after this many iterations (0: a full pass over the
 # training data). For quick experiments on large datasets.
 _C.SOLVER.ITERS_PER_EPOCH = 0
-# Epochs after which the learning rate is multiplied by 0.1.
+# (tan) The optimizer: "adam", "adamw", "sgd" (with SOLVER.MOMENTUM) or one a
+# plug-in registers; "" takes the one the model's recipe names, as its
+# reference trains it. Betas and weight decay are the recipe's too.
+_C.SOLVER.OPTIMIZER = ""
+# (tan) SGD's momentum.
+_C.SOLVER.MOMENTUM = 0.9
+# (tan) The learning-rate schedule, stepped once per epoch: "multistep"
+# (times SOLVER.GAMMA after each of SOLVER.MILESTONES) or "cosine" (half a
+# cosine from SOLVER.LR towards SOLVER.LR x SOLVER.END_LR_FACTOR after
+# SOLVER.MAX_EPOCH epochs), or one a plug-in registers.
+_C.SOLVER.SCHEDULER = "multistep"
+# Epochs after which the learning rate is multiplied by SOLVER.GAMMA ("multistep").
 _C.SOLVER.MILESTONES = (8, 11)
+# (tan) The factor of each milestone.
+_C.SOLVER.GAMMA = 0.1
+# (tan) "cosine": the rate it heads for, as a fraction of SOLVER.LR.
+_C.SOLVER.END_LR_FACTOR = 0.0
+# (tan) Linear warm-up: the first this many steps (0: none) train at the
+# schedule's rate times a factor rising from SOLVER.WARMUP_FACTOR to 1.
+_C.SOLVER.WARMUP_ITERS = 0
+# (tan) The warm-up's factor at the first step.
+_C.SOLVER.WARMUP_FACTOR = 0.001
 # Periodic evaluation starts at this epoch (0 or 1: from the first).
 _C.SOLVER.SKIP_TEST = 0
 # Accepted so that reference codes' files load. tan always resumes from OUTPUT_DIR's

@@ -84,9 +84,9 @@ class TextInputChoice(NamedTuple):
 
 
 class Recipe(NamedTuple):
-    """How a model is trained: ``optimizer`` "adam" or "adamw" with ``betas`` and
-    ``weight_decay`` (None: torch's defaults), and the gradient norm clipped at
-    ``clip_grad_norm`` (0: not clipped)."""
+    """How a model is trained: ``optimizer``, the name of one of tan.solver.OPTIMIZERS taken
+    when SOLVER.OPTIMIZER is "", with ``betas`` (Adam's and AdamW's) and ``weight_decay``
+    (None: torch's defaults), and the gradient norm clipped at ``clip_grad_norm`` (0: not clipped)."""
     optimizer: str = "adam"
     betas: Any = None
     weight_decay: Any = None
@@ -102,5 +102,3 @@ class ForeignConfig(NamedTuple):
     catalog: Any = None
     notes: tuple = ()
 
-
-OPTIMIZERS = ("adam", "adamw")

@@ -305,6 +305,7 @@ def _check_values(cfg):
     milestones = list(cfg.SOLVER.MILESTONES)
     need(all(is_int(m) and m > 0 for m in milestones) and milestones == sorted(milestones), "SOLVER.MILESTONES",
          f"expected increasing positive epoch numbers, got {milestones}")
+    _check_solver(cfg)
     for key in ("TRAIN", "VAL", "TEST"):
         names = cfg.DATASETS[key]
         need(all(isinstance(x, str) and x for x in names), f"DATASETS.{key}",
@@ -322,6 +323,19 @@ def _check_values(cfg):
     device = cfg.MODEL.DEVICE
     need(device in ("auto", "cpu", "cuda") or (device.startswith("cuda:") and device[5:].isdigit()),
          "MODEL.DEVICE", f"expected 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+
+
+def _check_solver(cfg):
+    """The solver's numbers (its names are checked against the registries by tan.solver.check_names)."""
+    solver = cfg.SOLVER
+    need(solver.MOMENTUM >= 0, "SOLVER.MOMENTUM", f"expected a value >= 0, got {solver.MOMENTUM}")
+    need(solver.GAMMA > 0, "SOLVER.GAMMA", f"expected a positive factor, got {solver.GAMMA}")
+    need(0.0 <= solver.END_LR_FACTOR <= 1.0, "SOLVER.END_LR_FACTOR",
+         f"expected a fraction in [0, 1], got {solver.END_LR_FACTOR}")
+    need(is_int(solver.WARMUP_ITERS) and solver.WARMUP_ITERS >= 0, "SOLVER.WARMUP_ITERS",
+         f"expected a whole number >= 0, got {solver.WARMUP_ITERS!r}")
+    need(0.0 < solver.WARMUP_FACTOR <= 1.0, "SOLVER.WARMUP_FACTOR",
+         f"expected a factor in (0, 1], got {solver.WARMUP_FACTOR}")
 
 
 def _differences(node, default, prefix):

@@ -1,7 +1,7 @@
-"""Training and evaluation: the step, the loop and its hooks, inference and metrics."""
+"""Training and evaluation: the trainer, its step and hooks, inference and metrics."""
 from .inference import inference
 from .state import TrainingState
 from .step import run_step
-from .trainer import do_train
+from .trainer import TRAINERS, Trainer, register_trainer, trainer_class
 
-__all__ = ["do_train", "run_step", "inference", "TrainingState"]
+__all__ = ["TRAINERS", "Trainer", "TrainingState", "inference", "register_trainer", "run_step", "trainer_class"]

@@ -1,7 +1,8 @@
 """The periodic jobs around the training step, each a small named hook.
 
 The loop (tan/engine/trainer.py) calls, for every hook in order:
-``before_train(state)``; after every step ``after_step(state, step)``; after
+``before_train(state)``; ``before_epoch(state, epoch)``; before every step
+``before_step(state)`` and after it ``after_step(state, step)``; after
 every epoch ``after_epoch(state, epoch)``; ``after_train(state)`` once the
 last epoch is done; and ``close()`` however the loop ends. ``state`` is the
 run's :class:`TrainingState`, already advanced past the step or epoch.

@@ -1,72 +1,267 @@
-"""The training loop: epochs of steps, with the periodic jobs as hooks around them.
+"""The Trainer: one object from the merged config to a trained and tested model.
 
-Per step the loop fetches a batch and calls :func:`run_step` (forward, loss,
-backward, update); per epoch it steps the learning-rate schedule. Everything
-else is a hook (tan/engine/hooks.py), called in this order after each step
-and each epoch: the epoch checkpoints, the logger (losses, NaN check, ETA,
-metrics.jsonl, TensorBoard), the periodic evaluation with the best model,
-the model's own hooks (``hooks(cfg)``), and the stop on SIGTERM / SIGINT. The run's position lives in one
-:class:`TrainingState`, saved in every checkpoint, so a resumed run continues
-at the same batch with the same random streams.
+It builds everything a run needs from the config, each part in a method a
+subclass may override (as detectron2's DefaultTrainer does): the model, the
+optimizer, the learning-rate schedule, the gradient scaler, the checkpointer,
+the loaders and the hooks. :meth:`Trainer.train` resumes or initialises and
+runs the loop: epochs of :meth:`Trainer.run_step` (forward, loss, backward,
+update), with the hooks around each step and epoch (tan/engine/hooks.py):
+the epoch checkpoints, the logger (losses, NaN check, ETA, metrics.jsonl,
+TensorBoard), the periodic evaluation with the best model, the model's own
+hooks (``hooks(cfg)``) and the stop on SIGTERM / SIGINT. The run's position
+lives in one :class:`TrainingState`, saved in every checkpoint, so a resumed
+run continues at the same batch with the same random streams.
+
+A plug-in registers a subclass with :func:`register_trainer` and a config
+names it in ``TRAINER`` (docs/training.md).
 """
 import itertools
+import os
 import time
 
+from ..config.history import HISTORY_FILE, change_record, commit_config, start_record, withdraw_config
 from ..config.models import model_class
+from ..errors import TanError
+from ..modeling import build_model
+from ..solver import LRSchedule, apply_schedule, build_lr_scheduler, build_optimizer, schedule_keys
+from ..utils import comm
+from ..utils.checkpoint import (FINAL, Checkpointer, last_checkpoint_file, load_model_weights, model_state_from,
+                                read_checkpoint, run_info)
+from ..utils.logger import get_logger
 from ..utils.progress import progress
-from .hooks import BestModel, EpochCheckpointer, LoopPlan, PeriodicEvaluator, Step, StopOnSignal, TrainingLogger
+from ..utils.registry import Registry
+from .hooks import (FINAL_NAME, BestModel, EpochCheckpointer, LoopPlan, PeriodicEvaluator, Step, StopOnSignal,
+                    TrainingLogger, check_best_metric)
+from .precision import make_grad_scaler
+from .state import TrainingState
 from .step import run_step
-from .wrappers import unwrap
+from .testing import test_final_and_best
+from .wrappers import maybe_compile, prepare_model, unwrap, wrap_distributed
+
+TRAINERS = Registry("trainer (TRAINER)")
+
+# Keys a resumed run cannot change: its checkpoint holds the state of the old optimizer and schedule.
+FIXED_IN_A_RUN = ("SOLVER.OPTIMIZER", "SOLVER.SCHEDULER")
 
 
-def default_hooks(cfg, model, plan, val_loaders, optimizer, checkpointer, device):
-    """The hooks of a training run, in the order they are called: the built-in ones,
-    then those the model asks for (``hooks(cfg)``), then the stop on a signal."""
-    logger = TrainingLogger(cfg, plan, optimizer, device, checkpointer)
-    checkpoints = EpochCheckpointer(checkpointer, cfg.SOLVER.CHECKPOINT_PERIOD)
-    evaluator = PeriodicEvaluator(cfg, model, val_loaders, device, BestModel(cfg.TEST.BEST_METRIC, checkpointer),
-                                  logger)
-    return [checkpoints, logger, evaluator, *unwrap(model).hooks(cfg),
-            StopOnSignal(plan, checkpoints, logger.flush_losses)]
+def register_trainer(name):
+    """Class decorator: a :class:`Trainer` subclass under ``name``, the value of TRAINER that picks it."""
+    return TRAINERS.register(name)
 
 
-def do_train(cfg, model, data_loader, val_loaders, optimizer, scheduler, checkpointer, device, state,
-             grad_scaler=None):
-    """Train from ``state`` (a fresh TrainingState, or the one of a checkpoint) to SOLVER.MAX_EPOCH."""
-    plan = LoopPlan.from_config(cfg, data_loader)
-    plan.check_resume(state)
-    hooks = default_hooks(cfg, model, plan, val_loaders, optimizer, checkpointer, device)
-    clip = model_class(cfg).recipe(cfg).clip_grad_norm
-    model.train()
-    state.restore_rng()
-    try:
-        for hook in hooks:
-            hook.before_train(state)
-        for epoch in range(state.epoch, plan.max_epoch + 1):
-            data_loader.sampler.resume(epoch, state.iter_in_epoch)
+def trainer_class(cfg):
+    """The registered class of TRAINER; an error listing the registered ones."""
+    return TRAINERS.get(cfg.TRAINER)
+
+
+@register_trainer("default")
+class Trainer:
+    """Train (and test) the model of ``cfg``.
+
+    ``data`` is the run's :class:`tan.data.RunData`: its loaders are built once
+    and shared with the test that follows. ``config_changes``: the accepted
+    differences from OUTPUT_DIR/config.yml (rank 0; tan/cli/run_folder.py),
+    applied and recorded once the checkpoint is restored, so that a change
+    the checkpoint cannot take (another model shape) leaves config.yml as it was.
+    ``new_folder``: OUTPUT_DIR has no config.yml yet; it is written only once
+    everything training could fail on at its start (the datasets, the word
+    vectors, resuming) is behind, so a run that never started leaves none.
+
+    After :meth:`train`, ``model`` is the trained model (wrapped for several
+    processes) and ``final`` the path of its final checkpoint."""
+
+    def __init__(self, cfg, device, distributed, data, config_changes=(), new_folder=False):
+        self.cfg, self.device, self.distributed, self.data = cfg, device, distributed, data
+        self.config_changes, self.new_folder = list(config_changes), new_folder
+        self.model_class = model_class(cfg)
+        self.recipe = self.model_class.recipe(cfg)
+        self.by_video = self.model_class.batches_by_video(cfg)  # videos with their sentences, or queries
+        self.logger = get_logger("train")
+        self.model = self.optimizer = self.schedule = self.grad_scaler = self.checkpointer = None
+        self.train_loader = self.val_loaders = self.plan = None
+        self.final = os.path.join(cfg.OUTPUT_DIR, FINAL)
+
+    # -- what a run is built of: override to change one part ------------------------------------
+
+    def build_model(self):
+        """The model on its device, in its memory format (not yet wrapped for several processes)."""
+        return prepare_model(self.cfg, build_model(self.cfg).to(self.device))
+
+    def build_optimizer(self, model):
+        """SOLVER.OPTIMIZER (or the model's recipe's) over the model's parameter groups."""
+        return build_optimizer(self.cfg, model, self.recipe)
+
+    def build_scheduler(self, optimizer):
+        """A torch scheduler stepped once per epoch (SOLVER.SCHEDULER); the warm-up is added on top."""
+        return build_lr_scheduler(self.cfg, optimizer)
+
+    def build_grad_scaler(self):
+        return make_grad_scaler(self.cfg.SOLVER.AMP, self.device)
+
+    def build_checkpointer(self, model, optimizer, scheduler, grad_scaler):
+        return Checkpointer(model, optimizer, scheduler, self.cfg.OUTPUT_DIR, comm.is_main_process(),
+                            extra={"grad_scaler": grad_scaler}, info=run_info(self.cfg, self.data.extractors()))
+
+    def build_train_loader(self):
+        return self.data.train_loader(self.distributed, self.by_video)
+
+    def build_val_loaders(self):
+        """The loaders of the periodic evaluation (None when SOLVER.TEST_PERIOD is 0)."""
+        return self.data.val_loaders(self.distributed, self.by_video) if self.cfg.SOLVER.TEST_PERIOD > 0 else None
+
+    def build_test_loaders(self):
+        return self.data.test_loaders(self.distributed, self.by_video)
+
+    def build_hooks(self):
+        """The hooks of the loop, in the order they are called: the built-in ones, those the model asks
+        for (``hooks(cfg)``), then the stop on a signal. A subclass adds its own with
+        ``hooks = super().build_hooks(); hooks.insert(-1, MyHook()); return hooks``."""
+        cfg = self.cfg
+        logger = TrainingLogger(cfg, self.plan, self.optimizer, self.device, self.checkpointer)
+        checkpoints = EpochCheckpointer(self.checkpointer, cfg.SOLVER.CHECKPOINT_PERIOD)
+        evaluator = PeriodicEvaluator(cfg, self.model, self.val_loaders, self.device,
+                                      BestModel(cfg.TEST.BEST_METRIC, self.checkpointer), logger)
+        return [checkpoints, logger, evaluator, *unwrap(self.model).hooks(cfg),
+                StopOnSignal(self.plan, checkpoints, logger.flush_losses)]
+
+    def run_step(self, batch):
+        """Forward, loss, backward and update for one batch; returns (loss, its named terms)."""
+        return run_step(self.model, batch, self.optimizer, self.grad_scaler, self.cfg.SOLVER.AMP, self.device,
+                        self.recipe.clip_grad_norm)
+
+    # -- training and testing ------------------------------------------------------------------------
+
+    def train(self):
+        """Build, resume or initialise, and train to SOLVER.MAX_EPOCH; returns the final checkpoint's path."""
+        cfg = self.cfg
+        self.model = self.build_model()
+        if os.path.isfile(self.final) and last_checkpoint_file(cfg.OUTPUT_DIR) == (None, None):
+            self.logger.info("%s exists: nothing to train", self.final)  # a final model from elsewhere
+            load_model_weights(self.model, model_state_from(read_checkpoint(self.final), self.final), self.final)
+            self._record_config(TrainingState())
+            return self.final
+        self.optimizer = self.build_optimizer(self.model)
+        scheduler = self.build_scheduler(self.optimizer)
+        self.grad_scaler = self.build_grad_scaler()
+        self.checkpointer = self.build_checkpointer(self.model, self.optimizer, scheduler, self.grad_scaler)
+        resumed = self.checkpointer.load(cfg.MODEL.WEIGHT)
+        state = TrainingState.from_checkpoint(resumed)
+        self._check_epochs(state)
+        self._apply_config_changes(state, scheduler)
+        self.schedule = LRSchedule.from_config(cfg, scheduler)
+        if os.path.isfile(self.final) and state.epoch > cfg.SOLVER.MAX_EPOCH:
+            self._record_config(state)
+            if os.path.abspath(self.final) in map(os.path.abspath, self.checkpointer.unreadable):
+                # model_final.pth could not be read and the run resumed from its last epoch's
+                # checkpoint, which holds the same state: write the final model again from it.
+                self.checkpointer.save(FINAL_NAME, **resumed)
+                self.logger.warning("%s could not be read; written again from %s, which holds all %d epochs",
+                                    self.final, self.checkpointer.loaded, cfg.SOLVER.MAX_EPOCH)
+            else:
+                self.logger.info("%s exists and holds all %d epochs: nothing to train", self.final,
+                                 cfg.SOLVER.MAX_EPOCH)
+            return self.final
+        self.model = maybe_compile(cfg, wrap_distributed(self.model, self.device, self.distributed))
+        self.train_loader = self.build_train_loader()
+        self.val_loaders = self.build_val_loaders()
+        self.plan = LoopPlan.from_config(cfg, self.train_loader)
+        self.plan.check_resume(state)
+        check_best_metric(cfg, self.val_loaders)
+        # Only now, with everything the new config could fail on behind us, does the folder say it holds.
+        self._record_config(state)
+        try:
+            self.train_loop(state)
+        except BaseException:
+            if self.new_folder and comm.is_main_process() and not self.checkpointer.last_checkpoint():
+                withdraw_config(cfg.OUTPUT_DIR)  # stopped before its first checkpoint: the folder holds no run yet
+            raise
+        return self.final
+
+    def train_loop(self, state):
+        """From ``state`` (a fresh TrainingState, or the one of a checkpoint) to SOLVER.MAX_EPOCH."""
+        plan, loader = self.plan, self.train_loader
+        hooks = self.build_hooks()
+        self.model.train()
+        state.restore_rng()
+        try:
             for hook in hooks:
-                hook.before_epoch(state, epoch)
-            batches = progress(data_loader, total=plan.iters_per_epoch, initial=state.iter_in_epoch,
-                               desc=f"epoch {epoch}/{plan.max_epoch}")
-            tick = time.perf_counter()
-            for batch in itertools.islice(batches, plan.iters_per_epoch - state.iter_in_epoch):
-                data_time = time.perf_counter() - tick
-                loss, terms = run_step(model, batch, optimizer, grad_scaler, cfg.SOLVER.AMP, device, clip)
-                state.step_done()
-                step = Step(epoch, state.iter_in_epoch, loss, data_time, time.perf_counter() - tick,
-                            plan.is_sync_point(state.iter_in_epoch), terms)
+                hook.before_train(state)
+            for epoch in range(state.epoch, plan.max_epoch + 1):
+                loader.sampler.resume(epoch, state.iter_in_epoch)
                 for hook in hooks:
-                    hook.after_step(state, step)
+                    hook.before_epoch(state, epoch)
+                batches = progress(loader, total=plan.iters_per_epoch, initial=state.iter_in_epoch,
+                                   desc=f"epoch {epoch}/{plan.max_epoch}")
                 tick = time.perf_counter()
-            if hasattr(batches, "close"):  # a progress bar
-                batches.close()
-            scheduler.step()
-            state.epoch_done()
+                for batch in itertools.islice(batches, plan.iters_per_epoch - state.iter_in_epoch):
+                    data_time = time.perf_counter() - tick
+                    self.schedule.before_step(state.iteration)
+                    for hook in hooks:
+                        hook.before_step(state)
+                    loss, terms = self.run_step(batch)
+                    state.step_done()
+                    step = Step(epoch, state.iter_in_epoch, loss, data_time, time.perf_counter() - tick,
+                                plan.is_sync_point(state.iter_in_epoch), terms)
+                    for hook in hooks:
+                        hook.after_step(state, step)
+                    tick = time.perf_counter()
+                if hasattr(batches, "close"):  # a progress bar
+                    batches.close()
+                self.schedule.step()
+                state.epoch_done()
+                for hook in hooks:
+                    hook.after_epoch(state, epoch)
             for hook in hooks:
-                hook.after_epoch(state, epoch)
-        for hook in hooks:
-            hook.after_train(state)
-    finally:
-        for hook in reversed(hooks):  # the signal handlers are released first, whatever else fails
-            hook.close()
-    return model
+                hook.after_train(state)
+        finally:
+            for hook in reversed(hooks):  # the signal handlers are released first, whatever else fails
+                hook.close()
+
+    def test(self, checkpoint=None):
+        """Test the final model (``checkpoint``: its path, default the run's), then model_best.pth
+        when training kept one; returns {"final": {dataset: metrics}, "best": ...}."""
+        return test_final_and_best(self.cfg, self.model, self.device, self.distributed, self.data,
+                                   checkpoint or self.final, self.by_video)
+
+    # -- the run folder's record and the checks of a resumed run ---------------------------------------
+
+    def _check_epochs(self, state):
+        """SOLVER.MAX_EPOCH may not end a run before what it has trained (a finished or a begun epoch)."""
+        cfg = self.cfg
+        begun = state.epoch - 1 + (1 if state.iter_in_epoch else 0)
+        if begun > cfg.SOLVER.MAX_EPOCH:
+            trained = f"{state.epoch - 1} epochs" + (f" and {state.iter_in_epoch} steps of epoch {state.epoch}"
+                                                     if state.iter_in_epoch else "")
+            raise TanError(f"the run in {cfg.OUTPUT_DIR} has trained {trained}; SOLVER.MAX_EPOCH "
+                           f"{cfg.SOLVER.MAX_EPOCH} cannot undo that (nothing was changed); use another OUTPUT_DIR")
+
+    def _apply_config_changes(self, state, scheduler):
+        """A resumed run with an accepted new rate or schedule setting (rank 0 knows the changes;
+        every rank applies them). The optimizer and the schedule themselves cannot change."""
+        cfg, resumed = self.cfg, state.iteration > 0
+        fixed = [c for c in self.config_changes if c.key in FIXED_IN_A_RUN]
+        if comm.reduce_max_int(resumed and bool(fixed)):
+            raise TanError(f"the run in {cfg.OUTPUT_DIR} has trained {state.iteration} steps with "
+                           f"{', '.join(str(c) for c in fixed) or 'another optimizer or schedule'}: its checkpoint "
+                           f"holds that one's state, so it cannot change within the run (nothing was changed); "
+                           f"use another OUTPUT_DIR")
+        keys = schedule_keys(cfg)
+        if comm.reduce_max_int(resumed and any(c.key in keys for c in self.config_changes)):
+            lr = apply_schedule(cfg, self.optimizer, scheduler)
+            self.logger.info("learning rate from now on: %g (%s)", lr,
+                             ", ".join(f"{k} {cfg[k.split('.')[0]][k.split('.')[1]]}" for k in keys))
+
+    def _record_config(self, state):
+        """config.yml becomes the config the next step trains with; the history says from where
+        (its first line for a new folder)."""
+        cfg, changes = self.cfg, self.config_changes
+        if not comm.is_main_process():
+            return
+        if self.new_folder:
+            self.logger.info("saved the merged config to %s", commit_config(cfg, start_record(cfg, state.epoch)))
+            return
+        if not changes:
+            return
+        reason = "runtime settings" if all(not c.affects_results for c in changes) else "accepted"
+        commit_config(cfg, change_record(changes, state.epoch, state.iter_in_epoch, reason))
+        self.logger.info("config.yml updated; the change is recorded in %s from epoch %d", HISTORY_FILE, state.epoch)

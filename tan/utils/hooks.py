@@ -14,6 +14,9 @@ class HookBase:
     def before_epoch(self, state, epoch):
         """Before the first batch of ``epoch`` (also the epoch a resumed run continues)."""
 
+    def before_step(self, state):
+        """Before each step (``state.iteration`` steps are done)."""
+
     def after_step(self, state, step):
         pass
 

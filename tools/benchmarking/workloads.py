@@ -95,7 +95,7 @@ def build_ours(cfg, device):
 
 def our_train_step(cfg, model, batch, device):
     """One optimisation step as the trainer does it, for any model."""
-    optimizer = build_optimizer(cfg, model)
+    optimizer = build_optimizer(cfg, model, model.recipe(cfg))
     scaler = make_grad_scaler(cfg.SOLVER.AMP, device)
     forward = maybe_compile(cfg, model)
     clip = model_class(cfg).recipe(cfg).clip_grad_norm

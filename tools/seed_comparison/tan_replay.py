@@ -79,7 +79,7 @@ def main():
     print(f"queries: tan {len(dataset)}, reference {len(dump['records'])}")
     compare_inputs(dataset, dump, mapping)
     collate, loader = BatchCollator(), data.train_loader(False)
-    optimizer, device = build_optimizer(cfg, model), torch.device("cpu")
+    optimizer, device = build_optimizer(cfg, model, model.recipe(cfg)), torch.device("cpu")
     scheduler = build_lr_scheduler(cfg, optimizer)
     model.train()
     losses = []
