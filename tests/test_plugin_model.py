@@ -1,7 +1,8 @@
 """A model that lives outside the package (projects/dot_map), loaded by PLUGINS:
-it trains, resumes bit for bit after a kill, evaluates, predicts, draws
-pictures and runs under torchrun with the stock tools, and its settings get
-the usual checks; nothing in tan/ names it."""
+it trains with its own Trainer subclass (another optimizer, one more hook),
+resumes bit for bit after a kill, evaluates, predicts, draws pictures and runs
+under torchrun with the stock tools, and its settings get the usual checks;
+nothing in tan/ names it."""
 import json
 import os
 import subprocess
@@ -50,6 +51,11 @@ def test_the_example_trains_evaluates_and_its_run_folder_names_its_plugin(traine
     stored = (trained / "config.yml").read_text()
     assert "ARCHITECTURE: DOT_MAP" in stored and PROJECT in stored and "TAN:" not in stored
     final = metrics(trained / "inference" / "model_final")
+    # its trainer's optimizer (the scale and the biases without weight decay) and its hook's lines
+    groups = torch.load(trained / "model_final.pth", weights_only=False)["optimizer"]["param_groups"]
+    assert [(len(g["params"]), g["weight_decay"]) for g in groups] == [(3, 1e-4), (4, 0.0)]
+    log = (trained / "log.txt").read_text()
+    assert all(f"epoch {epoch}: logit scale " in log for epoch in (1, 2, 3))
     # the untrained model, evaluated through the same tool: the trained one must be far better
     proc = run_main("test_net", "--config-file", CONFIG, "DATASETS.ROOT", synthetic_root, "OUTPUT_DIR",
                     str(tmp_path / "untrained"), *SHORT, cwd=str(tmp_path))
