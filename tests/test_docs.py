@@ -169,3 +169,29 @@ def test_a_documented_command_is_accepted_as_written(page, command):
             load_config(os.path.join(REPO, config), opts)
         except TanError as e:
             pytest.fail(f"{page}: {command!r}: the config does not load with its overrides: {e}")
+
+
+def contract_rows():
+    """{member: its row or bullet} of docs/models.md §2-§4, where the page describes the contract."""
+    with open(os.path.join(REPO, "docs", "models.md")) as f:
+        text = f.read()
+    part = text[text.index("## 2. "):text.index("## 5. ")]
+    rows = {}
+    for line in part.splitlines():
+        found = re.match(r"(?:\| |- )`(\w+)", line)
+        if found:
+            rows.setdefault(found.group(1), line)
+    return rows
+
+
+def test_the_models_page_describes_the_contract_s_members_and_marks_the_abstract_ones_required():
+    """docs/models.md and tan.modeling.GroundingModel are the contract's page and its one source:
+    every member the class defines has a row (NAME is set by register_model), no row names a member
+    the class lacks, and the rows marked required are the class's abstract methods."""
+    from tan.modeling import GroundingModel
+
+    rows = contract_rows()
+    defined = {name for name in vars(GroundingModel) if not name.startswith("_")} - {"NAME"}
+    assert set(rows) - {"__init__"} == defined, (sorted(set(rows) - defined), sorted(defined - set(rows)))
+    required = {name for name, line in rows.items() if "**required**" in line}
+    assert required == set(GroundingModel.__abstractmethods__)

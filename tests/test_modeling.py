@@ -1,3 +1,6 @@
+import os
+
+import pytest
 import torch
 from torch.nn import functional as F
 
@@ -8,7 +11,7 @@ from tan.modeling.map2d.iou_loss import ScaledIoULoss
 from tan.structures.moments import iou2d
 from tan.modeling.map2d.strips import build_weight_maps
 
-from conftest import SYNTHETIC_CONFIG
+from conftest import REPO, SYNTHETIC_CONFIG
 
 
 def expected_cells(n, counts):
@@ -143,3 +146,42 @@ def test_loss_is_bce_over_valid_cells_against_rescaled_iou():
     expected = sum(-(t * torch.log(torch.sigmoid(torch.tensor(x))) + (1 - t) * torch.log(1 - torch.sigmoid(torch.tensor(x))))
                    for t, x in zip(targets, xs)) / 6
     torch.testing.assert_close(loss_fn(logits, moments[:, None], durations), expected)
+
+
+def test_a_model_missing_a_required_member_is_refused_when_it_is_registered_naming_it():
+    from tan.config.models import MODELS
+    from tan.errors import TanError
+    from tan.modeling import GroundingModel, register_model
+
+    with pytest.raises(TanError, match=r"^model 'HALF_MADE' \(test_modeling\..*Half\) does not define add_config, "
+                                       r"losses, which the contract requires \(docs/models.md\)$"):
+        @register_model("HALF_MADE")
+        class Half(GroundingModel):
+            def encode_video(self, feats):
+                return feats
+
+            def ground(self, video, queries, wordlens, video_index=None):
+                return video
+
+            def scores(self, output):
+                return output
+    with pytest.raises(TanError, match=r"model 'PLAIN' \(.*Plain\) is not a subclass of tan.modeling.GroundingModel"):
+        @register_model("PLAIN")
+        class Plain(torch.nn.Module):
+            pass
+    assert "HALF_MADE" not in MODELS and "PLAIN" not in MODELS
+
+
+def test_a_plug_in_whose_model_misses_a_required_member_fails_in_one_line(tmp_path):
+    from tan.errors import TanError
+
+    plugin = tmp_path / "half_model.py"
+    plugin.write_text("from tan.modeling import GroundingModel, register_model\n\n\n"
+                      "@register_model('HALF_PLUGIN')\n"
+                      "class HalfPlugin(GroundingModel):\n"
+                      "    add_config = staticmethod(lambda cfg: None)\n")
+    with pytest.raises(TanError) as error:
+        load_config(os.path.join(REPO, "configs", "2dtan_synthetic.yaml"), ["PLUGINS", repr([str(plugin)])])
+    assert str(error.value) == (f"command line: PLUGINS: plug-in {str(plugin)!r}: model 'HALF_PLUGIN' "
+                                "(half_model.HalfPlugin) does not define encode_video, ground, losses, scores, which "
+                                "the contract requires (docs/models.md)")

@@ -1,7 +1,7 @@
 """DOT_MAP's settings: everything under MODEL.DOT_MAP, each key documented."""
 from yacs.config import CfgNode as CN
 
-from tan.config.models import need
+from tan.modeling import need
 
 
 def add_dot_map_config(cfg):

@@ -10,12 +10,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from tan.config.models import Recipe, register_model
-from tan.modeling import GroundingModel
+from tan.modeling import GroundingModel, HookBase, Recipe, register_model
 from tan.modeling.map2d.feat2d import SparseMaxPool2D
 from tan.modeling.map2d.featpool import FeatAvgPool
 from tan.modeling.map2d.iou_loss import ScaledIoULoss
-from tan.utils.hooks import HookBase
 
 from .config import add_dot_map_config, validate_dot_map_config
 

@@ -9,10 +9,8 @@ Registered as "DOT_MAP"; dot_map_synthetic.yaml picks it with ``TRAINER: "DOT_MA
 """
 from torch.optim import AdamW
 
-from tan.engine import Trainer, register_trainer
-from tan.engine.wrappers import unwrap
+from tan.engine import HookBase, Trainer, register_trainer, unwrap
 from tan.utils import comm
-from tan.utils.hooks import HookBase
 from tan.utils.logger import get_logger
 
 

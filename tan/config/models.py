@@ -1,28 +1,11 @@
-"""The registered models and what the config needs to know of them.
+"""The registry of models, and the small types a model's declarations return.
 
 A model is a class registered here under the name that MODEL.ARCHITECTURE
-gives (docs/models.md). Beside being a torch module, the class declares
-everything the core must know about it, so that nothing in the core names a
-model:
-
-- ``add_config(cfg)``: adds its settings, under ``MODEL.{NAME}`` (and, for
-  file compatibility with a reference code, any key listed in
-  ``KEYS_OUTSIDE``);
-- ``validate_config(cfg)``: refuses values that cannot work, with
-  :func:`need` (one message naming the key);
-- ``RUNTIME_KEYS``: its keys (relative to ``MODEL.{NAME}``) that may change
-  between the runs of one folder, because they never change a result;
-- ``INPUT_SIZE_KEY``: its key (relative) giving the clip-feature width;
-- ``text_input(cfg)``: the :class:`TextInputChoice` its sentences need;
-- ``batches_by_video(cfg)``: whether batches are videos with their
-  sentences (else single queries);
-- ``recipe(cfg)``: a :class:`Recipe` (optimizer, gradient clipping); and,
-  on the built model, ``hooks(cfg)``: extra hooks of its training loop;
-- ``adapt_state_dict(state)``: maps a foreign checkpoint's weights onto it;
-- ``check_environment(cfg)``: fails early when something it needs is missing.
-
-The class of tan.modeling.meta_arch.GroundingModel gives defaults for all
-but ``add_config``.
+gives. The contract it follows is one class, tan.modeling.GroundingModel:
+what it must define is abstract there, everything else has a default, and
+docs/models.md describes each member (a test holds the page to the class).
+This module sits below the models so that the config can ask a model's class
+for its declarations (settings, checks, text input) without importing them.
 """
 from typing import Any, NamedTuple
 
@@ -38,6 +21,13 @@ def register_model(name):
         raise ValueError(f"model name {name!r}: expected upper-case letters, digits and '_', as config keys are")
 
     def deco(cls):
+        if getattr(cls, "__abstractmethods__", None) is None:
+            raise TanError(f"model {name!r} ({cls.__module__}.{cls.__qualname__}) is not a subclass of "
+                           f"tan.modeling.GroundingModel, the contract every model follows")
+        missing = sorted(cls.__abstractmethods__)
+        if missing:
+            raise TanError(f"model {name!r} ({cls.__module__}.{cls.__qualname__}) does not define "
+                           f"{', '.join(missing)}, which the contract requires (docs/models.md)")
         cls.NAME = name
         return MODELS.register(name)(cls)
 

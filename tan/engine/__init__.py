@@ -2,6 +2,9 @@
 from .inference import inference
 from .state import TrainingState
 from .step import run_step
+from ..utils.hooks import HookBase
 from .trainer import TRAINERS, Trainer, register_trainer, trainer_class
+from .wrappers import unwrap
 
-__all__ = ["TRAINERS", "Trainer", "TrainingState", "inference", "register_trainer", "run_step", "trainer_class"]
+__all__ = ["HookBase", "TRAINERS", "Trainer", "TrainingState", "inference", "register_trainer", "run_step",
+           "trainer_class", "unwrap"]

@@ -1,10 +1,13 @@
 """Models. This package is the built-in plug-in (tan/config/plugins.py): it
-registers 2D-TAN ("TAN", the default), MMN and MS-2D-TAN ("MS_TAN"), each in its own folder, beside
-the 2D-map pieces they share (map2d/). A model of another package registers
-itself the same way (docs/models.md)."""
-from ..config.models import MODELS, model_class, register_model, set_default_model
-from . import mmn, ms2dtan, tan2d, tan_msra  # noqa: F401  (register MMN, MS_TAN, TAN and TAN_MSRA)
+registers 2D-TAN ("TAN", the default), MMN, MS-2D-TAN ("MS_TAN") and microsoft's 2D-TAN
+("TAN_MSRA"), each in its own folder, beside the 2D-map pieces they share (map2d/).
+A model of another package registers itself the same way, with what it imports from
+here: the contract, the decorator and the types its declarations return (docs/models.md)."""
+from ..config.models import (MODELS, ForeignConfig, Recipe, TextInputChoice, model_class, need, register_model,
+                             set_default_model)
+from ..utils.hooks import HookBase
 from .meta_arch import GroundingModel
+from . import mmn, ms2dtan, tan2d, tan_msra  # noqa: F401  (register MMN, MS_TAN, TAN and TAN_MSRA)
 
 set_default_model("TAN")
 
@@ -14,4 +17,5 @@ def build_model(cfg):
     return model_class(cfg)(cfg)
 
 
-__all__ = ["build_model", "GroundingModel", "MODELS", "register_model"]
+__all__ = ["ForeignConfig", "GroundingModel", "HookBase", "MODELS", "Recipe", "TextInputChoice", "build_model",
+           "need", "register_model"]

@@ -1,34 +1,21 @@
-"""The model contract (docs/models.md): what every model offers the engine
-(training, evaluation, prediction, the API) and what it declares to the core,
-so that none of them needs to know which model it runs.
+"""The model contract: one class, :class:`GroundingModel`, that every model subclasses.
 
-The module's part, for a batch:
+What a model must define is abstract here (``add_config``, ``encode_video``,
+``ground``, ``scores``, ``losses``): a class that misses one is refused when it
+is registered, naming what is missing. Everything else has a default that a
+model overrides where it differs. Two kinds of member:
 
-- ``forward(feats, queries, wordlens, video_index=None)``: the model's output
-  for a batch; ``feats`` [V, P, D_in] holds V videos and ``video_index`` [S]
-  names each sentence's video (None: sentence s asks about video s, or all
-  ask about the only one). A model whose clip input has a variable length
-  also gets ``clip_counts`` [V], each video's real rows.
-- ``encode_video(feats)`` and ``ground(video, queries, wordlens, video_index)``:
-  the two halves of ``forward``; a video is encoded once however many
-  sentences ask about it.
-- ``scores(output)``: [S, N, N] float32 scores, zero outside the valid cells
-  (``mask2d``, [N, N] bool).
-- ``candidates(output, durations)``: the candidate moments the evaluation
-  ranks (tan.structures.candidates.Candidates), and ``score_map(output,
-  durations)`` the map as pictures draw it; both default to a start x end map.
-- ``losses(output, batch)``: the named loss terms of a training batch, float32
-  scalars whose sum is minimised.
-- ``parameter_groups()``: the optimizer's groups, each with an ``lr_scale``.
-- ``adapt_state_dict(state)``: a checkpoint's weights as this model names
-  them (a foreign checkpoint's names mapped onto its own).
+- what the engine calls on a built model, for a batch (training, evaluation,
+  prediction, the API, the pictures);
+- the declarations, class methods and attributes read from the class before a
+  model exists (its settings and their checks, how its sentences and clips
+  are read, how its batches are grouped, how it is trained, foreign files).
 
-The declarations, read from the class before a model exists (see
-tan/config/models.py): ``add_config``, ``validate_config``, ``RUNTIME_KEYS``,
-``INPUT_SIZE_KEY``, ``KEYS_OUTSIDE``, ``text_input``, ``clip_input``,
-``batches_by_video``, ``recipe``, ``hooks``, ``check_environment``,
-``from_foreign_config``.
+docs/models.md describes each member, §2-§4; tests/test_docs.py holds the page
+to this class, so the two cannot drift apart.
 """
+from abc import ABCMeta, abstractmethod
+
 from torch import nn
 
 from ..config.models import Recipe, TextInputChoice
@@ -36,7 +23,7 @@ from ..data.features.clip_inputs import ResampledClips
 from ..structures.candidates import map_candidates, map_picture
 
 
-class GroundingModel(nn.Module):
+class GroundingModel(nn.Module, metaclass=ABCMeta):
     NAME = ""  # set by register_model
     # Keys of its subtree that may change between the runs of a folder (they change no result).
     RUNTIME_KEYS = ()
@@ -46,9 +33,9 @@ class GroundingModel(nn.Module):
     KEYS_OUTSIDE = ()
 
     @classmethod
+    @abstractmethod
     def add_config(cls, cfg):
         """Add MODEL.{NAME} with every key documented by a comment (docs/models.md §2)."""
-        raise NotImplementedError(f"model {cls.NAME!r} must define add_config(cfg)")
 
     @classmethod
     def validate_config(cls, cfg):
@@ -94,6 +81,22 @@ class GroundingModel(nn.Module):
     @property
     def mask2d(self):
         return self.feat2d.mask2d
+
+    @abstractmethod
+    def encode_video(self, feats):
+        """feats [V, P, D_in] -> what ``ground`` needs of the videos (computed once per video)."""
+
+    @abstractmethod
+    def ground(self, video, queries, wordlens, video_index=None):
+        """The output for a batch of sentences; sentence s asks about video ``video_index[s]``."""
+
+    @abstractmethod
+    def scores(self, output):
+        """[S, N, N] float32 scores, zero outside the valid cells (``mask2d``)."""
+
+    @abstractmethod
+    def losses(self, output, batch):
+        """{name: float32 scalar}: the loss terms of a training batch, summed and minimised."""
 
     def forward(self, feats, queries, wordlens, video_index=None):
         return self.ground(self.encode_video(feats), queries, wordlens, video_index)
