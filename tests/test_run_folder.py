@@ -16,7 +16,8 @@ import torch
 
 from tan.config.history import read_history
 from tan.errors import TanError
-from tan.utils.run_lock import RunLock, remove_stale_temporaries
+from tan.utils.io import clear_abandoned_temporaries
+from tan.utils.run_lock import RunLock
 
 from conftest import ONE_THREAD, REPO, SYNTHETIC_CONFIG, file_size_limit, run_main, with_overrides
 from runs import signal_after_record, stop_process_group, wait_for_training_record
@@ -147,7 +148,7 @@ def test_only_temporaries_of_writers_that_are_gone_are_removed(tmp_path):
                  ".model_1e.pth.xyz789.tmp", "notes.tmp", "model_1e.pth"]
         for name in names:
             (tmp_path / name).write_text("x")
-        removed = remove_stale_temporaries(str(tmp_path))
+        removed = [entry for entry, _ in clear_abandoned_temporaries(str(tmp_path), unknown_writers=True)]
         assert removed == sorted([f".model_2e.pth.{dead}.abc123.tmp", ".model_1e.pth.xyz789.tmp"])
         assert sorted(os.listdir(tmp_path)) == sorted([f".model_3e.pth.{live.pid}.def456.tmp", "notes.tmp",
                                                        "model_1e.pth"])
@@ -180,8 +181,8 @@ def test_the_abandoned_copies_of_a_destination_are_cleared_and_nothing_else(tmp_
                 (tmp_path / name / "v.npy").write_text("x")
             else:
                 (tmp_path / name).write_text("x")
-        done = tan_io.remove_abandoned_temporaries(str(tmp_path / "dst.hdf5")) + \
-            tan_io.remove_abandoned_temporaries(str(tmp_path / "dst"))
+        done = tan_io.clear_abandoned_temporaries_of(str(tmp_path / "dst.hdf5")) + \
+            tan_io.clear_abandoned_temporaries_of(str(tmp_path / "dst"))
         assert sorted(done) == sorted(f"removed {tmp_path / n}" for n in gone)
         assert sorted(os.listdir(tmp_path)) == sorted(kept)
     finally:
@@ -199,7 +200,7 @@ def test_a_folder_moved_aside_by_a_killed_swap_is_put_back(tmp_path):
     for folder, content in ((new, "new"), (old, "old")):
         folder.mkdir()
         (folder / "v.npy").write_text(content)
-    done = tan_io.remove_abandoned_temporaries(str(tmp_path / "dst"))
+    done = tan_io.clear_abandoned_temporaries_of(str(tmp_path / "dst"))
     assert sorted(done) == sorted([f"removed {new}", f"put {old} back as {tmp_path / 'dst'}"])
     assert os.listdir(tmp_path) == ["dst"] and (tmp_path / "dst" / "v.npy").read_text() == "old"
 

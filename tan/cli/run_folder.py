@@ -10,7 +10,8 @@ from ..config import load_config
 from ..config.compare import config_changes
 from ..config.history import CONFIG_FILE, HISTORY_FILE
 from ..errors import TanError
-from ..utils.run_lock import RunLock, describe_holder, remove_stale_temporaries
+from ..utils.io import clear_abandoned_temporaries
+from ..utils.run_lock import RunLock, describe_holder
 
 ACCEPT_FLAG = "--accept-config-changes"
 
@@ -105,7 +106,8 @@ def open_run_folder(cfg, accept_changes=False):
         guarded = [c for c in changes if c.affects_results]
         if guarded and not accept_changes:
             raise refusal(path, guarded)
-        removed = remove_stale_temporaries(path)
+        # holding the lock, no other run of this folder writes here: temporaries naming no writer go too
+        removed = [entry for entry, _ in clear_abandoned_temporaries(path, unknown_writers=True)]
     except BaseException:
         lock.release()
         _remove_if_empty(path, created)

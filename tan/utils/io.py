@@ -190,7 +190,7 @@ def clear_abandoned_temporaries(folder, name=None, unknown_writers=False):
     return done
 
 
-def remove_abandoned_temporaries(path):
+def clear_abandoned_temporaries_of(path):
     """:func:`clear_abandoned_temporaries` of what writers of ``path`` left beside it.
     Returns what was done, one line each."""
     folder, name = os.path.split(os.path.abspath(path))

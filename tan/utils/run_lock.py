@@ -19,18 +19,9 @@ import socket
 import sys
 
 from ..errors import TanError
-from .io import clear_abandoned_temporaries, writer_alive
+from .io import writer_alive
 
 LOCK_FILE = "run.lock"
-
-
-def remove_stale_temporaries(folder):
-    """Remove the temporaries of atomic writes (tan/utils/io.py) that writers
-    which are gone (killed mid-save) left in ``folder``; a live writer's file
-    is kept. Called while holding the folder's lock, so no other run of this
-    folder can be writing there, and those that name no writer go too.
-    Returns the names removed."""
-    return [entry for entry, _ in clear_abandoned_temporaries(folder, unknown_writers=True)]
 
 
 def describe_holder(holder):

@@ -24,7 +24,7 @@ import h5py
 import numpy as np
 
 from ...errors import TanError
-from ...utils.io import folder_replaced_when_done, read_named_text, remove_abandoned_temporaries, replaced_when_done
+from ...utils.io import folder_replaced_when_done, read_named_text, clear_abandoned_temporaries_of, replaced_when_done
 from ...utils.progress import progress
 from .array_files import write_npz
 from .sources import HDF5_GROUP_KEY, NPZ_KEY, FolderFeatures, HDF5Features
@@ -305,7 +305,7 @@ def convert_features(src, dst, to=None, layout=None, key=None, out_key=None, fil
     dtype_of(dtype)  # a bad dtype is reported before the source is read
     # A conversion killed outright (SIGKILL, a crash) could not clear its temporary copy, nor put back a
     # DST it had moved aside for the new one: this one does, before DST is looked at.
-    removed = tuple(remove_abandoned_temporaries(dst))
+    removed = tuple(clear_abandoned_temporaries_of(dst))
     check_destination(src, dst, target, overwrite)
     source = open_stored(src, key)
     try:

@@ -40,7 +40,7 @@ import time
 import numpy as np
 
 from ...utils import comm
-from ...utils.io import remove_abandoned_temporaries, sync_folder
+from ...utils.io import clear_abandoned_temporaries_of, sync_folder
 from ...utils.logger import get_logger
 from .glove import check_word_vector_file, glove_entries, parse_vector
 
@@ -216,7 +216,7 @@ class WordVectorIndex:
         name = os.path.basename(folder)
         try:
             os.makedirs(cache_dir, exist_ok=True)
-            remove_abandoned_temporaries(folder)  # of builds killed before they finished
+            clear_abandoned_temporaries_of(folder)  # of builds killed before they finished
             tmp = tempfile.mkdtemp(prefix=f".{name}.{os.getpid()}.", suffix=".tmp", dir=cache_dir)
             os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; give the usual permissions
         except OSError as e:
