@@ -169,3 +169,20 @@ def test_a_name_no_plug_in_registered_is_refused_naming_the_key():
 def test_a_value_that_cannot_work_is_refused_naming_the_key(key, value, message):
     with pytest.raises(TanError, match=message):
         load_config(SYNTHETIC_CONFIG, [key, value])
+
+
+def test_a_run_resumed_in_its_warm_up_with_a_shorter_one_or_none_trains_at_the_schedule_s_rates():
+    """The checkpoint's optimizer holds the warm-up's lowered rates; an accepted WARMUP_ITERS 0 (or one
+    already over) puts the schedule's back at the first step, and a milestone then lowers those."""
+    opts = ["SOLVER.LR", "0.01", "SOLVER.MILESTONES", "(2,)"]
+    _, _, optimizer, schedule = built(*opts, "SOLVER.WARMUP_ITERS", "10")
+    rates(optimizer, schedule, 1, 3)
+    schedule.before_step(3)  # a step of epoch 2, then the stop
+    assert optimizer.param_groups[0]["lr"] < 0.01
+    saved = optimizer.state_dict(), schedule.state_dict()
+    for warmup in ("0", "3"):
+        _, _, optimizer, schedule = built(*opts, "SOLVER.WARMUP_ITERS", warmup)
+        optimizer.load_state_dict(saved[0])
+        schedule.load_state_dict(saved[1])
+        rest = [r[0] for r in rates(optimizer, schedule, 2, 3, start=4)]
+        assert rest == pytest.approx([0.01] * 3 + [0.001] * 3, rel=1e-12), warmup

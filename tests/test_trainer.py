@@ -12,6 +12,8 @@ import sys
 import pytest
 import torch
 
+from tan.engine import Trainer, register_trainer
+
 from conftest import ONE_THREAD, REPO, SYNTHETIC_CONFIG, run_main, run_tool, with_overrides
 from runs import final_weights, signal_after_record
 
@@ -86,18 +88,68 @@ def test_a_setting_trains_at_its_rates_and_resumes_from_mid_epoch_to_the_uninter
     assert logged_rates(stopped) == rates
 
 
-def test_a_resumed_run_cannot_change_its_optimizer_and_keeps_its_folder(synthetic_root, tmp_path):
+@pytest.mark.parametrize("change,refused", [
+    (["SOLVER.OPTIMIZER", "sgd"], "SOLVER.OPTIMIZER: '' -> 'sgd'"),
+    (["SOLVER.SCHEDULER", "multistep"], "SOLVER.SCHEDULER: 'cosine' -> 'multistep'"),
+    (["TRAINER", "COUNTING"], "TRAINER: 'default' -> 'COUNTING'"),
+])
+def test_a_folder_with_checkpoints_cannot_swap_its_optimizer_schedule_or_trainer(change, refused, synthetic_root,
+                                                                                  tmp_path):
     out = tmp_path / "run"
     proc = run_main("train_net", *args(synthetic_root, out, "cosine", "SOLVER.MAX_EPOCH", "1"))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    before = (out / "config.yml").read_text()
-    proc = run_main("train_net", *args(synthetic_root, out, "cosine", "SOLVER.MAX_EPOCH", "2",
-                                       "SOLVER.OPTIMIZER", "sgd", "--accept-config-changes"))
+    before = {name: (out / name).read_bytes() for name in ("config.yml", "model_final.pth", "last_checkpoint")}
+    proc = run_main("train_net", *args(synthetic_root, out, "cosine", "SOLVER.MAX_EPOCH", "2", *change,
+                                       "--accept-config-changes"))
     output = proc.stdout + proc.stderr
     assert proc.returncode == 2, output[-3000:]
-    assert "SOLVER.OPTIMIZER: '' -> 'sgd'" in output and "cannot change within the run" in output
-    assert (out / "config.yml").read_text() == before
+    assert refused in output and "cannot change within the run (nothing was changed)" in output
+    assert {name: (out / name).read_bytes() for name in before} == before
     assert not (out / "model_2e.pth").exists()
+
+
+def test_an_accepted_momentum_holds_and_naming_the_optimizer_a_model_already_uses_is_no_change(synthetic_root,
+                                                                                               tmp_path):
+    out = tmp_path / "run"
+    proc = run_main("train_net", *args(synthetic_root, out, "sgd", "SOLVER.MAX_EPOCH", "1"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_main("train_net", *args(synthetic_root, out, "sgd", "SOLVER.MAX_EPOCH", "2", "SOLVER.MOMENTUM", "0.5",
+                                       "--accept-config-changes"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    groups = torch.load(out / "model_final.pth", weights_only=False)["optimizer"]["param_groups"]
+    assert [g["momentum"] for g in groups] == [0.5]
+    # 2D-TAN's own optimizer is Adam: SOLVER.OPTIMIZER "" -> "adam" changes nothing and continues
+    adam = tmp_path / "adam"
+    proc = run_main("train_net", *args(synthetic_root, adam, "cosine", "SOLVER.MAX_EPOCH", "1"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_main("train_net", *args(synthetic_root, adam, "cosine", "SOLVER.MAX_EPOCH", "2", "SOLVER.OPTIMIZER",
+                                       "adam", "--accept-config-changes"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (adam / "model_2e.pth").is_file()
+
+
+@register_trainer("COUNTING")
+class CountingTrainer(Trainer):
+    """Records which of its build methods the run called."""
+    called = []
+
+    def build_test_loaders(self):
+        CountingTrainer.called.append("build_test_loaders")
+        return super().build_test_loaders()
+
+    def build_hooks(self):
+        CountingTrainer.called.append("build_hooks")
+        return super().build_hooks()
+
+
+def test_a_subclass_s_build_methods_are_what_the_run_uses(synthetic_root, tmp_path):
+    CountingTrainer.called.clear()
+    run = [a for a in args(synthetic_root, tmp_path / "out", "cosine", "SOLVER.MAX_EPOCH", "1", "TRAINER", "COUNTING")
+           if a != "--skip-test"]
+    proc = run_main("train_net", *run)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert CountingTrainer.called == ["build_hooks", "build_test_loaders"]
+    assert (tmp_path / "out" / "inference" / "model_final" / "synthetic_test" / "metrics.json").is_file()
 
 
 @pytest.mark.parametrize("key,value,message", [

@@ -2,14 +2,14 @@
 (docs/training.md, "A trainer of your own").
 
 - Its optimizer leaves the logit scale and the biases out of the weight decay,
-  which would otherwise pull the scale towards zero: AdamW over two groups.
+  which would otherwise pull the scale towards zero: two parameter groups for
+  the optimizer the config names (SOLVER.OPTIMIZER; "" is the model's AdamW).
 - A hook logs the learnt logit scale after every epoch.
 
 Registered as "DOT_MAP"; dot_map_synthetic.yaml picks it with ``TRAINER: "DOT_MAP"``.
 """
-from torch.optim import AdamW
-
 from tan.engine import HookBase, Trainer, register_trainer, unwrap
+from tan.solver import build_optimizer
 from tan.utils import comm
 from tan.utils.logger import get_logger
 
@@ -34,7 +34,7 @@ class DotMapTrainer(Trainer):
                 (kept if parameter.ndim <= 1 else decayed).append(parameter)
         groups = [{"params": decayed, "weight_decay": self.cfg.MODEL.DOT_MAP.WEIGHT_DECAY, "lr_scale": 1.0},
                   {"params": kept, "weight_decay": 0.0, "lr_scale": 1.0}]
-        return AdamW(groups, lr=self.cfg.SOLVER.LR)
+        return build_optimizer(self.cfg, model, self.recipe, groups)
 
     def build_hooks(self):
         hooks = super().build_hooks()

@@ -15,15 +15,15 @@ def results_folder(output_dir, checkpoint):
     return os.path.join(output_dir, "inference", checkpoint_name(checkpoint) if checkpoint else "untrained")
 
 
-def run_test(cfg, model, device, distributed, data, checkpoint="", folder=None, by_video=None):
+def run_test(cfg, model, device, distributed, data, checkpoint="", folder=None, loaders=None):
     """Evaluate on every dataset of DATASETS.TEST; results under ``folder``/{name}/
-    (default :func:`results_folder` of OUTPUT_DIR and ``checkpoint``). ``by_video``: whether the
-    model takes batches of videos (None: as its class says)."""
+    (default :func:`results_folder` of OUTPUT_DIR and ``checkpoint``). ``loaders``: the test
+    loaders (default: the run data's, grouped as the model's class says)."""
     folder = folder or results_folder(cfg.OUTPUT_DIR, checkpoint)
-    if by_video is None:
-        by_video = model_class(cfg).batches_by_video(cfg)
+    if loaders is None:
+        loaders = data.test_loaders(distributed, model_class(cfg).batches_by_video(cfg))
     results = {}
-    for loader in data.test_loaders(distributed, by_video):
+    for loader in loaders:
         name = loader.dataset.name
         output = os.path.join(folder, name) if comm.is_main_process() else None
         results[name] = inference(model, loader, name, cfg.TEST.NMS_THRESH, device, output, checkpoint,
@@ -32,10 +32,11 @@ def run_test(cfg, model, device, distributed, data, checkpoint="", folder=None, 
     return results
 
 
-def test_final_and_best(cfg, model, device, distributed, data, checkpoint, by_video=None):
-    """Test the final model, then model_best.pth when training kept one; logs both side by side."""
+def test_final_and_best(cfg, model, device, distributed, data, checkpoint, loaders):
+    """Test the final model, then model_best.pth when training kept one, on ``loaders``; logs both
+    side by side."""
     logger = get_logger("test")
-    results = {"final": run_test(cfg, model, device, distributed, data, checkpoint, by_video=by_video)}
+    results = {"final": run_test(cfg, model, device, distributed, data, checkpoint, loaders=loaders)}
     best_path = os.path.join(cfg.OUTPUT_DIR, BEST)
     if not os.path.isfile(best_path):
         return results
@@ -44,7 +45,7 @@ def test_final_and_best(cfg, model, device, distributed, data, checkpoint, by_vi
     info = best_checkpoint.get("best", {})
     logger.info("testing the best model: epoch %s, %s %.2f on %s", info.get("epoch", "?"), info.get("metric", "?"),
                 info.get("value", float("nan")), info.get("dataset", "?"))
-    results["best"] = run_test(cfg, model, device, distributed, data, best_path, by_video=by_video)
+    results["best"] = run_test(cfg, model, device, distributed, data, best_path, loaders=loaders)
     if comm.is_main_process():
         metric = cfg.TEST.BEST_METRIC
         for name in (n for n in results["final"] if metric in results["final"][n]):  # not a split without labels

@@ -21,9 +21,10 @@ import time
 
 from ..config.history import HISTORY_FILE, change_record, commit_config, start_record, withdraw_config
 from ..config.models import model_class
+from ..config.setup import value_at
 from ..errors import TanError
 from ..modeling import build_model
-from ..solver import LRSchedule, apply_schedule, build_lr_scheduler, build_optimizer, schedule_keys
+from ..solver import LRSchedule, apply_schedule, build_lr_scheduler, build_optimizer, optimizer_name, schedule_keys
 from ..utils import comm
 from ..utils.checkpoint import (FINAL, Checkpointer, last_checkpoint_file, load_model_weights, model_state_from,
                                 read_checkpoint, run_info)
@@ -40,8 +41,9 @@ from .wrappers import maybe_compile, prepare_model, unwrap, wrap_distributed
 
 TRAINERS = Registry("trainer (TRAINER)")
 
-# Keys a resumed run cannot change: its checkpoint holds the state of the old optimizer and schedule.
-FIXED_IN_A_RUN = ("SOLVER.OPTIMIZER", "SOLVER.SCHEDULER")
+# Keys a resumed run cannot change: its checkpoint holds the state of the optimizer and the schedule
+# they chose (a trainer may build its own), which another one cannot take.
+FIXED_IN_A_RUN = ("SOLVER.OPTIMIZER", "SOLVER.SCHEDULER", "TRAINER")
 
 
 def register_trainer(name):
@@ -140,6 +142,7 @@ class Trainer:
             load_model_weights(self.model, model_state_from(read_checkpoint(self.final), self.final), self.final)
             self._record_config(TrainingState())
             return self.final
+        self._refuse_another_optimizer()
         self.optimizer = self.build_optimizer(self.model)
         scheduler = self.build_scheduler(self.optimizer)
         self.grad_scaler = self.build_grad_scaler()
@@ -219,9 +222,10 @@ class Trainer:
 
     def test(self, checkpoint=None):
         """Test the final model (``checkpoint``: its path, default the run's), then model_best.pth
-        when training kept one; returns {"final": {dataset: metrics}, "best": ...}."""
+        when training kept one, on :meth:`build_test_loaders`; returns {"final": {dataset: metrics},
+        "best": ...}."""
         return test_final_and_best(self.cfg, self.model, self.device, self.distributed, self.data,
-                                   checkpoint or self.final, self.by_video)
+                                   checkpoint or self.final, self.build_test_loaders())
 
     # -- the run folder's record and the checks of a resumed run ---------------------------------------
 
@@ -235,21 +239,34 @@ class Trainer:
             raise TanError(f"the run in {cfg.OUTPUT_DIR} has trained {trained}; SOLVER.MAX_EPOCH "
                            f"{cfg.SOLVER.MAX_EPOCH} cannot undo that (nothing was changed); use another OUTPUT_DIR")
 
+    def _refuse_another_optimizer(self):
+        """A folder with training checkpoints continues with the optimizer, schedule and trainer it
+        was trained with: refused, before anything is restored or changed, when an accepted change
+        would swap one (rank 0 knows the changes; every rank takes the same decision)."""
+        cfg = self.cfg
+        fixed = [c for c in self.config_changes if c.key in FIXED_IN_A_RUN and
+                 (c.key != "SOLVER.OPTIMIZER" or (c.old or self.recipe.optimizer) != optimizer_name(cfg, self.recipe))]
+        trained = last_checkpoint_file(cfg.OUTPUT_DIR) != (None, None)
+        if comm.reduce_max_int(trained and bool(fixed)):
+            raise TanError(f"the run in {cfg.OUTPUT_DIR} was trained with "
+                           f"{', '.join(str(c) for c in fixed) or 'another optimizer, schedule or trainer'}: its "
+                           f"checkpoints hold that one's state, so it cannot change within the run (nothing was "
+                           f"changed); use another OUTPUT_DIR")
+
     def _apply_config_changes(self, state, scheduler):
-        """A resumed run with an accepted new rate or schedule setting (rank 0 knows the changes;
-        every rank applies them). The optimizer and the schedule themselves cannot change."""
+        """A resumed run with an accepted new rate, schedule setting or momentum (rank 0 knows the
+        changes; every rank applies them): restoring the optimizer and the scheduler brought back
+        the old values."""
         cfg, resumed = self.cfg, state.iteration > 0
-        fixed = [c for c in self.config_changes if c.key in FIXED_IN_A_RUN]
-        if comm.reduce_max_int(resumed and bool(fixed)):
-            raise TanError(f"the run in {cfg.OUTPUT_DIR} has trained {state.iteration} steps with "
-                           f"{', '.join(str(c) for c in fixed) or 'another optimizer or schedule'}: its checkpoint "
-                           f"holds that one's state, so it cannot change within the run (nothing was changed); "
-                           f"use another OUTPUT_DIR")
+        if comm.reduce_max_int(resumed and any(c.key == "SOLVER.MOMENTUM" for c in self.config_changes)):
+            for group in self.optimizer.param_groups:
+                if "momentum" in group:
+                    group["momentum"] = cfg.SOLVER.MOMENTUM
         keys = schedule_keys(cfg)
         if comm.reduce_max_int(resumed and any(c.key in keys for c in self.config_changes)):
             lr = apply_schedule(cfg, self.optimizer, scheduler)
             self.logger.info("learning rate from now on: %g (%s)", lr,
-                             ", ".join(f"{k} {cfg[k.split('.')[0]][k.split('.')[1]]}" for k in keys))
+                             ", ".join(f"{key} {value_at(cfg, key)}" for key in keys))
 
     def _record_config(self, state):
         """config.yml becomes the config the next step trains with; the history says from where

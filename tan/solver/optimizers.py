@@ -44,17 +44,18 @@ def optimizer_name(cfg, recipe):
     return cfg.SOLVER.OPTIMIZER or recipe.optimizer
 
 
-def build_optimizer(cfg, model, recipe):
-    """The optimizer SOLVER.OPTIMIZER names (or the model's ``recipe``'s) over the model's
-    ``parameter_groups()``; each group's rate is SOLVER.LR times its ``lr_scale``."""
+def build_optimizer(cfg, model, recipe, groups=None):
+    """The optimizer SOLVER.OPTIMIZER names (or the model's ``recipe``'s) over ``groups`` (default:
+    the model's ``parameter_groups()``; each a dict with ``params`` and ``lr_scale``, and any
+    setting of its own such as ``weight_decay``); each group's rate is SOLVER.LR times its ``lr_scale``."""
     build = OPTIMIZERS.get(optimizer_name(cfg, recipe))
-    groups = model.parameter_groups()
+    groups = model.parameter_groups() if groups is None else groups
     for group in groups:
         group["lr"] = cfg.SOLVER.LR * group["lr_scale"]
     params = [p for g in groups for p in g["params"]]
     # One fused kernel for all parameters on CUDA (it also lets an fp16 gradient
     # scaler skip its per-step host sync); the multi-tensor path elsewhere.
     # Both compute the update exactly as the plain loop does, up to rounding.
-    on_cuda = all(p.is_cuda for p in params)
+    on_cuda = bool(params) and all(p.is_cuda for p in params)
     kernels = dict(fused=on_cuda or None, foreach=None if on_cuda else True)
     return build(cfg, groups, recipe, kernels)

@@ -120,6 +120,9 @@ class LRSchedule:
         self.scheduler, self.warmup_iters, self.warmup_factor = scheduler, warmup_iters, warmup_factor
         self.optimizer = scheduler.optimizer
         self.scaled = False  # the groups' rates are the warm-up's, not the scheduler's
+        # The first step writes the rates whatever the warm-up: a run resumed from a checkpoint saved in the
+        # warm-up, with a shorter one or none, must not keep the lowered rates its optimizer state holds.
+        self.started = False
 
     @classmethod
     def from_config(cls, cfg, scheduler):
@@ -132,8 +135,9 @@ class LRSchedule:
         return self.warmup_factor + (1.0 - self.warmup_factor) * iteration / self.warmup_iters
 
     def before_step(self, iteration):
-        if not self.warmup_iters or iteration > self.warmup_iters:  # the scheduler's rates stand
+        if self.started and (not self.warmup_iters or iteration > self.warmup_iters):  # the scheduler's rates stand
             return
+        self.started = True
         factor = self.warmup(iteration)
         for group, lr in zip(self.optimizer.param_groups, self.scheduler.get_last_lr()):
             group["lr"] = lr * factor
