@@ -112,10 +112,10 @@ def test_rates_after_a_restore_mid_epoch_are_those_of_an_uninterrupted_run(opts)
     for i in range(4, 6):  # two steps of epoch 2, then the stop
         schedule.before_step(i)
         first.append([g["lr"] for g in optimizer.param_groups])
-    saved = optimizer.state_dict(), schedule.state_dict()
+    saved = optimizer.state_dict(), schedule.scheduler.state_dict()
     _, _, optimizer, schedule = built(*opts)
     optimizer.load_state_dict(saved[0])
-    schedule.load_state_dict(saved[1])
+    schedule.scheduler.load_state_dict(saved[1])
     rest = []
     for i in range(6, 8):
         schedule.before_step(i)
@@ -179,10 +179,10 @@ def test_a_run_resumed_in_its_warm_up_with_a_shorter_one_or_none_trains_at_the_s
     rates(optimizer, schedule, 1, 3)
     schedule.before_step(3)  # a step of epoch 2, then the stop
     assert optimizer.param_groups[0]["lr"] < 0.01
-    saved = optimizer.state_dict(), schedule.state_dict()
+    saved = optimizer.state_dict(), schedule.scheduler.state_dict()
     for warmup in ("0", "3"):
         _, _, optimizer, schedule = built(*opts, "SOLVER.WARMUP_ITERS", warmup)
         optimizer.load_state_dict(saved[0])
-        schedule.load_state_dict(saved[1])
+        schedule.scheduler.load_state_dict(saved[1])
         rest = [r[0] for r in rates(optimizer, schedule, 2, 3, start=4)]
         assert rest == pytest.approx([0.01] * 3 + [0.001] * 3, rel=1e-12), warmup

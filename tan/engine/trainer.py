@@ -137,12 +137,13 @@ class Trainer:
         """Build, resume or initialise, and train to SOLVER.MAX_EPOCH; returns the final checkpoint's path."""
         cfg = self.cfg
         self.model = self.build_model()
-        if os.path.isfile(self.final) and last_checkpoint_file(cfg.OUTPUT_DIR) == (None, None):
+        has_checkpoints = last_checkpoint_file(cfg.OUTPUT_DIR) != (None, None)
+        if os.path.isfile(self.final) and not has_checkpoints:
             self.logger.info("%s exists: nothing to train", self.final)  # a final model from elsewhere
             load_model_weights(self.model, model_state_from(read_checkpoint(self.final), self.final), self.final)
             self._record_config(TrainingState())
             return self.final
-        self._refuse_another_optimizer()
+        self._refuse_another_optimizer(has_checkpoints)
         self.optimizer = self.build_optimizer(self.model)
         scheduler = self.build_scheduler(self.optimizer)
         self.grad_scaler = self.build_grad_scaler()
@@ -239,15 +240,14 @@ class Trainer:
             raise TanError(f"the run in {cfg.OUTPUT_DIR} has trained {trained}; SOLVER.MAX_EPOCH "
                            f"{cfg.SOLVER.MAX_EPOCH} cannot undo that (nothing was changed); use another OUTPUT_DIR")
 
-    def _refuse_another_optimizer(self):
+    def _refuse_another_optimizer(self, has_checkpoints):
         """A folder with training checkpoints continues with the optimizer, schedule and trainer it
         was trained with: refused, before anything is restored or changed, when an accepted change
         would swap one (rank 0 knows the changes; every rank takes the same decision)."""
         cfg = self.cfg
         fixed = [c for c in self.config_changes if c.key in FIXED_IN_A_RUN and
                  (c.key != "SOLVER.OPTIMIZER" or (c.old or self.recipe.optimizer) != optimizer_name(cfg, self.recipe))]
-        trained = last_checkpoint_file(cfg.OUTPUT_DIR) != (None, None)
-        if comm.reduce_max_int(trained and bool(fixed)):
+        if comm.reduce_max_int(has_checkpoints and bool(fixed)):
             raise TanError(f"the run in {cfg.OUTPUT_DIR} was trained with "
                            f"{', '.join(str(c) for c in fixed) or 'another optimizer, schedule or trainer'}: its "
                            f"checkpoints hold that one's state, so it cannot change within the run (nothing was "

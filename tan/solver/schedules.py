@@ -113,8 +113,9 @@ class LRSchedule:
     step and :meth:`step` after each epoch. During the warm-up a group's rate
     is the scheduler's times a factor rising linearly from ``warmup_factor``
     (step 0) to 1 (step ``warmup_iters``); the scheduler's own rates are put
-    back before it steps, so the warm-up never leaks into the schedule. Saved
-    and restored as the scheduler itself (checkpoints hold its state alone)."""
+    back before it steps, so the warm-up never leaks into the schedule. A
+    checkpoint holds the scheduler's state alone: the warm-up follows from the
+    step count."""
 
     def __init__(self, scheduler, warmup_iters=0, warmup_factor=1.0):
         self.scheduler, self.warmup_iters, self.warmup_factor = scheduler, warmup_iters, warmup_factor
@@ -149,12 +150,3 @@ class LRSchedule:
                 group["lr"] = lr
             self.scaled = False
         self.scheduler.step()
-
-    def get_last_lr(self):
-        return self.scheduler.get_last_lr()
-
-    def state_dict(self):
-        return self.scheduler.state_dict()
-
-    def load_state_dict(self, state):
-        self.scheduler.load_state_dict(state)
