@@ -9,7 +9,7 @@ run in a known state. Anything else is a bug and keeps its traceback.
 | TanError            | 2              | nothing written, or earlier outputs left as they were |
 | NonFiniteLossError  | 3              | the last good checkpoint, untouched               |
 | TrainingInterrupted | 128 + signal   | a resumable checkpoint of the step it stopped at  |
-| (peer failure)      | 4              | the last checkpoint (see tan/cli/exits.py)        |
+| (peer failure)      | 4              | the last checkpoint (tan_apps/cli/exit_codes.py)  |
 """
 import signal
 

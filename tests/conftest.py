@@ -85,7 +85,7 @@ def sigint_as_in_a_terminal():
 @pytest.fixture(scope="session")
 def synthetic_root(tmp_path_factory):
     """DATASETS.ROOT with the built-in synthetic dataset, generated once per test session."""
-    from tan.data.synthetic import ensure_synthetic
+    from tan_apps.synthetic.features import ensure_synthetic
 
     root = str(tmp_path_factory.mktemp("datasets"))
     ensure_synthetic(root)
@@ -138,7 +138,7 @@ def video_dataset(tiny_models, tmp_path_factory):
     from tan.video.backbones import text_backbone, video_backbone
     from tan.video.extract import backbone_sampling, extract_videos, list_videos
     from tan.video.queries import extract_queries, read_query_file
-    from tan.video.synthetic import generate
+    from tan_apps.synthetic.videos import generate
 
     root = str(tmp_path_factory.mktemp("synthetic_videos"))
     generate(root, splits={"train": 60, "test": 16})
@@ -192,9 +192,9 @@ def with_overrides(base, *extra):
 
 
 def _tool_module(tool):
-    """The tan.cli module whose ``cli()`` tools/<tool>.py runs."""
+    """The tan_apps.commands module whose ``cli()`` tools/<tool>.py runs."""
     with open(os.path.join(REPO, "tools", f"{tool}.py"), encoding="utf-8") as f:
-        return re.search(r"^from (tan\.cli\.\w+) import cli$", f.read(), re.M).group(1)
+        return re.search(r"^from (tan_apps\.commands\.\w+) import cli$", f.read(), re.M).group(1)
 
 
 @contextmanager
@@ -214,13 +214,13 @@ def torch_threads(count):
 
 def run_main(tool, *args, cwd=None, env=None, timeout=None):
     """What tools/<tool>.py does, in this process: its ``main(argv)`` under the tools' own ending
-    (tan.cli.exits.run_cli: one line and an exit code for what a user can fix), with the console
+    (tan_apps.cli.exit_codes.run_cli: one line and an exit code for what a user can fix), with the console
     captured. Returns a CompletedProcess (returncode, stdout, stderr) like :func:`run_tool`; a bug's
     traceback is in stderr with return code 1, as Python's own ending would give. For tests of
     messages, files, results and exit codes; what is about processes and signals keeps
     :func:`run_tool`. ``env``: only the thread counts (ONE_THREAD) are taken, as torch's threads;
     ``timeout`` is not enforced in one process (accepted so that a call reads as run_tool's)."""
-    from tan.cli.exits import run_cli
+    from tan_apps.cli.exit_codes import run_cli
 
     unknown = set(env or {}) - set(ONE_THREAD)
     assert not unknown, f"run_main cannot set {sorted(unknown)} for a tool in this process: use run_tool"

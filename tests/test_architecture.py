@@ -8,7 +8,8 @@ import re
 
 from conftest import REPO
 
-TAN = os.path.join(REPO, "tan")
+TAN = os.path.join(REPO, "tan")  # the library
+APPS = os.path.join(REPO, "tan_apps")  # the applications built on it
 
 
 def python_files(*folders):
@@ -34,7 +35,7 @@ def imported_modules(path, tree):
                 parts = package.split(".")
                 base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
             names.add(base)
-    return {n for n in names if n == "tan" or n.startswith("tan.")}
+    return {n for n in names if n.split(".")[0] in ("tan", "tan_apps")}
 
 
 def test_config_depends_on_nothing_above_utils():
@@ -44,16 +45,24 @@ def test_config_depends_on_nothing_above_utils():
     assert not wrong, wrong
 
 
-def test_the_package_never_imports_the_measuring_tools():
-    wrong = [f"{path}: imports {name}" for path, tree in python_files(TAN)
+def test_the_packages_never_import_the_measuring_tools_or_the_tests():
+    wrong = [f"{path}: imports {name}" for path, tree in python_files(TAN, APPS)
              for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
              for name in [getattr(node, "module", None) or ""] + [a.name for a in node.names]
-             if name.split(".")[0] == "benchmarking"]
+             if name.split(".")[0] in ("benchmarking", "oracles")]
+    assert not wrong, wrong
+
+
+def test_the_library_never_imports_an_application():
+    """tan/ is the library; tan_apps/ (the commands, the demo, the seed launcher, the converters,
+    the stand-ins, the generated data) is built on it and is never needed to run it."""
+    wrong = [f"{path}: imports {name}" for path, tree in python_files(TAN)
+             for name in imported_modules(path, tree) if name.split(".")[0] == "tan_apps"]
     assert not wrong, wrong
 
 
 # Modules of this repository that tests and tools import by absolute name.
-OWN_MODULES = ("tan", "golden", "conftest", "runs", "benchmarking", "helpers", "checkout_path")
+OWN_MODULES = ("tan", "tan_apps", "oracles", "golden", "conftest", "runs", "benchmarking", "helpers", "checkout_path")
 
 
 def is_private(name):
@@ -74,7 +83,7 @@ def test_no_module_reaches_private_names_outside_its_package():
     a private name or module, or ``imported.(...)._x``, reaches into another
     module's internals."""
     wrong = []
-    for path, tree in python_files(TAN, os.path.join(REPO, "tests"), os.path.join(REPO, "tools")):
+    for path, tree in python_files(TAN, APPS, os.path.join(REPO, "tests"), os.path.join(REPO, "tools")):
         imported = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
@@ -93,9 +102,9 @@ def test_no_module_reaches_private_names_outside_its_package():
     assert not wrong, sorted(set(wrong))
 
 
-def test_no_function_in_the_package_is_longer_than_60_lines():
+def test_no_function_in_the_packages_is_longer_than_60_lines():
     long = [f"{path}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
-            for path, tree in python_files(TAN) for node in ast.walk(tree)
+            for path, tree in python_files(TAN, APPS) for node in ast.walk(tree)
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60]
     assert not long, long
 
@@ -106,18 +115,22 @@ def test_the_dataset_catalog_keeps_no_class_level_state():
     assert not mutable, mutable
 
 
-# The layers of the package, lowest first: a module imports only modules of its own
-# layer or of lower ones (docs/code-map.md). tan/__init__.py stands above all.
+# The layers of the library, lowest first, then the applications: a module imports only
+# modules of its own layer or of lower ones (docs/code-map.md). tan/__init__.py stands
+# above the library.
 LAYERS = [("tan.errors", "tan.version"), ("tan.utils",), ("tan.config",), ("tan.structures",), ("tan.data",),
           ("tan.video",), ("tan.modeling",), ("tan.solver", "tan.engine"), ("tan.api",),
-          ("tan.standin", "tan.cli", "tan.demo")]
+          ("tan_apps.synthetic", "tan_apps.converters", "tan_apps.standin"), ("tan_apps.cli",),
+          ("tan_apps.seeds", "tan_apps.demo"), ("tan_apps.commands",)]
 
 
 def layer_of(module):
     for level, prefixes in enumerate(LAYERS):
         if any(module == p or module.startswith(p + ".") for p in prefixes):
             return level
-    return len(LAYERS) if module == "tan" else None
+    if module == "tan":
+        return LAYERS.index(("tan.api",)) + 0.5
+    return len(LAYERS) if module == "tan_apps" else None
 
 
 def module_name(path):
@@ -128,7 +141,7 @@ def module_name(path):
 def package_imports():
     """{module: the tan modules it imports (at any depth of the file)}; ``from pkg import mod``
     counts as importing ``pkg.mod`` when that is a module."""
-    modules = {module_name(path): (path, tree) for path, tree in python_files(TAN)}
+    modules = {module_name(path): (path, tree) for path, tree in python_files(TAN, APPS)}
     graph = {}
     for name, (path, tree) in modules.items():
         targets = set()
@@ -191,13 +204,14 @@ def test_the_package_has_no_import_cycle():
 # own files may name one.
 MODEL_WORDS = re.compile(r"\b(TAN|MMN|2D-TAN|BERT|DistilBERT|tan2d|MS_TAN|MS-2D-TAN|ms2dtan|TAN_MSRA|tan_msra)\b"
                          r"|modeling\.(mmn|tan2d|ms2dtan|tan_msra)")
-CORE = ("config", "data", "engine", "cli")
+CORE = (os.path.join(TAN, "config"), os.path.join(TAN, "data"), os.path.join(TAN, "engine"),
+        os.path.join(APPS, "cli"), os.path.join(APPS, "commands"))
 
 
 def test_the_core_names_no_model():
     named = []
     for folder in CORE:
-        for path, _ in python_files(os.path.join(TAN, folder)):
+        for path, _ in python_files(folder):
             with open(os.path.join(REPO, path)) as f:
                 named += [f"{path}:{n}: {line.strip()}" for n, line in enumerate(f, 1) if MODEL_WORDS.search(line)]
     assert not named, named

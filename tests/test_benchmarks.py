@@ -15,11 +15,11 @@ from tan.data.formats import load_annotations
 from tan.engine.evaluation import top_candidates
 from tan.engine.step import forward_batch
 from tan.errors import TanError
-from tan.standin import make_standin, write_charades_text_form
+from tan_apps.standin import make_standin, write_charades_text_form
 
 import benchmark
 from benchmarking import ms2dtan_workloads as MS
-from benchmarking import reference_ms2dtan as ref
+from oracles import reference_ms2dtan as ref
 from conftest import ANNOTATIONS, REPO, real_annotations
 
 # (file, format): (queries in the file, queries kept, what was dropped or clipped)

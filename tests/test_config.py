@@ -4,8 +4,8 @@ import pytest
 import yaml
 
 from tan.config import get_cfg_defaults, load_config, save_config
-from tan.cli.run_folder import open_run_folder
-from tan.cli.setup import resolve_device
+from tan.engine.run_folder import open_run_folder
+from tan.engine.setup import resolve_device
 from tan.errors import TanError
 
 from conftest import REPO, SYNTHETIC_CONFIG

@@ -1,4 +1,4 @@
-"""tan-convert-features (tan/data/features/convert.py, tools/convert_features.py):
+"""tan-convert-features (tan_apps/converters/features.py, tools/convert_features.py):
 round trips bit for bit, dtypes, the command line and its errors, atomic
 replacement, and the same metrics from a converted copy of a dataset."""
 import json
@@ -13,8 +13,8 @@ import h5py
 import numpy as np
 import pytest
 
-from tan.data.features import convert
-from tan.data.features.convert import convert_features
+from tan_apps.converters import features as convert
+from tan_apps.converters.features import convert_features
 from tan.data.features.sources import FolderFeatures, HDF5Features, open_features
 from tan.errors import TanError
 

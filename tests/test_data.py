@@ -231,7 +231,7 @@ def test_data_loaders_on_the_synthetic_dataset(synthetic_root):
 
 
 def test_synthetic_dataset_is_deterministic(tmp_path):
-    from tan.data.synthetic import generate
+    from tan_apps.synthetic.features import generate
 
     generate(str(tmp_path / "a"))
     generate(str(tmp_path / "b"))

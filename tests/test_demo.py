@@ -23,12 +23,12 @@ pytest.importorskip("av")
 pytest.importorskip("transformers")
 
 import tan  # noqa: E402
-from tan.demo.offer import VideoShelf, find_checkpoints  # noqa: E402
-from tan.demo.server import DemoServer  # noqa: E402
-from tan.demo.session import DemoSession  # noqa: E402
+from tan_apps.demo.offer import VideoShelf, find_checkpoints  # noqa: E402
+from tan_apps.demo.server import DemoServer  # noqa: E402
+from tan_apps.demo.session import DemoSession  # noqa: E402
 from tan.errors import TanError  # noqa: E402
 from tan.utils.checkpoint import EXTRACTORS_FIELD  # noqa: E402
-from tan.video.synthetic import write_video  # noqa: E402
+from tan_apps.synthetic.videos import write_video  # noqa: E402
 
 from conftest import REPO  # noqa: E402
 
@@ -388,7 +388,7 @@ def logging_as_it_was():
 
 @pytest.mark.slow
 def test_the_commands_mistakes_are_named(demo_files, tmp_path, logging_as_it_was):
-    from tan.cli.demo import main
+    from tan_apps.commands.demo import main
 
     for args, message in (([str(tmp_path / "nowhere")], "no such checkpoint or folder"),
                           ([demo_files["runs"], "--videos", str(tmp_path / "none")], "none' not found"),

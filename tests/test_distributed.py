@@ -211,7 +211,7 @@ def test_two_nodes_on_one_machine(synthetic_root, tmp_path):
 
 
 def test_legacy_local_rank_arguments_are_accepted():
-    from tan.cli.arguments import default_argument_parser
+    from tan_apps.cli.arguments import default_argument_parser
 
     parser = default_argument_parser("x")
     assert parser.parse_args(["--local_rank=1", "SOLVER.LR", "0.1"]).local_rank == 1

@@ -20,7 +20,7 @@ from tan.errors import TanError
 from conftest import REPO
 
 PAGES = ["README.md"] + sorted(os.path.relpath(p, REPO) for p in glob.glob(os.path.join(REPO, "docs", "*.md")))
-# console scripts and the tools/ wrappers of the same commands -> their module in tan.cli
+# console scripts and the tools/ wrappers of the same commands -> their module in tan_apps.commands
 COMMANDS = {"tan-train": "train", "tan-test": "test", "tan-predict": "predict", "tan-visualize": "visualize",
             "tan-check-data": "check_data", "tan-convert-features": "convert_features",
             "tan-convert-config": "convert_config", "tan-extract-features": "extract_features",
@@ -85,7 +85,7 @@ def tool_and_arguments(command):
 def parse(kind, name, argv):
     """The argparse namespace the tool would get (SystemExit on a refused option)."""
     if kind == "cli":
-        return importlib.import_module(f"tan.cli.{name}").build_parser().parse_args(argv)
+        return importlib.import_module(f"tan_apps.commands.{name}").build_parser().parse_args(argv)
     spec = importlib.util.spec_from_file_location(f"doc_tool_{name.replace('/', '_')}",
                                                   os.path.join(REPO, "tools", f"{name}.py"))
     module = importlib.util.module_from_spec(spec)

@@ -17,11 +17,11 @@ import time
 import pytest
 import torch
 
-from tan.cli import interrupts
+from tan_apps.cli import signal_exits
 from tan.config import load_config
-from tan.cli.exits import run_cli
+from tan_apps.cli.exit_codes import run_cli
 from tan.modeling import build_model
-from tan.utils.signals import signals_held
+from tan.utils.held_signals import signals_held
 
 from conftest import REPO, SYNTHETIC_CONFIG, file_size_limit
 from runs import stop_process_group, wait_for_training_record
@@ -110,7 +110,7 @@ def test_a_bug_raised_while_handling_a_missing_file_keeps_its_traceback():
 
 def test_keyboard_interrupt_is_one_line_naming_the_activity_and_exit_130(capsys):
     def main():
-        interrupts.now_doing("testing", "checkpoints and earlier results are kept")
+        signal_exits.now_doing("testing", "checkpoints and earlier results are kept")
         raise KeyboardInterrupt
     assert ended(main, capsys) == (130, ["warning: interrupted (Ctrl-C) while testing; "
                                          "checkpoints and earlier results are kept"])
@@ -120,7 +120,7 @@ def test_a_real_sigint_in_main_ends_it_and_leaves_the_handler_as_it_was(capsys):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # pytest is not a tool
 
     def main():
-        interrupts.now_doing("drawing", "pictures already written are complete")
+        signal_exits.now_doing("drawing", "pictures already written are complete")
         signal.raise_signal(signal.SIGINT)
         time.sleep(5)
         raise AssertionError("the interrupt did not stop main()")
@@ -135,7 +135,7 @@ def test_sigterm_in_main_ends_it_like_ctrl_c_with_exit_143_and_is_given_back(cap
     cleaned = []
 
     def main():
-        interrupts.now_doing("converting features", "nothing was written to dst and the partial copy is removed")
+        signal_exits.now_doing("converting features", "nothing was written to dst and the partial copy is removed")
         try:
             signal.raise_signal(signal.SIGTERM)
             time.sleep(5)
@@ -220,7 +220,7 @@ def uninterruptible_part(log):
 
 def test_an_interrupt_waits_until_code_that_must_not_be_cut_is_done(monkeypatch, capsys):
     """As while a DataLoader worker is forked or a batch's tensors are received."""
-    monkeypatch.setattr(interrupts, "UNINTERRUPTIBLE", ((__name__, "uninterruptible_part"),))
+    monkeypatch.setattr(signal_exits, "UNINTERRUPTIBLE", ((__name__, "uninterruptible_part"),))
     log = []
 
     def main():
@@ -248,12 +248,12 @@ def test_signals_held_over_writes_that_belong_together_arrive_after_them():
 
 @pytest.mark.parametrize("argv0,tool", [
     ("/venv/bin/tan-train", True), ("/venv/bin/tan-predict", True),
-    (os.path.join(REPO, "tools", "visualize.py"), True), ("-m", True),  # python -m tan.cli.predict
+    (os.path.join(REPO, "tools", "visualize.py"), True), ("-m", True),  # python -m tan_apps.commands.predict
     ("-c", False), ("/venv/bin/pytest", False), ("/home/me/analysis.py", False), ("", False),
 ])
 def test_only_tools_take_sigint_over_at_import(argv0, tool, monkeypatch):
     monkeypatch.setattr(sys, "argv", [argv0])
-    assert interrupts.started_as_a_tool() == tool
+    assert signal_exits.started_as_a_tool() == tool
 
 
 # --- end to end: a tool stopped by SIGINT to its process group ----------------------------------------------------
@@ -335,7 +335,7 @@ def digests(folder):
 CONSOLE_SCRIPT = """#!{python}
 import re
 import sys
-from tan.cli.test import cli
+from tan_apps.commands.test import cli
 if __name__ == '__main__':
     sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
     sys.exit(cli())
@@ -343,7 +343,7 @@ if __name__ == '__main__':
 
 
 @slow
-@pytest.mark.parametrize("how", ["tools/train_net.py", "tan-test console script", "python -m tan.cli.predict"])
+@pytest.mark.parametrize("how", ["tools/train_net.py", "tan-test console script", "python -m tan_apps.commands.predict"])
 def test_ctrl_c_while_the_tool_starts(how, synthetic_root, tmp_path):
     """Mostly while torch is imported: a short random delay."""
     out = tmp_path / "out"
@@ -358,7 +358,7 @@ def test_ctrl_c_while_the_tool_starts(how, synthetic_root, tmp_path):
     else:
         checkpoint = tmp_path / "model.pth"
         torch.save({"model": build_model(load_config(SYNTHETIC_CONFIG)).state_dict()}, checkpoint)
-        command = [sys.executable, "-m", "tan.cli.predict", *config, "--ckpt", str(checkpoint),
+        command = [sys.executable, "-m", "tan_apps.commands.predict", *config, "--ckpt", str(checkpoint),
                    "--video", "syn_test_0000", "--query", "a person opens the door"]
     proc = start(command, tmp_path / "console.txt", env=env)
     time.sleep(random.Random(how).uniform(0.2, 0.8))
@@ -463,4 +463,4 @@ def test_every_console_script_is_a_tool_name():
         section = f.read().split("[project.scripts]", 1)[1].split("\n[", 1)[0]
     scripts = set(re.findall(r"^([\w-]+)\s*=", section, re.M))
     assert "tan-demo" in scripts
-    assert scripts == set(interrupts.TOOL_NAMES)
+    assert scripts == set(signal_exits.TOOL_NAMES)

@@ -1,6 +1,6 @@
 """MMN and the convolutional 2D map, unit by unit: MMN's config keys, its
 state-dict names, the loss against a hand computation and against MMN's own
-arithmetic (tools/benchmarking/reference_mmn.py), the test score, the conv
+arithmetic (tests/oracles/reference_mmn.py), the test score, the conv
 map, the row strips under batch norm, the video batches and DistilBERT."""
 import json
 import math
@@ -19,7 +19,7 @@ from tan.modeling.mmn.model import MMNOutput, CellEmbeddings
 from tan.modeling.mmn.loss import MutualMatchingLoss
 
 from conftest import REPO
-from benchmarking.reference_mmn import ChainMap2D, ReferenceMMN, to_mmn_batch, total_loss
+from oracles.reference_mmn import ChainMap2D, ReferenceMMN, to_mmn_batch, total_loss
 
 MMN_SYNTHETIC = os.path.join(REPO, "configs", "mmn_synthetic.yaml")
 FIXTURES = os.path.join(REPO, "tests", "fixtures")

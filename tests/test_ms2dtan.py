@@ -1,5 +1,5 @@
 """MS-2D-TAN (MODEL.ARCHITECTURE "MS_TAN") against its own arithmetic
-(tools/benchmarking/reference_ms2dtan.py, written from microsoft/VideoX's
+(tests/oracles/reference_ms2dtan.py, written from microsoft/VideoX's
 MS-2D-TAN): the state-dict table of its experiments, losses, gradients and
 scores in float64 for sliding windows (train: windows, short videos; test:
 whole videos of different lengths in one batch) and for sampled clips, the
@@ -24,7 +24,7 @@ from tan.modeling import build_model
 
 from conftest import REPO, run_main
 from helpers.missing_keys import unclear_messages
-import benchmarking.reference_ms2dtan as ref
+import oracles.reference_ms2dtan as ref
 from benchmarking.ms2dtan_workloads import reference_model
 
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
@@ -263,7 +263,7 @@ def convert(tmp_path, name, data):
     source = tmp_path / name
     source.write_text(yaml.safe_dump(data))
     out = tmp_path / (name + ".tan.yaml")
-    from tan.cli.convert_config import main
+    from tan_apps.commands.convert_config import main
     main([str(source), "--out", str(out), "--data-root", str(tmp_path / "data")])
     return out
 

@@ -6,7 +6,7 @@ import random
 import pytest
 import torch
 
-from benchmarking.reference import PoolChainMap2D, ReferenceTAN, reference_evaluate, stored_iou2d
+from oracles.reference_2dtan import PoolChainMap2D, ReferenceTAN, reference_evaluate, stored_iou2d
 from tan.config import load_config
 from tan.engine.evaluation import evaluate_moments, top_moments
 from tan.engine.precision import autocast, make_grad_scaler

@@ -36,9 +36,9 @@ def trained(synthetic_root, tmp_path_factory):
     return out
 
 
-def test_no_line_of_the_package_names_the_example_model():
+def test_no_line_of_the_packages_names_the_example_model():
     named = []
-    for folder, _, files in os.walk(os.path.join(REPO, "tan")):
+    for folder, _, files in [entry for package in ("tan", "tan_apps") for entry in os.walk(os.path.join(REPO, package))]:
         for name in files:
             if name.endswith(".py"):
                 with open(os.path.join(folder, name)) as f:
@@ -185,7 +185,7 @@ def test_a_typo_directly_under_model_still_gets_the_closest_keys():
 def test_a_run_folder_whose_plugin_moved_continues_with_the_new_path(tmp_path):
     """config.yml names the plug-in where it was; the new run names where it is: the folder is read
     with the new plug-ins and the change is a runtime one."""
-    from tan.cli.run_folder import open_run_folder
+    from tan.engine.run_folder import open_run_folder
     from tan.config import load_config
     out = tmp_path / "out"
     cfg = load_config(CONFIG, [*SHORT, "OUTPUT_DIR", str(out)])

@@ -16,7 +16,7 @@ from tan.engine.window_metrics import CLIP_SECONDS, clip_labels, detr_metrics, h
 from tan.data.formats import load_annotations
 from tan.data.tokens import tokenize
 from tan.errors import TanError
-from tan.standin import HIDDEN_TEST_FIELDS, make_qvhighlights_standin
+from tan_apps.standin import HIDDEN_TEST_FIELDS, make_qvhighlights_standin
 
 from conftest import REPO, run_main
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tan.cli.train import main as train_main
+from tan_apps.commands.train import main as train_main
 from tan.config.choices import metric_names
 from tan.errors import TanError
 
@@ -124,7 +124,7 @@ def test_bad_seed_arguments_are_refused_before_anything_runs(tmp_path, extra, me
 
 
 def test_each_running_seed_gets_a_gpu_of_its_own_as_this_command_sees_them():
-    from tan.cli.seeds import seed_gpus
+    from tan_apps.seeds.launcher import seed_gpus
 
     assert seed_gpus("auto", 2, None) == ["0", "1"]
     assert seed_gpus("cuda", 2, "2,3") == ["2", "3"]  # the command's own mask: physical GPUs 2 and 3
@@ -134,7 +134,7 @@ def test_each_running_seed_gets_a_gpu_of_its_own_as_this_command_sees_them():
 
 
 def test_the_summary_reads_only_the_configs_test_datasets(tmp_path):
-    from tan.cli.seeds import summarize_folders
+    from tan_apps.seeds.launcher import summarize_folders
 
     for seed, value in ((1, 40.0), (2, 44.0)):
         for dataset, metric in (("synthetic_test", value), ("left_over", 99.0)):  # an earlier config's results

@@ -11,7 +11,7 @@ import pytest
 from tan.config import load_config
 from tan.data import RunData
 from tan.data.catalog import builtin_entries
-from tan.standin import make_lighthouse_standin, make_standin
+from tan_apps.standin import make_lighthouse_standin, make_standin
 from tan.data.text.words import tokenize
 from tan.errors import TanError
 

@@ -1,5 +1,5 @@
 """microsoft/2D-TAN as TAN_MSRA (docs/tan_msra.md): the state dict of its code, its
-arithmetic (tools/benchmarking/reference_tan_msra.py) in float64, a checkpoint in its
+arithmetic (tests/oracles/reference_tan_msra.py) in float64, a checkpoint in its
 release layout through tan-test with its evaluation's numbers, its experiment files
 through tan-convert-config, and training on the synthetic data."""
 import csv
@@ -15,12 +15,12 @@ import pytest
 import torch
 import yaml
 
-from benchmarking import reference_tan_msra as ref
+from oracles import reference_tan_msra as ref
 from helpers.missing_keys import unclear_messages
 from helpers.tan_msra_experiments import write_experiments
 from conftest import ONE_THREAD, REPO, run_main
-from tan.cli.convert_config import main as convert_config
-from tan.cli.setup import EVALUATION_SPLITS
+from tan_apps.commands.convert_config import main as convert_config
+from tan.engine.setup import EVALUATION_SPLITS
 from tan.config import load_config
 from tan.config.models import MODELS
 from tan.data import RunData, sentence_encoder

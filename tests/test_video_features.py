@@ -22,7 +22,7 @@ from tan.video.decode import (CODEC, CORRUPT, EMPTY, NO_FRAMES, NO_VIDEO, TRUNCA
                               clip_chunks)
 from tan.video.extract import backbone_sampling, extract_videos, list_videos  # noqa: E402
 from tan.video.queries import extract_queries, read_query_file  # noqa: E402
-from tan.video.synthetic import write_video  # noqa: E402
+from tan_apps.synthetic.videos import write_video  # noqa: E402
 
 from conftest import CLIP_SECONDS, REPO, TAN_VIDEOS, run_main  # noqa: E402
 

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import tan
-from tan.cli.arguments import ConfigArgumentParser, add_overrides
-from tan.cli.checkpoints import expand_checkpoints, result_names
+from tan_apps.cli.arguments import ConfigArgumentParser, add_overrides
+from tan_apps.cli.checkpoints import expand_checkpoints, result_names
 from tan.config import load_config_text
 from tan.config.choices import metric_names
 from tan.errors import TanError

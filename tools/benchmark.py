@@ -13,7 +13,7 @@ allocator keeps freed memory between steps (CPU_KEEP_FREED_MEMORY, default
 True) is a setting of the process: it applies to both, and the report says it.
 
 The model is the config's MODEL.ARCHITECTURE: 2D-TAN ("TAN"), MMN or
-MS-2D-TAN ("MS_TAN", baseline tools/benchmarking/reference_ms2dtan.py; its
+MS-2D-TAN ("MS_TAN", baseline tests/oracles/reference_ms2dtan.py; its
 batches are queries with videos of different lengths: training windows,
 whole test videos); --preset picks that architecture's small setting.
 
@@ -46,7 +46,7 @@ from benchmarking import ms2dtan_workloads as MS
 from benchmarking import extraction, sweep
 from benchmarking import workloads as W
 from benchmarking.memory import step_memory
-from tan.cli.exits import run_cli
+from tan_apps.cli.exit_codes import run_cli
 from tan.config import load_config
 from tan.config.setup import merge_overrides
 from tan.data import RunData

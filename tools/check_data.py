@@ -1,7 +1,7 @@
 #!/usr/bin/env python
-"""Same as the `tan-check-data` command (tan/cli/check_data.py); runs from a checkout without installing."""
+"""Same as the `tan-check-data` command (tan_apps/commands/check_data.py); runs from a checkout without installing."""
 import checkout_path  # noqa: F401  (this checkout's tan first on sys.path)
-from tan.cli.check_data import cli
+from tan_apps.commands.check_data import cli
 
 if __name__ == "__main__":
     cli()

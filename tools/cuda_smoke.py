@@ -13,7 +13,7 @@ import checkout_path  # noqa: F401  (this checkout's tan first on sys.path)
 import torch
 
 from benchmarking.workloads import random_batch
-from tan.cli.exits import run_cli
+from tan_apps.cli.exit_codes import run_cli
 from tan.config import load_config
 from tan.config.models import model_class
 from tan.engine.precision import make_grad_scaler

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
-"""Same as the `tan-demo` command (tan/cli/demo.py); runs from a checkout without installing."""
+"""Same as the `tan-demo` command (tan_apps/commands/demo.py); runs from a checkout without installing."""
 import checkout_path  # noqa: F401  (this checkout's tan first on sys.path)
-from tan.cli.demo import cli
+from tan_apps.commands.demo import cli
 
 if __name__ == "__main__":
     cli()

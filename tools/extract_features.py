@@ -1,7 +1,7 @@
 #!/usr/bin/env python
-"""Same as the `tan-extract-features` command (tan/cli/extract_features.py); runs from a checkout without installing."""
+"""Same as the `tan-extract-features` command (tan_apps/commands/extract_features.py); runs from a checkout without installing."""
 import checkout_path  # noqa: F401  (this checkout's tan first on sys.path)
-from tan.cli.extract_features import cli
+from tan_apps.commands.extract_features import cli
 
 if __name__ == "__main__":
     cli()

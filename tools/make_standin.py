@@ -27,8 +27,8 @@ import os
 import time
 
 import checkout_path  # noqa: F401  (this checkout's tan first on sys.path)
-from tan.cli.exits import run_cli
-from tan.standin import (BENCHMARKS, LIGHTHOUSE, LIGHTHOUSE_DIMS, QVHIGHLIGHTS_QUERIES, make_lighthouse_standin,
+from tan_apps.cli.exit_codes import run_cli
+from tan_apps.standin import (BENCHMARKS, LIGHTHOUSE, LIGHTHOUSE_DIMS, QVHIGHLIGHTS_QUERIES, make_lighthouse_standin,
                          make_qvhighlights_standin, make_standin, write_charades_text_form)
 from tan.utils.logger import setup_logger
 

@@ -23,7 +23,7 @@ import tempfile
 import time
 
 import checkout_path  # noqa: F401  (this checkout's tan first on sys.path)
-from tan.cli.exits import run_cli
+from tan_apps.cli.exit_codes import run_cli
 from tan.config import load_config
 from tan.data import RunData
 from tan.utils.logger import setup_logger

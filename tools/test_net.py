@@ -1,7 +1,7 @@
 #!/usr/bin/env python
-"""Same as the `tan-test` command (tan/cli/test.py); runs from a checkout without installing."""
+"""Same as the `tan-test` command (tan_apps/commands/test.py); runs from a checkout without installing."""
 import checkout_path  # noqa: F401  (this checkout's tan first on sys.path)
-from tan.cli.test import cli
+from tan_apps.commands.test import cli
 
 if __name__ == "__main__":
     cli()

@@ -11,8 +11,8 @@ Example:
 import checkout_path  # noqa: F401  (this checkout's tan first on sys.path)
 import torch
 
-from tan.cli.arguments import default_argument_parser
-from tan.cli.exits import run_cli
+from tan_apps.cli.arguments import default_argument_parser
+from tan_apps.cli.exit_codes import run_cli
 from tan.config import load_config
 from tan.data import RunData
 from tan.engine.evaluation import evaluate_moments, format_table

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
-"""Same as the `tan-visualize` command (tan/cli/visualize.py); runs from a checkout without installing."""
+"""Same as the `tan-visualize` command (tan_apps/commands/visualize.py); runs from a checkout without installing."""
 import checkout_path  # noqa: F401  (this checkout's tan first on sys.path)
-from tan.cli.visualize import cli
+from tan_apps.commands.visualize import cli
 
 if __name__ == "__main__":
     cli()

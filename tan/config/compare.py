@@ -2,7 +2,7 @@
 
 A training folder's config.yml says what its checkpoints were trained with;
 a run that continues the folder compares its config with that file before
-writing anything (tan/cli/setup.py). Keys listed here decide only how or
+writing anything (tan/engine/setup.py). Keys listed here decide only how or
 where the work runs, never what is learned or measured: they may change
 between the runs of one folder; so may the keys that the run's model lists
 in its RUNTIME_KEYS. Every other key is guarded.

@@ -1,12 +1,19 @@
 """Datasets that are written on first use (a catalog entry's "generator"), and
-the folder where prepared data is cached."""
+the folder where prepared data is cached.
+
+A generator is registered by the application that provides it (the built-in
+synthetic dataset: tan_apps/synthetic, which every tan command imports), so
+the library runs it without depending on it."""
 import os
 
+from ..errors import TanError
 from ..utils import comm
+from ..utils.registry import Registry
 from .catalog import DatasetCatalog, resolve_path
-from .synthetic import ensure_synthetic
 
-GENERATORS = {"synthetic": ensure_synthetic}
+# name -> fn(root): writes the dataset under DATASETS.ROOT unless a complete copy is there
+GENERATORS = Registry("dataset generator")
+register_generator = GENERATORS.register
 ALL_SPLITS = ("TRAIN", "VAL", "TEST")  # the config's dataset lists
 
 
@@ -16,9 +23,14 @@ def write_generated(catalog, entries, done=()):
     generators = sorted({e["generator"] for e in entries if e.get("generator")} - set(done))
     if not generators:
         return set()
+    missing = [name for name in generators if name not in GENERATORS]
+    if missing:
+        raise TanError(f"the datasets of generator(s) {', '.join(map(repr, missing))} are written on first use, but no "
+                       f"imported module registers that generator: the tan commands register the built-in "
+                       f"'synthetic'; from Python, import tan_apps.synthetic first")
     if comm.is_main_process():
         for name in generators:
-            GENERATORS[name](catalog.root)
+            GENERATORS.get(name)(catalog.root)
     comm.synchronize()
     return set(generators)
 

@@ -7,7 +7,7 @@ import os
 
 from ..config.choices import DETR_METRIC_NAMES, HIGHLIGHT_METRIC_NAMES, metric_names
 from ..utils.io import atomic_write_text
-from ..utils.signals import signals_held
+from ..utils.held_signals import signals_held
 
 JSON_NAME = "comparison.json"
 CSV_NAME = "comparison.csv"

@@ -24,7 +24,7 @@ from ..utils.hooks import HookBase
 from ..utils.logger import get_logger
 from ..utils.metric_logger import MetricLogger
 from .inference import inference, reported_metrics
-from .interrupt import InterruptFlag
+from .preemption import PreemptionFlag
 
 # Checkpointer.save() and save_weights() take names without ".pth".
 FINAL_NAME, BEST_NAME = os.path.splitext(FINAL)[0], os.path.splitext(BEST)[0]
@@ -314,11 +314,11 @@ class StopOnSignal(HookBase):
     the last epoch's evaluation or the final save stops the run right after
     that save, before the test (a stop there used to be lost and the test ran
     on). Then they are released, so a signal during the test ends the process
-    as usual (every write is atomic; tan/cli/interrupts.py)."""
+    as usual (every write is atomic; tan_apps/cli/signal_exits.py)."""
 
     def __init__(self, plan, checkpoints, flush_losses):
         self.plan, self.checkpoints, self.flush_losses = plan, checkpoints, flush_losses
-        self.flag = InterruptFlag()
+        self.flag = PreemptionFlag()
 
     def before_train(self, state):
         if state.epoch <= self.plan.max_epoch:

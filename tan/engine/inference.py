@@ -9,7 +9,7 @@ from ..utils import comm
 from ..utils.io import atomic_write_text
 from ..utils.logger import get_logger
 from ..utils.progress import progress
-from ..utils.signals import signals_held
+from ..utils.held_signals import signals_held
 from ..structures.moments import best_window_iou
 from ..config.choices import DETR_METRIC_NAMES, DETR_METRICS, HIGHLIGHT_METRIC_NAMES, RECALL_AT, metric_names
 from .evaluation import clip_saliency, evaluate_moments, format_table, top_candidates

@@ -62,7 +62,7 @@ class Trainer:
 
     ``data`` is the run's :class:`tan.data.RunData`: its loaders are built once
     and shared with the test that follows. ``config_changes``: the accepted
-    differences from OUTPUT_DIR/config.yml (rank 0; tan/cli/run_folder.py),
+    differences from OUTPUT_DIR/config.yml (rank 0; tan/engine/run_folder.py),
     applied and recorded once the checkpoint is restored, so that a change
     the checkpoint cannot take (another model shape) leaves config.yml as it was.
     ``new_folder``: OUTPUT_DIR has no config.yml yet; it is written only once

@@ -15,7 +15,7 @@ import tempfile
 from contextlib import contextmanager
 
 from ..errors import TanError
-from .signals import signals_held
+from .held_signals import signals_held
 
 
 def _umask():

@@ -48,7 +48,7 @@ sys.path.insert(1, os.path.dirname(HERE))  # tests/, for golden.settings and run
 import torch  # noqa: E402
 
 import tan  # noqa: E402
-from tan.data.synthetic import ensure_synthetic  # noqa: E402
+from tan_apps.synthetic.features import ensure_synthetic  # noqa: E402
 
 from golden import settings as S  # noqa: E402
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from tan.video.backbones import video_backbone
 from tan.video.extract import backbone_sampling, extract_videos, list_videos
-from tan.video.synthetic import write_video
+from tan_apps.synthetic.videos import write_video
 
 
 def write_videos(folder, count, seconds, size, fps):

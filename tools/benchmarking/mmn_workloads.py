@@ -6,7 +6,7 @@ import torch
 
 from tan.engine.step import move_batch
 
-from .reference_mmn import ReferenceMMN, mmn_optimizer, mmn_train_step, to_mmn_batch
+from oracles.reference_mmn import ReferenceMMN, mmn_optimizer, mmn_train_step, to_mmn_batch
 from .workloads import WORDS, build_ours, our_inference_step, our_train_step
 
 

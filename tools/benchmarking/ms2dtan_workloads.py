@@ -28,7 +28,7 @@ from tan.modeling.ms2dtan.config import anchor_counts
 from tan.modeling.ms2dtan.model import MultiScaleOutput
 from tan.modeling.ms2dtan.proposals import MultiScaleProposals
 
-from . import reference_ms2dtan as ref
+from oracles import reference_ms2dtan as ref
 from .workloads import WORDS, build_ours, our_train_step, sync
 
 # Video lengths, in windows (MODEL.MS_TAN.NUM_CLIPS rows): from half a window (padded)

@@ -17,7 +17,7 @@ from tan.modeling.map2d.strips import build_weight_maps
 from tan.modeling.tan2d.predictor import ProposalConv
 from tan.solver import build_optimizer
 
-from .reference import ReferenceTAN, reference_evaluate, stored_iou2d
+from oracles.reference_2dtan import ReferenceTAN, reference_evaluate, stored_iou2d
 
 WORDS = 12  # words per sentence of the random queries (TACoS averages about 10)
 

@@ -10,7 +10,7 @@ import os
 import h5py
 import numpy as np
 
-from tan.data.synthetic import OBJECTS, SUBJECTS, VERBS  # the built-in dataset's words
+from tan_apps.synthetic.features import OBJECTS, SUBJECTS, VERBS  # the built-in dataset's words
 
 DIM, WORD_DIM, FPS, FRAMES_PER_ROW = 64, 50, 29.4, 16
 VIDEOS = {"train": 64, "val": 8, "test": 24}

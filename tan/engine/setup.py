@@ -1,0 +1,161 @@
+"""What train and test do first: assemble the config, check the data, join the
+process group, pick the device, prepare OUTPUT_DIR (for training: lock it and
+check its config) and logging, seed."""
+import os
+from dataclasses import dataclass, field
+
+import torch
+
+from ..config import load_config
+from ..data import ALL_SPLITS, RunData, check_batch_sizes
+from ..data.overlap import run_overlaps, warn_about_overlaps
+from .cpu_allocator import keeps_freed_memory
+from .trainer import trainer_class
+from .precision import amp_is_emulated, check_amp_support, configure_backends, slow_amp_warning
+from ..errors import TanError
+from ..solver import check_names as check_solver_names
+from ..config.models import model_class
+from ..utils import comm
+from ..utils.events import check_tensorboard
+from ..utils.io import read_named_text
+from ..utils.logger import log_file_failure, setup_logger
+from ..utils.rng import seed_everything
+from .run_folder import create_output_dir, open_run_folder
+
+
+# Evaluation reads the test split only: no training file needs to be on disk.
+EVALUATION_SPLITS = ("TEST",)
+
+
+@dataclass
+class Session:
+    """A tool's run: the frozen config, the device, whether several processes
+    take part, and the run's data (datasets are built once, on first use)."""
+    cfg: object
+    device: torch.device
+    distributed: bool
+    data: RunData
+    config_changes: list = field(default_factory=list)  # vs OUTPUT_DIR/config.yml, accepted (training only)
+    new_folder: bool = False  # OUTPUT_DIR has no config.yml yet (training only; written once training starts)
+    folder: object = None  # the locked run folder (tan/engine/run_folder.py; training only)
+
+    def close(self):
+        """Give the run folder's lock back (also done at exit): the run is over, however it ended."""
+        if self.folder is not None:
+            self.folder.lock.release()
+
+
+def resolve_device(name, local_rank=0):
+    """MODEL.DEVICE -> torch.device; "auto" is CUDA when present; "cuda" is this process's GPU."""
+    if name == "cpu":
+        return torch.device("cpu")
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+        if name == "cpu":
+            return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise TanError(f"MODEL.DEVICE is {name!r} but CUDA is not available on this machine; "
+                       f"use MODEL.DEVICE cpu (or auto)")
+    index = int(name.split(":")[1]) if ":" in name else local_rank
+    if index >= torch.cuda.device_count():
+        raise TanError(f"MODEL.DEVICE asks for GPU {index} but only {torch.cuda.device_count()} are visible")
+    return torch.device("cuda", index)
+
+
+def _prepare_output_dir(cfg, training, accept_changes):
+    """Rank 0 creates OUTPUT_DIR, and for training locks it and checks its config
+    (tan/engine/run_folder.py); every rank stops if that fails."""
+    folder, error = None, None
+    if comm.is_main_process():
+        try:
+            if training:
+                folder = open_run_folder(cfg, accept_changes)
+            else:
+                create_output_dir(cfg.OUTPUT_DIR)
+        except TanError as e:
+            error = e
+    if comm.reduce_max_int(error is not None):
+        raise error or TanError(f"rank 0 could not prepare OUTPUT_DIR {cfg.OUTPUT_DIR!r} (its message says why)")
+    return folder
+
+
+def _start_log(cfg):
+    """log.txt on rank 0; a log that cannot be written at start stops the run and is not left empty."""
+    existed = os.path.exists(os.path.join(cfg.OUTPUT_DIR, "log.txt"))
+    try:
+        logger = setup_logger(cfg.OUTPUT_DIR, comm.get_rank())
+    except OSError as e:
+        raise TanError(f"cannot write {os.path.join(cfg.OUTPUT_DIR, 'log.txt')}: {e.strerror or e}") from None
+    return logger, existed
+
+
+def _check_log(existed):
+    failure = log_file_failure()
+    if failure is None:
+        return
+    path, error = failure
+    if not existed and os.path.isfile(path) and os.path.getsize(path) == 0:
+        os.unlink(path)
+    raise TanError(f"cannot write {path}: {error.strerror or error}")
+
+
+def _log_run(logger, args, cfg, device):
+    logger.info("using %d process(es), device %s", comm.get_world_size(), device)
+    logger.info("arguments: %s", args)
+    if getattr(args, "config_file", None):
+        text = read_named_text(args.config_file, f"config file {args.config_file!r}")
+        logger.info("config file %s:\n%s", args.config_file, text.rstrip())
+    logger.info("running with config:\n%s", cfg.dump().rstrip())
+    if device.type == "cpu" and cfg.CPU_KEEP_FREED_MEMORY and not keeps_freed_memory():
+        logger.info("CPU_KEEP_FREED_MEMORY: the C library's allocator cannot be set here (it is not glibc's, or "
+                    "mallopt refused); it is left as it is")
+
+
+def default_setup(args, training=True, cfg=None):
+    """A :class:`Session`, with the process group joined and logging set up.
+
+    The config and the data files are checked before any work, so mistakes fail
+    fast on every rank and leave earlier outputs untouched. A training run
+    holds OUTPUT_DIR alone and refuses a config that differs from the folder's
+    own (``--accept-config-changes`` overrides; the change is recorded by
+    :meth:`tan.engine.trainer.Trainer.train` once the checkpoint is restored).
+
+    ``cfg``: the config, when the tool assembled it (from a checkpoint); else
+    ``args.config_file`` and ``args.opts``. Evaluation reads only DATASETS.TEST."""
+    local_rank = args.local_rank if args.local_rank is not None else int(os.environ.get("LOCAL_RANK", "0"))
+    cfg = cfg if cfg is not None else load_config(args.config_file, args.opts)
+    data = RunData(cfg, splits=ALL_SPLITS if training else EVALUATION_SPLITS)
+    data.check_files()
+    check_tensorboard(cfg)
+    model_class(cfg).check_environment(cfg)
+    if training:  # names no plug-in registered fail here, before anything is written
+        trainer_class(cfg)
+        check_solver_names(cfg, model_class(cfg).recipe(cfg))
+    data.text_input.prepare()  # e.g. a tokenizer, read before anything is written (and kept for the datasets)
+    use_cuda = cfg.MODEL.DEVICE != "cpu" and torch.cuda.is_available()
+    distributed = comm.init_distributed(local_rank, use_cuda, cfg.DISTRIBUTED.TIMEOUT)
+    device = resolve_device(cfg.MODEL.DEVICE, local_rank)
+    check_amp_support(cfg.SOLVER.AMP, device)
+    configure_backends(cfg, device)
+    check_batch_sizes(cfg, comm.get_world_size())
+    # on every rank: reading a generated dataset's annotations writes it first (rank 0, the others wait)
+    overlaps = run_overlaps(data) if training else []
+    data.check_labeled()
+    folder = _prepare_output_dir(cfg, training, getattr(args, "accept_config_changes", False))
+    try:
+        logger, log_existed = _start_log(cfg)
+        _log_run(logger, args, cfg, device)
+        if amp_is_emulated(cfg.SOLVER.AMP, device):
+            logger.warning("%s", slow_amp_warning(cfg.SOLVER.AMP))
+        if comm.is_main_process():
+            _check_log(log_existed)
+            warn_about_overlaps(overlaps, logger)
+        if folder is not None:
+            folder.describe(logger)
+    except BaseException:  # a TanError, or Ctrl-C: the run never started
+        if folder is not None:
+            folder.abandon()
+        raise
+    seed_everything(cfg.SEED)
+    return Session(cfg, device, distributed, data, folder.changes if folder else [], bool(folder and folder.fresh),
+                   folder)

@@ -1,0 +1,6 @@
+"""The applications built on the tan library: the commands (cli/: tan-train, tan-test,
+tan-predict, ...), the demo's web page (demo/), the seed launcher (seeds/: tan-train
+--seeds and its summary), the converters (converters/: tan-convert-features), the
+full-scale stand-ins of the benchmarks (standin.py) and the generated data (synthetic/).
+
+They import the library (tan/); the library never imports them (tests/test_architecture.py)."""

@@ -1,0 +1,127 @@
+"""Extract clip features from video files, or sentence features from a query file.
+
+Videos: every video file in the folders given (by extension), or the files
+given, or those listed in --video-list, become {video}.npz in --output
+(array "features" [T, D], one row per clip, and "duration" in seconds): the
+layout of a feature folder that a catalog entry names (docs/data.md §3, §9).
+A clip is --clip-seconds long; its frames are sampled at --frame-rate (by
+default what the backbone takes: one frame per clip for CLIP, the model's
+frame count for a video transformer). Run it again after a stop and only the
+videos without a file are done. Videos that cannot be read are listed with
+the reason at the end, and the exit status is 1.
+
+Queries: --queries FILE... (JSON lines with "qid" and "query", such as a
+Moment-DETR / lighthouse annotation file) become qid{qid}.npz holding
+"last_hidden_state" [L, E] and "pooler_output" [P] (docs/data.md §9.3).
+
+--output gets an extractor.json saying how its files were made; a folder
+made by another extractor is refused.
+
+--model is a folder written by save_pretrained or a hub name (downloaded
+once into the Hugging Face cache where the network allows). --write-tiny
+writes a tiny randomly initialised model of --backbone into a folder, for a
+first run or a test with no download.
+
+Examples:
+  tan-extract-features --videos videos/ --backbone clip --model openai/clip-vit-base-patch32 --output features/clip
+  tan-extract-features --videos videos/ --backbone video_transformer \\
+      --model MCG-NJU/videomae-base-finetuned-kinetics --output features/videomae --workers 4
+  tan-extract-features --queries data/train.jsonl --backbone clip --model openai/clip-vit-base-patch32 \\
+      --output features/clip_text
+  tan-extract-features --write-tiny models/tiny_clip --backbone clip
+"""
+import argparse
+import sys
+
+from tan.errors import TanError
+from tan.utils.logger import setup_logger
+from tan_apps.cli import signal_exits
+from tan_apps.cli.exit_codes import run_cli
+from tan.engine.setup import resolve_device
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(description="Extract clip features from videos, or sentence features from "
+                                                 "queries, into per-video / per-query .npz files.",
+                                     epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--videos", nargs="+", metavar="PATH", help="video files and folders of them")
+    what.add_argument("--video-list", metavar="FILE", help="a text file of video paths, one a line")
+    what.add_argument("--queries", nargs="+", metavar="FILE",
+                      help='JSON-lines files with "qid" and "query": sentence features')
+    what.add_argument("--write-tiny", metavar="DIR", help="write a tiny random model of --backbone into DIR")
+    parser.add_argument("--backbone", required=True, help="clip or video_transformer")
+    parser.add_argument("--model", metavar="NAME", help="model folder or hub name (not with --write-tiny)")
+    parser.add_argument("--output", metavar="DIR", help="folder of the feature files")
+    parser.add_argument("--clip-seconds", type=float, default=2.0, help="seconds per clip, one row each (default 2)")
+    parser.add_argument("--frame-rate", type=float, default=None,
+                        help="frames sampled per second (default: the backbone's frames per clip / clip length)")
+    parser.add_argument("--batch-clips", type=int, default=16, help="clips per backbone batch (default 16)")
+    parser.add_argument("--batch-queries", type=int, default=64, help="sentences per backbone batch (default 64)")
+    parser.add_argument("--workers", type=int, default=0, help="decoding processes (default 0: in this one)")
+    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default: a GPU if any)")
+    parser.add_argument("--dtype", choices=("bfloat16", "float16", "float32"), default="float32",
+                        help="the backbone's dtype (default float32; files are float32 whatever it is)")
+    parser.add_argument("--overwrite", action="store_true", help="extract again the videos / queries that have a file")
+    parser.add_argument("--seed", type=int, default=0, help="--write-tiny: the seed of the random weights")
+    return parser
+
+
+def _check(args):
+    if args.write_tiny:
+        return
+    if not args.model or not args.output:
+        raise TanError("--model and --output are needed (only --write-tiny goes without)")
+    for name in ("batch_clips", "batch_queries"):
+        if getattr(args, name) < 1:
+            raise TanError(f"--{name.replace('_', '-')} {getattr(args, name)}: expected at least 1")
+    if args.workers < 0:
+        raise TanError(f"--workers {args.workers}: expected 0 or more")
+
+
+def main(argv=None):
+    from tan.video.backbones import text_backbone, tiny_writer, video_backbone
+    from tan.video.backbones.base import DTYPES
+
+    args = build_parser().parse_args(argv)
+    setup_logger(None, stream=sys.stderr)
+    _check(args)
+    if args.write_tiny:
+        tiny_writer(args.backbone)(args.write_tiny, args.seed)
+        print(f"wrote a tiny random {args.backbone} model to {args.write_tiny}")
+        return None
+    device = resolve_device(args.device)
+    signal_exits.now_doing("extracting features", f"the files finished are in {args.output}; run the same command "
+                                                f"again to do the rest")
+    if args.queries:
+        from tan.video.queries import extract_queries, read_query_file
+
+        queries = [q for path in args.queries for q in read_query_file(path)]
+        backbone = text_backbone(args.backbone)(args.model, device, DTYPES[args.dtype])
+        summary = extract_queries(queries, backbone, args.output, args.batch_queries, args.overwrite)
+    else:
+        from tan.video.extract import backbone_sampling, extract_videos, list_videos
+
+        paths = _read_list(args.video_list) if args.video_list else args.videos
+        videos = list_videos(paths)
+        backbone = video_backbone(args.backbone)(args.model, device, DTYPES[args.dtype])
+        sampling = backbone_sampling(backbone, args.clip_seconds, args.frame_rate)
+        summary = extract_videos(videos, backbone, sampling, args.output, args.batch_clips, args.workers,
+                                 args.overwrite)
+    print(summary.text(), flush=True)
+    if summary.failed:
+        sys.exit(1)
+    return summary
+
+
+def _read_list(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return [line.strip() for line in f if line.strip()]
+    except (OSError, UnicodeDecodeError) as e:
+        raise TanError(f"--video-list {path!r} cannot be read ({e})") from None
+
+
+def cli():
+    run_cli(main)
