@@ -8,6 +8,7 @@ import torch.distributed as dist
 from tan.config import load_config
 from tan.data import make_data_loader
 from tan.utils import comm
+import tan_apps.synthetic  # noqa: F401  (the generator of the built-in synthetic dataset)
 
 
 def main(config, root, out):
