@@ -24,6 +24,7 @@ from torch.nn import functional as F
 
 from ..map2d.band import (BandConv, BandLayers, BandStatistics, NormalizedBandConv, NormalizedCells,
                          live_band, to_band, with_slot)
+from ..map2d.definitions import runs_own_definition
 from ..map2d.recompute import Recomputation, recomputed
 from ..map2d.strips import build_weight_maps, needed_cells, strip_conv, strip_plan
 
@@ -98,8 +99,17 @@ class JointProposalConv(nn.Module):
 
     @property
     def stores_bands(self):
-        """Whether this forward keeps only the bands for its backward (strips, training, autograd recording)."""
-        return self.train_plans is not None and self.training and torch.is_grad_enabled()
+        """Whether this forward keeps only the bands for its backward (strips, training, autograd recording,
+        and this class's layer: the bands compute it)."""
+        return (self.train_plans is not None and self.training and torch.is_grad_enabled()
+                and runs_own_definition(self, JointProposalConv, "activate"))
+
+    @staticmethod
+    def activate(y, weight, dtype=None):
+        """A layer's batch-normalised conv output -> its activations: ReLU, then the layer's weight
+        map (in ``dtype``, by default y's). NormalizedBandConv and NormalizedCells compute the same
+        at the band."""
+        return y.relu() * weight.to(dtype or y.dtype)
 
     def forward(self, x):
         """x [V, H_in, N, N] -> (matching, IoU) cell embeddings, each [V, J, C] over the C valid cells."""
@@ -112,7 +122,7 @@ class JointProposalConv(nn.Module):
             return self._embed(self.conv1x1_contrastive, cells), self._embed(self.conv1x1_iou, cells)
         if self.train_plans is None:
             for index, (conv, bn) in enumerate(zip(self.convs, self.bn)):
-                x = bn(conv(x)).relu() * getattr(self, f"weight_map_{index}").to(x.dtype)
+                x = self.activate(bn(conv(x)), getattr(self, f"weight_map_{index}"), x.dtype)
         else:
             x = self._strips(x)
         cells = x.flatten(2).index_select(2, self.cells)  # [V, H, C]
@@ -151,7 +161,7 @@ class JointProposalConv(nn.Module):
                                                      self.uncovered[index])
             else:
                 y = bn(y)
-            x = y.relu() * weight.to(y.dtype)
+            x = self.activate(y, weight)
         return x
 
     @staticmethod

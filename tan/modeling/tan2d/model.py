@@ -9,7 +9,8 @@ from ..map2d.featpool import build_featpool
 from ..map2d.iou_loss import ScaledIoULoss
 from ..meta_arch import GroundingModel
 from .config import add_tan_config, validate_tan_config
-from .integrator import FusedBand, build_integrator
+from ..map2d.definitions import runs_own_definition
+from .integrator import FusedBand, SentenceMapFusion, build_integrator
 from .predictor import build_predictor
 
 
@@ -41,7 +42,7 @@ class TAN(GroundingModel):
         """map2d [V, H, N, N], queries [B, L, E], wordlens [B] -> logits [B, N, N].
         Sentence b asks about video ``video_index[b]``; without an index, about
         video b, or about the only one (V = 1, shared through broadcasting)."""
-        if self.predictor.stores_bands:
+        if self.predictor.stores_bands and runs_own_definition(self.integrator, SentenceMapFusion, "fuse"):
             return self._ground_in_bands(map2d, queries, wordlens, video_index)
         if video_index is not None:
             map2d = map2d[video_index]

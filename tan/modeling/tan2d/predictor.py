@@ -5,6 +5,7 @@ from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
 from ..map2d.band import CONV_ARGS, BandConv, BandLayers, cells_of, needed_band, take, to_band, to_dense, with_slot
+from ..map2d.definitions import runs_own_definition
 from ..map2d.recompute import recomputed
 from ..map2d.strips import build_weight_maps, needed_cells, strip_conv, strip_plan
 
@@ -57,8 +58,10 @@ class ProposalConv(nn.Module):
 
     @property
     def stores_bands(self):
-        """Whether a forward now keeps only the bands for its backward (strips, autograd recording)."""
-        return self.layers is not None and torch.is_grad_enabled()
+        """Whether a forward now keeps only the bands for its backward (strips, autograd recording,
+        and the layer and score of this class: the bands compute those)."""
+        return (self.layers is not None and torch.is_grad_enabled()
+                and runs_own_definition(self, ProposalConv, "activate", "score"))
 
     def forward(self, x):
         # x: [B, H, N, N]
@@ -72,8 +75,14 @@ class ProposalConv(nn.Module):
                 x = conv(x)
             else:
                 x = strip_conv(conv, x, self.plans[index], weight.shape[-1])
-            x = x.relu() * weight.to(x.dtype)  # stay in the autocast dtype (a float32 map would promote)
+            x = self.activate(x, weight)
         return self.score(x)
+
+    @staticmethod
+    def activate(x, weight):
+        """A layer's conv output -> its activations: ReLU, then the layer's weight map (staying in
+        the autocast dtype: a float32 map would promote). BandConv computes the same at the band."""
+        return x.relu() * weight.to(x.dtype)
 
     def score(self, x):
         """[B, H, N, N] last activations -> logits [B, N, N]. The 1 x 1 scoring conv runs in
