@@ -14,7 +14,7 @@ import time
 import pytest
 import torch
 
-from tan.config.history import read_history
+from tan.engine.run_folder import read_history
 from tan.errors import TanError
 from tan.utils.io import clear_abandoned_temporaries
 from tan.utils.run_lock import RunLock

@@ -55,6 +55,24 @@ def model_class(cfg):
     return MODELS.get(name)
 
 
+class Declarations(NamedTuple):
+    """What a run's model declares about its data and its training, asked of its class once per
+    run (:func:`declarations`) and handed to the data layer, the checks, the trainer and the
+    test: ``model`` (the class), ``text_input`` (a TextInputChoice), ``clip_input`` (how it takes
+    a video's clips), ``batches_by_video`` (bool) and ``recipe`` (a Recipe)."""
+    model: type
+    text_input: Any
+    clip_input: Any
+    batches_by_video: bool
+    recipe: Any
+
+
+def declarations(cfg):
+    """The :class:`Declarations` of the model of ``cfg``."""
+    cls = model_class(cfg)
+    return Declarations(cls, cls.text_input(cfg), cls.clip_input(cfg), cls.batches_by_video(cfg), cls.recipe(cfg))
+
+
 def need(cond, key, msg):
     """Stop with ``config key KEY: MSG`` unless ``cond``."""
     if not cond:

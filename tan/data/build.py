@@ -10,7 +10,7 @@ a fresh ``RunData``.
 import os
 
 from ..config.architecture import feature_size
-from ..config.models import model_class
+from ..config.models import declarations
 from ..errors import TanError
 from ..utils.logger import get_logger
 from . import formats
@@ -48,7 +48,8 @@ class RunData:
         self._entries = {name: self.catalog.get(name) for name in self.names}
         self._generated = set()  # generators already run (or checked) by this run
         self._parsed = {}  # _file_key -> (queries, dropped)
-        choice = model_class(cfg).text_input(cfg)
+        self.declared = declarations(cfg)  # the model's, asked once for the whole run
+        choice = self.declared.text_input
         self.text_input = text_input_class(choice)(self, choice)  # how the datasets encode sentences
         self._datasets = {}
         self.loaders = RunLoaders(self)
@@ -172,7 +173,7 @@ class RunData:
         """How the datasets read catalog ``entry``'s features (the config's sizes and limits)."""
         cfg = self.cfg
         input_size, input_size_key = feature_size(cfg)
-        return FeatureSettings(entry["features"], entry.get("feature_key"), model_class(cfg).clip_input(cfg),
+        return FeatureSettings(entry["features"], entry.get("feature_key"), self.declared.clip_input,
                                input_size, input_size_key, cfg.INPUT.FEATURE_CACHE_SIZE,
                                cfg.INPUT.FEATURE_LENGTH_TOLERANCE, cfg.SEED)
 

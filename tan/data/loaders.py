@@ -6,7 +6,6 @@ import numpy as np
 import torch
 from torch.utils.data import ConcatDataset, DataLoader
 
-from ..config.models import model_class
 from ..errors import TanError
 from ..utils import comm
 from ..utils.logger import get_logger
@@ -38,7 +37,7 @@ class RunLoaders:
         # sentences of a video are drawn from the epoch too (training only).
         # Training windows of a clip input are drawn from the epoch in the same way.
         sampled = by_video and shuffle and self.run_data.cfg.DATALOADER.SENTENCES_PER_VIDEO > 0
-        clips = model_class(self.run_data.cfg).clip_input(self.run_data.cfg)
+        clips = self.run_data.declared.clip_input
         variable = clips.variable_length
         if variable and by_video:
             raise TanError(f"MODEL.ARCHITECTURE {self.run_data.cfg.MODEL.ARCHITECTURE!r} takes videos of different "

@@ -14,7 +14,6 @@ from .trainer import trainer_class
 from .precision import amp_is_emulated, check_amp_support, configure_backends, slow_amp_warning
 from ..errors import TanError
 from ..solver import check_names as check_solver_names
-from ..config.models import model_class
 from ..utils import comm
 from ..utils.events import check_tensorboard
 from ..utils.io import read_named_text
@@ -127,10 +126,10 @@ def default_setup(args, training=True, cfg=None):
     data = RunData(cfg, splits=ALL_SPLITS if training else EVALUATION_SPLITS)
     data.check_files()
     check_tensorboard(cfg)
-    model_class(cfg).check_environment(cfg)
+    data.declared.model.check_environment(cfg)
     if training:  # names no plug-in registered fail here, before anything is written
         trainer_class(cfg)
-        check_solver_names(cfg, model_class(cfg).recipe(cfg))
+        check_solver_names(cfg, data.declared.recipe)
     data.text_input.prepare()  # e.g. a tokenizer, read before anything is written (and kept for the datasets)
     use_cuda = cfg.MODEL.DEVICE != "cpu" and torch.cuda.is_available()
     distributed = comm.init_distributed(local_rank, use_cuda, cfg.DISTRIBUTED.TIMEOUT)

@@ -1,7 +1,6 @@
 """Testing a model on every dataset of DATASETS.TEST, and where the results go."""
 import os
 
-from ..config.models import model_class
 from ..utils import comm
 from ..utils.checkpoint import BEST, checkpoint_name, load_model_weights, model_state_from, read_checkpoint
 from ..utils.logger import get_logger
@@ -21,7 +20,7 @@ def run_test(cfg, model, device, distributed, data, checkpoint="", folder=None, 
     loaders (default: the run data's, grouped as the model's class says)."""
     folder = folder or results_folder(cfg.OUTPUT_DIR, checkpoint)
     if loaders is None:
-        loaders = data.test_loaders(distributed, model_class(cfg).batches_by_video(cfg))
+        loaders = data.test_loaders(distributed, data.declared.batches_by_video)
     results = {}
     for loader in loaders:
         name = loader.dataset.name

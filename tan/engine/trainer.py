@@ -19,8 +19,7 @@ import itertools
 import os
 import time
 
-from ..config.history import HISTORY_FILE, change_record, commit_config, start_record, withdraw_config
-from ..config.models import model_class
+from .run_folder import HISTORY_FILE, change_record, commit_config, start_record, withdraw_config
 from ..config.setup import value_at
 from ..errors import TanError
 from ..modeling import build_model
@@ -75,9 +74,9 @@ class Trainer:
     def __init__(self, cfg, device, distributed, data, config_changes=(), new_folder=False):
         self.cfg, self.device, self.distributed, self.data = cfg, device, distributed, data
         self.config_changes, self.new_folder = list(config_changes), new_folder
-        self.model_class = model_class(cfg)
-        self.recipe = self.model_class.recipe(cfg)
-        self.by_video = self.model_class.batches_by_video(cfg)  # videos with their sentences, or queries
+        declared = data.declared  # what the model declares, asked once when the run's data was set up
+        self.model_class, self.recipe = declared.model, declared.recipe
+        self.by_video = declared.batches_by_video  # videos with their sentences, or queries
         self.logger = get_logger("train")
         self.model = self.optimizer = self.schedule = self.grad_scaler = self.checkpointer = None
         self.train_loader = self.val_loaders = self.plan = None

@@ -21,7 +21,7 @@ import time
 import torch
 
 from tan.config import load_config
-from tan.config.history import CONFIG_FILE
+from tan.engine.run_folder import CONFIG_FILE
 from tan.engine.testing import results_folder
 from tan_apps.seeds.summary import metrics_of, publish_summary, seed_folder
 from tan.errors import TanError
