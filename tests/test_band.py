@@ -240,3 +240,33 @@ def test_long_video_configs_extend_the_tacos_pooling_counts(name):
     arch = cfg.MODEL[cfg.MODEL.ARCHITECTURE]
     assert list(arch.FEAT2D.POOLING_COUNTS) == long_video_counts(arch.NUM_CLIPS)
     assert cfg.INPUT.NUM_PRE_CLIPS == 2 * arch.NUM_CLIPS and arch.PREDICTOR.STRIP_ROWS > 0
+
+
+def test_saved_storages_count_a_saved_views_whole_storage_once_and_leave_the_model_out():
+    from benchmarking.saved_memory import SavedStorages
+    weight = torch.nn.Parameter(torch.randn(10))
+    x = torch.randn(1000, requires_grad=True)
+    with SavedStorages([weight.untyped_storage().data_ptr()]) as saved:
+        y = x * 2  # saves nothing of its inputs' that needs a grad: 2 is a number
+        view = y[:10]
+        loss = (view * weight).sum() + (view * view).sum()  # the view saved three times: one storage
+    loss.backward()
+    assert saved.nbytes == 1000 * 4
+
+
+def test_the_saved_memory_benchmark_reports_a_fresh_process_and_names_what_it_lacks(tmp_path, capsys):
+    import benchmark
+    from benchmarking.saved_memory import format_report
+    out = tmp_path / "saved.json"
+    benchmark.main(["--saved-memory", "--config-file", SYNTHETIC_CONFIG, "--json", str(out)])
+    report = json.loads(out.read_text())
+    row = report["results"]["tan"]
+    assert 0 < row["saved_per_sample_gb"] < 0.01 and row["peak_growth_gb"] > 0, row
+    assert "chenjoya/2dtan's own code was not measured" in capsys.readouterr().out
+    assert row["saved_with_model_per_sample_gb"] > row["saved_per_sample_gb"] and row["first_step_peak_growth_gb"] > 0
+    report["results"] = {"chenjoya/2dtan": {"saved_per_sample_gb": 0.8, "peak_growth_gb": 2.0},
+                         "tan": {"saved_per_sample_gb": 0.2, "peak_growth_gb": 0.5}}
+    assert format_report(report).splitlines()[-1].split() == ["tan", "0.200", "(0.25x)", "n/a", "0.500", "(0.25x)",
+                                                              "n/a"]
+    with pytest.raises(TanError, match="expected a checkout of chenjoya/2dtan"):
+        benchmark.main(["--saved-memory", "--reference-code", str(tmp_path)])

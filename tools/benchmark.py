@@ -26,6 +26,12 @@ Examples:
   python tools/benchmark.py --config-file configs/ms2dtan_charades_i3d.yaml --preset cpu-small --device cpu
   python tools/benchmark.py --extraction --extract-backbone clip --device cpu --workers 2
 
+--saved-memory measures, for 2D-TAN, what one training step keeps for its backward as autograd
+holds it (tools/benchmarking/saved_memory.py: every saved tensor's whole storage, per sample) and
+the process's peak growth over the step, each in a fresh process, beside chenjoya/2dtan's own
+code when --reference-code names its checkout:
+  python tools/benchmark.py --saved-memory --reference-code ../2dtan
+
 --extraction measures tan-extract-features instead (tools/benchmarking/extraction.py):
 videos rendered on the fly through one backbone (a tiny random one unless
 --extract-model names real weights), decoded in the main process beside
@@ -43,7 +49,7 @@ import torch
 
 from benchmarking import mmn_workloads as M
 from benchmarking import ms2dtan_workloads as MS
-from benchmarking import extraction, sweep
+from benchmarking import extraction, saved_memory, sweep
 from benchmarking import workloads as W
 from benchmarking.memory import step_memory
 from tan_apps.cli.exit_codes import run_cli
@@ -139,6 +145,11 @@ def parse_args(argv=None):
     parser.add_argument("--extract-clip-seconds", type=float, default=2.0,
                         help="--extraction: seconds per clip (default 2)")
     parser.add_argument("--workers", type=int, default=2, help="--extraction: decoding workers (default 2)")
+    parser.add_argument("--saved-memory", action="store_true",
+                        help="2D-TAN: what a training step keeps for its backward and its peak growth, in fresh "
+                             "processes (CPU), beside --reference-code's")
+    parser.add_argument("--reference-code", metavar="PATH",
+                        help="--saved-memory: a checkout of chenjoya/2dtan, whose own code is measured too")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH ('-' for stdout)")
     parser.add_argument("opts", nargs=argparse.REMAINDER, metavar="KEY VALUE", help="config overrides")
     return parser.parse_args(argv)
@@ -300,10 +311,29 @@ def run_extraction(args, device):
     write_json(args.json, report)
 
 
+def run_saved_memory(args):
+    batch = args.batch or 2
+    report = {"config": os.path.relpath(args.config_file), "overrides": list(args.opts), "batch": batch,
+              "machine": describe_machine(torch.device("cpu")), "torch": torch.__version__, "results": {}}
+    if args.reference_code:
+        if not os.path.isfile(os.path.join(args.reference_code, saved_memory.REFERENCE_CONFIG)):
+            raise TanError(f"--reference-code {args.reference_code!r}: expected a checkout of chenjoya/2dtan, with "
+                           f"{saved_memory.REFERENCE_CONFIG}")
+        report["results"]["chenjoya/2dtan"] = saved_memory.in_fresh_process(
+            "chenjoya", batch, reference_code=args.reference_code)
+        print("measured chenjoya/2dtan", file=sys.stderr, flush=True)
+    report["results"]["tan"] = saved_memory.in_fresh_process("tan", batch, config_file=args.config_file,
+                                                             opts=args.opts)
+    print(saved_memory.format_report(report))
+    write_json(args.json, report)
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.extraction:
         return run_extraction(args, torch.device(args.device))
+    if args.saved_memory:
+        return run_saved_memory(args)
     architecture = load_config(args.config_file, args.opts).MODEL.ARCHITECTURE
     opts = merge_overrides(preset_overrides(args.preset, architecture), args.opts)  # the user's keys win
     cfg = load_config(args.config_file, opts)
