@@ -411,3 +411,22 @@ def test_unknown_dataset_name_lists_the_known_ones(synthetic_root):
     cfg = load_config(SYNTHETIC_CONFIG, ["DATASETS.ROOT", synthetic_root, "DATASETS.TEST", "('tacos_tset',)"])
     with pytest.raises(TanError, match="unknown dataset 'tacos_tset'.*tacos_test"):
         make_data_loader(cfg, is_train=False)
+
+
+def test_a_program_of_the_library_alone_finds_the_synthetic_generator_installed(tmp_path):
+    """No tan_apps import: the generator comes from the installed package's entry point."""
+    import subprocess
+    import sys
+    code = ("import sys; from tan.config import load_config; from tan.data.generated import write_configured; "
+            f"write_configured(load_config({SYNTHETIC_CONFIG!r}, ['DATASETS.ROOT', {str(tmp_path)!r}])); "
+            "assert 'tan_apps.synthetic.features' in sys.modules")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "synthetic" / "READY").is_file()
+
+
+def test_a_generator_no_package_provides_is_named(tmp_path):
+    from tan.data.generated import write_generated
+    catalog = DatasetCatalog(str(tmp_path))
+    with pytest.raises(TanError, match="'nowhere' are written on first use, but no imported module registers"):
+        write_generated(catalog, [{"generator": "nowhere"}])

@@ -6,9 +6,10 @@ fusion's ``fuse``, a stack layer's ``activate`` and ``score``. Here every built-
 model with such a path takes one training step both ways, in float64, and the scores,
 the loss and every gradient must agree; an edit of a definition alone (monkeypatched
 onto the class, as an edit of its source would be) must make them disagree, and a
-subclass that redefines one trains through its own definition.
-(Microsoft's 2D-TAN has strips but no band path: tests/test_tan_msra.py holds its
-dense and strip paths to its reference's arithmetic.)"""
+subclass that redefines one trains through its own definition. (Microsoft's 2D-TAN
+trains through 2D-TAN's stack bands, its MapConv being a ProposalConv: the edits of
+ProposalConv here are its edits too, and tests/test_tan_msra.py holds its band and
+dense paths to its reference's arithmetic.)"""
 import pytest
 import torch
 from torch.nn import functional as F

@@ -27,6 +27,7 @@ from tan_apps.cli.exit_codes import run_cli
 from tan.config import load_config
 from tan.data import RunData
 from tan.utils.logger import setup_logger
+import tan_apps.synthetic  # noqa: F401  (the built-in synthetic dataset, written on first use)
 
 
 def _children():

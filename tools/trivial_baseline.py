@@ -20,6 +20,7 @@ from tan.config.architecture import model_settings
 from tan.modeling.map2d.feat2d import build_mask2d
 from tan.structures.moments import iou2d
 from tan.utils.logger import setup_logger
+import tan_apps.synthetic  # noqa: F401  (the built-in synthetic dataset, written on first use)
 
 
 def most_common_cells(datasets, n, mask2d, k=5):

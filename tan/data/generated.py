@@ -1,10 +1,14 @@
 """Datasets that are written on first use (a catalog entry's "generator"), and
 the folder where prepared data is cached.
 
-A generator is registered by the application that provides it (the built-in
-synthetic dataset: tan_apps/synthetic, which every tan command imports), so
-the library runs it without depending on it."""
+A generator is registered by the package that provides it, so that the
+library runs it without depending on it: by ``register_generator`` when its
+module is imported (every tan command imports the built-in synthetic
+dataset's, tan_apps/synthetic), or, for a program that imports the library
+alone, through the ``tan.dataset_generators`` entry points of the installed
+packages (tan's own pyproject.toml names the synthetic dataset's)."""
 import os
+from importlib.metadata import entry_points
 
 from ..errors import TanError
 from ..utils import comm
@@ -23,16 +27,28 @@ def write_generated(catalog, entries, done=()):
     generators = sorted({e["generator"] for e in entries if e.get("generator")} - set(done))
     if not generators:
         return set()
-    missing = [name for name in generators if name not in GENERATORS]
+    missing = [name for name in generators if name not in GENERATORS and not _load_entry_point(name)]
     if missing:
         raise TanError(f"the datasets of generator(s) {', '.join(map(repr, missing))} are written on first use, but no "
-                       f"imported module registers that generator: the tan commands register the built-in "
-                       f"'synthetic'; from Python, import tan_apps.synthetic first")
+                       f"imported module registers that generator and no installed package names it (entry points "
+                       f"'tan.dataset_generators'): the tan commands register the built-in 'synthetic'; from "
+                       f"Python, import tan_apps.synthetic first")
     if comm.is_main_process():
         for name in generators:
             GENERATORS.get(name)(catalog.root)
     comm.synchronize()
     return set(generators)
+
+
+def _load_entry_point(name):
+    """Register generator ``name`` from an installed package's ``tan.dataset_generators`` entry
+    point; whether one was found."""
+    for point in entry_points(group="tan.dataset_generators", name=name):
+        generator = point.load()  # importing its module may register it already
+        if name not in GENERATORS:
+            register_generator(name)(generator)
+        return True
+    return False
 
 
 def write_configured(cfg):

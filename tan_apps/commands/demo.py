@@ -81,7 +81,7 @@ def main(argv=None):
                 get_logger("demo").warning("listening on %s: anyone who can reach this machine can use the page "
                                            "and upload files to it", args.host)
             signal_exits.now_doing("serving the demo page", "uploaded videos are kept" if args.upload_dir
-                                 else "uploaded videos are deleted")
+                                   else "uploaded videos are deleted")
             print(f"tan-demo: {len(checkpoints)} checkpoint(s), {len(videos.all())} video(s), on {device}; "
                   f"open {server.url} (Ctrl-C to stop)", flush=True)
             server.serve_forever()

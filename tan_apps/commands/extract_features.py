@@ -93,7 +93,7 @@ def main(argv=None):
         return None
     device = resolve_device(args.device)
     signal_exits.now_doing("extracting features", f"the files finished are in {args.output}; run the same command "
-                                                f"again to do the rest")
+                                                  f"again to do the rest")
     if args.queries:
         from tan.video.queries import extract_queries, read_query_file
 

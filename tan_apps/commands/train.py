@@ -9,13 +9,13 @@ Examples:
   torchrun --nproc_per_node=4 tools/train_net.py --config-file FILE SOLVER.BATCH_SIZE 32
   tan-train --config-file configs/2dtan_synthetic.yaml --seeds 1 2 3 4 OUTPUT_DIR outputs/synthetic_seeds
 """
+from tan.engine.run_folder import ACCEPT_FLAG
+from tan.engine.setup import default_setup
 from tan.engine.trainer import trainer_class
 from tan_apps.cli import signal_exits
 from tan_apps.cli.arguments import default_argument_parser
 from tan_apps.cli.exit_codes import run_cli
-from tan.engine.run_folder import ACCEPT_FLAG
 from tan_apps.seeds.launcher import add_seed_arguments, check_seed_arguments, run_seeds
-from tan.engine.setup import default_setup
 
 
 def build_parser():
@@ -36,7 +36,7 @@ def main(argv=None):
     check_seed_arguments(args)
     if args.seeds:
         signal_exits.now_doing("training seeds", "each seed's checkpoints are kept; run the same command again to "
-                                               "resume (finished seeds are kept as they are)")
+                                                 "resume (finished seeds are kept as they are)")
         return run_seeds(args)
     signal_exits.now_doing("preparing the run", "checkpoints and results are kept as they were")
     run = default_setup(args)
@@ -44,13 +44,13 @@ def main(argv=None):
         # Building the model and the datasets, resuming. Once the loop runs, a
         # Ctrl-C saves a checkpoint instead (TrainingInterrupted).
         signal_exits.now_doing("preparing to train", "checkpoints saved so far are kept; run the same command again "
-                                                   "to resume")
+                                                     "to resume")
         trainer = trainer_class(run.cfg)(run.cfg, run.device, run.distributed, run.data, run.config_changes,
                                          run.new_folder)
         checkpoint = trainer.train()
         if not args.skip_test:
             signal_exits.now_doing("testing", f"checkpoints and earlier results are kept; test {checkpoint} later "
-                                            f"with tan-test")
+                                              f"with tan-test")
             trainer.test(checkpoint)
     finally:
         run.close()

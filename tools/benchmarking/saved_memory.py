@@ -168,10 +168,10 @@ def measure_chenjoya(code, batch):
 def in_fresh_process(impl, batch, config_file=None, reference_code=None, opts=()):
     """{"saved_per_sample_gb", "peak_growth_gb"} of ``impl`` ("tan" or "chenjoya"), measured in a child."""
     cmd = [sys.executable, os.path.abspath(__file__), "--impl", impl, "--batch", str(batch)]
-    if config_file:
-        cmd += ["--config-file", config_file]
+    if config_file:  # the child runs in the repository: paths as the caller meant them
+        cmd += ["--config-file", os.path.abspath(config_file)]
     if reference_code:
-        cmd += ["--reference-code", reference_code]
+        cmd += ["--reference-code", os.path.abspath(reference_code)]
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_=str(MMAP_THRESHOLD))
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if impl == "tan":

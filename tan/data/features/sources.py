@@ -6,7 +6,7 @@ Every source answers the same questions: which videos it holds, their
 shapes (read from file headers, not from the data), a video's [T, D]
 float32 array, and which videos hold NaN or infinite values. A single
 stream also gives a video's array in the dtype it is stored in
-(``read_stored``, for tan/data/convert.py). Sources open files lazily and
+(``read_stored``, for tan-convert-features). Sources open files lazily and
 are picklable, so loader workers reopen them.
 """
 import os
