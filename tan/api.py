@@ -10,17 +10,24 @@
 A video is encoded once (its 2D map of candidate moments); any number of
 sentences are then scored against it in batches. Moments are in seconds,
 best first, after the same NMS as the evaluation (TEST.NMS_THRESH).
+
+A video longer than those the model was trained on is grounded by windows
+of the trained length (TEST.WINDOW, docs/long_videos.md): its windows are
+encoded batch by batch when sentences are asked, so that memory follows the
+batch of windows, not the video's length.
 """
 from dataclasses import dataclass
 
 import torch
 
 from .config.stored import checkpoint_config
-from .utils.checkpoint import read_checkpoint, stored_extractors
+from .utils.checkpoint import read_checkpoint, stored_extractors, stored_trained_span
 from .data import sentence_encoder
 from .data.prediction_inputs import reads_backbone_features
-from .engine.prediction import (SENTENCE_BATCH, check_duration, check_sentences, encode_video, ground_and_draw,
-                                ground_sentences, load_trained_model)
+from .engine.prediction import (SENTENCE_BATCH, check_duration, check_sentences, checked_features, encode_video,
+                                ground_and_draw, ground_sentences, ground_windowed, load_trained_model,
+                                window_picture)
+from .engine.windows import WindowedVideo, window_settings, window_spans
 from .engine.precision import amp_is_emulated, slow_amp_warning
 from .errors import TanError
 from .utils.logger import get_logger
@@ -38,9 +45,12 @@ class Moment:
 
 @dataclass(frozen=True)
 class EncodedVideo:
-    """A video as the model sees it: its 2D map (on the model's device) and its duration."""
+    """A video as the model sees it: its 2D map (on the model's device) and its duration; for a
+    video grounded by windows, no map but ``windows`` (tan.engine.windows.WindowedVideo: its
+    features and windows, each encoded when sentences are asked)."""
     map2d: torch.Tensor
     duration: float
+    windows: WindowedVideo = None
 
 
 @dataclass(frozen=True)
@@ -58,9 +68,11 @@ class Grounder:
 
     Build one with :func:`load_model`."""
 
-    def __init__(self, model, cfg, device, checkpoint="", extractors=None, extractor_models=None):
+    def __init__(self, model, cfg, device, checkpoint="", extractors=None, extractor_models=None,
+                 trained_span=None):
         """``extractors``: how the training features were made (the checkpoint's records, None if it
-        has none); ``extractor_models``: {recorded model name: where it is now}, for moved folders."""
+        has none); ``extractor_models``: {recorded model name: where it is now}, for moved folders;
+        ``trained_span``: what the training videos last (the checkpoint's record), for windows."""
         self.model = model
         self.cfg = cfg
         self.device = device
@@ -69,6 +81,8 @@ class Grounder:
         self.extractor_models = dict(extractor_models or {})
         self._encoder = None
         self._featurizer = None
+        self.windows, choice = window_settings(cfg, trained_span)
+        get_logger("api").info("long videos: %s", choice)
 
     def encode_video_file(self, path):
         """A video file, its features made by the extractors the training features came from
@@ -82,8 +96,16 @@ class Grounder:
 
     def encode_video(self, features, duration):
         """``features``: the video's clip features [T, D_in] (numpy array or tensor, any T);
-        ``duration``: its length in seconds."""
-        return EncodedVideo(encode_video(self.model, self.cfg, features, self.device), check_duration(duration))
+        ``duration``: its length in seconds. A video longer than TEST.WINDOW allows is kept for
+        windowed grounding instead of being encoded whole."""
+        duration = check_duration(duration)
+        if self.windows is not None and self.windows.applies_to(duration):
+            spans = window_spans(duration, self.windows.length, self.windows.stride)
+            get_logger("api").info("a video of %.1f s: grounded in %d windows of %.4g s", duration, len(spans),
+                                   self.windows.length)
+            return EncodedVideo(None, duration, WindowedVideo(checked_features(self.cfg, features), duration, spans,
+                                                              self.windows))
+        return EncodedVideo(encode_video(self.model, self.cfg, features, self.device), duration)
 
     def encode_sentences(self, sentences):
         """Sentences -> word-vector sequences [L, E] (GloVe, from the word-vector index;
@@ -109,6 +131,11 @@ class Grounder:
         a list (one per sentence) of lists of :class:`Moment`, best first; fewer than
         ``topk`` when fewer candidates score above zero."""
         self._check_question(video, sentences, "ground")
+        if video.windows is not None:
+            moments, scores, filled, _ = ground_windowed(self.model, self.cfg, video.windows,
+                                                         self.encode_sentences(sentences), self.device, topk,
+                                                         batch_size)
+            return [_moments(ms, ss, fs) for ms, ss, fs in zip(moments, scores, filled)]
         moments, scores, filled, _ = ground_sentences(self.model, self.cfg, video.map2d, video.duration,
                                                       self.encode_sentences(sentences), self.device, topk,
                                                       batch_size)
@@ -117,6 +144,14 @@ class Grounder:
     def answers(self, video, sentences, topk=5, batch_size=SENTENCE_BATCH):
         """:meth:`ground` and :meth:`score_maps` in one pass: an :class:`Answer` per sentence."""
         self._check_question(video, sentences, "answers")
+        if video.windows is not None:  # each sentence's picture: the window its best moment came from
+            encoded = self.encode_sentences(sentences)
+            moments, scores, filled, best = ground_windowed(self.model, self.cfg, video.windows, encoded,
+                                                            self.device, topk, batch_size)
+            pictures = [window_picture(self.model, self.cfg, video.windows, max(int(w), 0), e, self.device)
+                        for w, e in zip(best, encoded)]
+            return [Answer(sentence, _moments(ms, ss, fs), picture)
+                    for sentence, ms, ss, fs, picture in zip(sentences, moments, scores, filled, pictures)]
         moments, scores, filled, pictures = ground_and_draw(self.model, self.cfg, video.map2d, video.duration,
                                                             self.encode_sentences(sentences), self.device, topk,
                                                             batch_size)
@@ -134,7 +169,11 @@ class Grounder:
         """The full score maps [S, R, C] as the model draws them (CPU, 0 outside valid cells).
         For a start x end map (R = C = N), cell (i, j) is the moment from clip i to the end
         of clip j, of duration / N seconds each; a model of another layout says what its
-        rows and columns are (docs/models.md)."""
+        rows and columns are (docs/models.md). A video grounded by windows has no whole map:
+        use :meth:`answers`, which draws the window of each sentence's best moment."""
+        if video.windows is not None:
+            raise TanError("score_maps(): this video is grounded by windows (TEST.WINDOW) and has no whole map; "
+                           "answers() gives each sentence the map of the window its best moment came from")
         *_, maps = ground_sentences(self.model, self.cfg, video.map2d, video.duration,
                                     self.encode_sentences(sentences), self.device, 1, batch_size)
         return maps
@@ -162,6 +201,6 @@ def load_model(checkpoint, device="cpu", config_file=None, overrides=(), extract
         raise TanError(f"device {str(device)!r}: only {torch.cuda.device_count()} GPU(s) are visible")
     if amp_is_emulated(cfg.SOLVER.AMP, device):
         get_logger("api").warning("%s", slow_amp_warning(cfg.SOLVER.AMP))
-    extractors = stored_extractors(read_checkpoint(checkpoint))
-    return Grounder(load_trained_model(cfg, checkpoint, device), cfg, device, checkpoint, extractors,
-                    extractor_models)
+    stored = read_checkpoint(checkpoint)
+    return Grounder(load_trained_model(cfg, checkpoint, device), cfg, device, checkpoint, stored_extractors(stored),
+                    extractor_models, stored_trained_span(stored))

@@ -25,6 +25,7 @@ RUNTIME_KEYS = (
     "INPUT.FEATURE_CACHE_SIZE",
     "DATALOADER.NUM_WORKERS",
     "TEST.BATCH_SIZE",  # inference is per query; the batch only groups them
+    "TEST.WINDOW.BATCH",  # windows are scored one by one; the batch only groups them
     "SOLVER.LOG_PERIOD",
     "SOLVER.CHECKPOINT_PERIOD",
     "TENSORBOARD",

@@ -182,6 +182,25 @@ _C.TEST.BEST_METRIC = "R@1,IoU@0.5"
 # submission file in their format. "auto": for datasets with JSON-lines
 # annotations; "on": for every dataset; "off": never.
 _C.TEST.DETR_METRICS = "auto"
+# (tan) Windowed grounding of videos longer than those the model was trained
+# on (docs/long_videos.md), in tan-predict, the API and the demo: such a video
+# is cut into overlapping windows, each taken as a training video is, and the
+# windows' moments merged by one NMS over the video. A training run records the
+# training videos' median and longest durations in its checkpoints.
+_C.TEST.WINDOW = CN()
+# False: every video is scored whole, resampled to the model's clips.
+_C.TEST.WINDOW.ENABLED = True
+# Seconds per window; 0: as trained (the training videos' median duration).
+_C.TEST.WINDOW.LENGTH = 0.0
+# Seconds from one window's start to the next; 0: half of the length.
+_C.TEST.WINDOW.STRIDE = 0.0
+# Window only videos longer than this (seconds); 0: the longest training video
+# (or the window length when the checkpoint records none).
+_C.TEST.WINDOW.LONGER_THAN = 0.0
+# Windows encoded per forward: what bounds the memory, whatever the video's length.
+_C.TEST.WINDOW.BATCH = 8
+# Best moments of each window (after NMS within it) that enter the merge.
+_C.TEST.WINDOW.CANDIDATES = 20
 
 # ---------------------------------------------------------------------------
 # Distributed (tan)

@@ -296,6 +296,20 @@ COUNT_LIMITS_WHY = {
 }
 
 
+def _check_windows(window):
+    """TEST.WINDOW: seconds >= 0 (0: as trained), a stride no longer than the length, counts >= 1."""
+    for key in ("LENGTH", "STRIDE", "LONGER_THAN"):
+        value = window[key]
+        need(isinstance(value, (int, float)) and math.isfinite(value) and value >= 0, f"TEST.WINDOW.{key}",
+             f"expected seconds >= 0 (0: as trained), got {value!r}")
+    need(not (window.STRIDE and window.LENGTH and window.STRIDE > window.LENGTH), "TEST.WINDOW.STRIDE",
+         f"{window.STRIDE} is longer than TEST.WINDOW.LENGTH {window.LENGTH}: the windows would leave gaps; "
+         f"expected at most the length")
+    for key in ("BATCH", "CANDIDATES"):
+        need(is_int(window[key]) and window[key] >= 1, f"TEST.WINDOW.{key}",
+             f"expected an integer >= 1, got {window[key]!r}")
+
+
 def _check_values(cfg):
     """Ranges, orders and choices."""
     need(0.0 <= cfg.TEST.NMS_THRESH <= 1.0, "TEST.NMS_THRESH", f"expected a value in [0, 1], got {cfg.TEST.NMS_THRESH}")
@@ -306,6 +320,7 @@ def _check_values(cfg):
     need(all(is_int(m) and m > 0 for m in milestones) and milestones == sorted(milestones), "SOLVER.MILESTONES",
          f"expected increasing positive epoch numbers, got {milestones}")
     _check_solver(cfg)
+    _check_windows(cfg.TEST.WINDOW)
     for key in ("TRAIN", "VAL", "TEST"):
         names = cfg.DATASETS[key]
         need(all(isinstance(x, str) and x for x in names), f"DATASETS.{key}",

@@ -9,6 +9,8 @@ a fresh ``RunData``.
 """
 import os
 
+import numpy as np
+
 from ..config.architecture import feature_size
 from ..config.models import declarations
 from ..errors import TanError
@@ -131,6 +133,21 @@ class RunData:
 
         Shared by every caller: read them, do not change them."""
         return self._parse(self.entry(name))
+
+    def trained_span(self):
+        """What the training videos (DATASETS.TRAIN) last as the model takes them in, for windowed
+        grounding of longer videos (tan.engine.windows): {"median": s, "longest": s, "videos": n};
+        None without training datasets. Read from the annotations alone."""
+        durations = {}
+        for name in self.cfg.DATASETS.TRAIN:
+            for query in self.queries(name)[0]:
+                durations.setdefault((name, query.video), float(query.duration))
+        if not durations:
+            return None
+        clips = self.declared.clip_input
+        seconds = np.asarray([clips.trained_seconds(d) for d in durations.values()], dtype=np.float64)
+        return {"median": round(float(np.median(seconds)), 4), "longest": round(float(seconds.max()), 4),
+                "videos": len(seconds)}
 
     def check_labeled(self):
         """Refuse a dataset without labels (tan.data.formats.Query.labeled) in DATASETS.TRAIN or VAL."""

@@ -15,7 +15,7 @@ def top_moments(scores, durations, nms_thresh, topk=5, mask2d=None, units="secon
     return top_candidates(map_candidates(scores, durations, mask2d), nms_thresh, topk, units)
 
 
-def top_candidates(candidates, nms_thresh, topk=5, units="seconds"):
+def top_candidates(candidates, nms_thresh, topk=5, units="seconds", return_cells=False):
     """Greedy NMS over each query's candidates (tan.structures.candidates.Candidates),
     stopped once ``topk`` are kept.
 
@@ -26,7 +26,7 @@ def top_candidates(candidates, nms_thresh, topk=5, units="seconds"):
     exact clip bounds, where such a pair compares equal and is kept
     (docs/metric.md §2). Returns moments [B, topk, 2] (seconds), their scores
     [B, topk] and a [B, topk] bool of which slots are filled (fewer candidates
-    than topk).
+    than topk); with ``return_cells``, also each kept candidate's index [B, topk].
 
     Equal to the full greedy definition: candidates are those scoring above 0
     (or those the candidates mark valid) in order of descending score (ties:
@@ -57,6 +57,8 @@ def top_candidates(candidates, nms_thresh, topk=5, units="seconds"):
         alive &= ~suppress
         alive[rows, best] = False
     kept_moments = seconds[rows[:, None], kept_cells]  # [B, topk, 2]
+    if return_cells:
+        return kept_moments, kept_scores, filled, kept_cells
     return kept_moments, kept_scores, filled
 
 

@@ -15,6 +15,7 @@ from ..modeling import build_model
 from ..utils.checkpoint import load_model_weights, model_state_from, read_checkpoint
 from .evaluation import top_candidates
 from .precision import autocast
+from .windows import ground_in_windows, window_rows
 from .wrappers import prepare_model
 
 # Sentences scored against one video per forward pass: bounds the memory of the
@@ -29,10 +30,9 @@ def load_trained_model(cfg, checkpoint, device):
     return prepare_model(cfg, model.to(device)).eval()
 
 
-def prepare_features(cfg, feats):
-    """Raw clip features [T, D_in] (array or tensor) -> (the model's input [P, D_in], its real
-    rows), as the datasets prepare an evaluation item (the model's clip input: by default
-    L2-normalised rows resampled to NUM_PRE_CLIPS)."""
+def checked_features(cfg, feats):
+    """Raw clip features [T, D_in] (array or tensor) as float32 numpy, refused with what is expected
+    when their shape or values cannot be a video's."""
     feats = feats.detach().cpu().numpy() if torch.is_tensor(feats) else np.asarray(feats)
     expected, expected_key = feature_size(cfg)
     if feats.ndim != 2 or feats.shape[1] != expected or feats.shape[0] == 0:
@@ -41,6 +41,14 @@ def prepare_features(cfg, feats):
     feats = feats.astype(np.float32, copy=False)
     if not np.isfinite(feats).all():
         raise TanError("the video's features hold NaN or infinite values")
+    return feats
+
+
+def prepare_features(cfg, feats):
+    """Raw clip features [T, D_in] (array or tensor) -> (the model's input [P, D_in], its real
+    rows), as the datasets prepare an evaluation item (the model's clip input: by default
+    L2-normalised rows resampled to NUM_PRE_CLIPS)."""
+    feats = checked_features(cfg, feats)
     clips = model_class(cfg).clip_input(cfg)
     rows, _, count = clips.take(clips.base(feats))
     return torch.from_numpy(np.ascontiguousarray(rows)), count
@@ -161,3 +169,50 @@ def predict_dataset_queries(model, cfg, dataset, indices, device, topk=5):
         moments, kept, filled = top_candidates(model.candidates(output, durations), cfg.TEST.NMS_THRESH, topk,
                                                units=cfg.TEST.NMS_UNITS)
         yield one_picture(model.score_map(output, durations), 0), moments[0][filled[0]].cpu(), kept[0][filled[0]].cpu()
+
+
+@torch.no_grad()
+def ground_windowed(model, cfg, video, encoded_sentences, device, topk=5, batch_size=SENTENCE_BATCH):
+    """:func:`ground_sentences` over a long video by windows (``video``: a
+    tan.engine.windows.WindowedVideo): (moments [S, topk, 2] in the video's seconds, scores, filled,
+    the window of each sentence's best moment [S]), on the CPU."""
+    if topk < 1:
+        raise TanError(f"topk must be at least 1, got {topk}")
+    if not encoded_sentences:
+        raise TanError("no sentence to ground")
+    per_window = max(video.settings.candidates, topk)
+
+    def ground_batch(rows, counts, sentences, durations):
+        windows = len(counts)
+        with autocast(cfg.SOLVER.AMP, device):
+            maps = model.encode_video(rows, **clip_lengths(cfg, counts, device))
+        chunk = max(1, batch_size // windows)  # sentence x window pairs per forward
+        for start in range(0, len(sentences), chunk):
+            queries, lengths = pad_sentences(sentences[start:start + chunk], cfg.INPUT.PRE_QUERY_SIZE)
+            asked = len(queries)
+            index = torch.arange(windows, device=device).repeat(asked)  # sentence-major: each against each window
+            with autocast(cfg.SOLVER.AMP, device):
+                output = model.ground(maps, queries.repeat_interleave(windows, 0).to(device),
+                                      lengths.repeat_interleave(windows, 0), video_index=index)
+            moments, scores, filled = top_candidates(model.candidates(output, durations.repeat(asked).to(device)),
+                                                     cfg.TEST.NMS_THRESH, per_window, units=cfg.TEST.NMS_UNITS)
+            for i in range(asked):
+                part = slice(i * windows, (i + 1) * windows)
+                yield moments[part].float().cpu(), scores[part].float().cpu(), filled[part].cpu()
+
+    return ground_in_windows(model, cfg, video, encoded_sentences, device, topk,
+                             lambda rows: prepare_features(cfg, rows), ground_batch)
+
+
+@torch.no_grad()
+def window_picture(model, cfg, video, window, encoded_sentence, device):
+    """The score map (a ScoreMap of one sentence, on the CPU) of window ``window`` of a
+    tan.engine.windows.WindowedVideo, its cells at the video's seconds."""
+    first, last, start, end = window_rows(len(video.features), video.duration, *video.spans[window])
+    rows, count = prepare_features(cfg, video.features[first:last])
+    with autocast(cfg.SOLVER.AMP, device):
+        maps = model.encode_video(rows[None].to(device), **clip_lengths(cfg, [count], device))
+        queries, lengths = pad_sentences([encoded_sentence], cfg.INPUT.PRE_QUERY_SIZE)
+        output = model.ground(maps, queries.to(device), lengths)
+    picture = one_picture(model.score_map(output, torch.tensor([end - start], device=device)), 0)
+    return picture._replace(starts=picture.starts + start, ends=picture.ends + start)

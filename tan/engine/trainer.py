@@ -101,7 +101,8 @@ class Trainer:
 
     def build_checkpointer(self, model, optimizer, scheduler, grad_scaler):
         return Checkpointer(model, optimizer, scheduler, self.cfg.OUTPUT_DIR, comm.is_main_process(),
-                            extra={"grad_scaler": grad_scaler}, info=run_info(self.cfg, self.data.extractors()))
+                            extra={"grad_scaler": grad_scaler},
+                            info=run_info(self.cfg, self.data.extractors(), self.data.trained_span()))
 
     def build_train_loader(self):
         return self.data.train_loader(self.distributed, self.by_video)

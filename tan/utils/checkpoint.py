@@ -23,6 +23,7 @@ BEST = "model_best.pth"
 CONFIG_FIELD = "config"  # the merged config, as the YAML text of config.yml
 VERSION_FIELD = "tan_version"
 EXTRACTORS_FIELD = "extractors"  # how the training features were made (tan/data/features/provenance.py)
+TRAINED_SPAN_FIELD = "trained_span"  # what the training videos last (tan.data.RunData.trained_span)
 
 
 def _strip_prefix(state_dict, prefix="module."):
@@ -110,6 +111,13 @@ def stored_extractors(checkpoint):
     data, as a training run stores it; None for checkpoints saved without it."""
     records = checkpoint.get(EXTRACTORS_FIELD) if isinstance(checkpoint, dict) else None
     return records if isinstance(records, dict) else None
+
+
+def stored_trained_span(checkpoint):
+    """{"median": s, "longest": s, "videos": n}: the seconds of the training videos as the model
+    took them, as a training run stores it; None for checkpoints saved without it."""
+    span = checkpoint.get(TRAINED_SPAN_FIELD) if isinstance(checkpoint, dict) else None
+    return span if isinstance(span, dict) else None
 
 
 def checkpoint_name(path):
@@ -359,10 +367,13 @@ class Checkpointer:
         return {}
 
 
-def run_info(cfg, extractors=None):
-    """The ``info`` a training run's Checkpointer writes: the merged config, the package version and
-    (``extractors``, when known) how the training features were made."""
+def run_info(cfg, extractors=None, trained_span=None):
+    """The ``info`` a training run's Checkpointer writes: the merged config, the package version,
+    (``extractors``, when known) how the training features were made and (``trained_span``) what
+    the training videos last."""
     info = {CONFIG_FIELD: cfg.dump(), VERSION_FIELD: __version__}
     if extractors is not None:
         info[EXTRACTORS_FIELD] = extractors
+    if trained_span is not None:
+        info[TRAINED_SPAN_FIELD] = trained_span
     return info

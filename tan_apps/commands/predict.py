@@ -42,7 +42,7 @@ from tan.engine.precision import amp_is_emulated, slow_amp_warning
 from tan.engine.prediction import empty_sentence_message, has_a_word, load_trained_model
 from tan.engine.submission import submission_record
 from tan.errors import TanError, UnknownVideoError
-from tan.utils.checkpoint import read_checkpoint, stored_extractors
+from tan.utils.checkpoint import read_checkpoint, stored_extractors, stored_trained_span
 from tan.utils.io import atomic_write_text
 from tan.utils.logger import get_logger, setup_logger
 from tan_apps.cli.arguments import ConfigArgumentParser, add_overrides
@@ -233,8 +233,9 @@ def main(argv=None):
     else:
         asked = [{"qid": q, "vid": args.video, "query": s, "duration": args.duration, "line": ""}
                  for q, s in enumerate(args.query)]
-    model = Grounder(load_trained_model(cfg, checkpoint, device), cfg, device, checkpoint,
-                     stored_extractors(read_checkpoint(checkpoint)), models)
+    stored = read_checkpoint(checkpoint)
+    model = Grounder(load_trained_model(cfg, checkpoint, device), cfg, device, checkpoint, stored_extractors(stored),
+                     models, stored_trained_span(stored))
     videos = Videos(cfg, args)
     for query in asked if args.queries else ():  # a sentence with no known word stops the run, naming its line
         try:

@@ -46,6 +46,10 @@ class ClipInput:
         for a fixed-length input, the cached rows themselves."""
         return base, 0, len(base)
 
+    def trained_seconds(self, duration):
+        """The seconds of a video of ``duration`` that one training item takes in: all of it."""
+        return duration
+
     def describe(self):
         return f"{type(self).__name__}({self.num_clips}{'' if self.normalize else ', not normalised'})"
 
@@ -108,6 +112,10 @@ class NativeClips(ClipInput):
         return (f"its videos last {measured:.4g} s per feature row (median of duration / rows), but {self.unit_key} "
                 f"is {self.seconds_per_row:.4g} s: moments would be placed at the wrong times; set {self.unit_key} "
                 f"to the features' rate")
+
+    def trained_seconds(self, duration):
+        """A training item is a window of ``num_clips`` rows: that many rows' seconds (when the rate is known)."""
+        return min(duration, self.num_clips * self.seconds_per_row) if self.seconds_per_row else duration
 
     def take(self, base, rng=None):
         total, start = len(base), 0
