@@ -87,14 +87,33 @@ def _pick_actions(rng, count):
     return [actions[i] for i in order]
 
 
-def generate(root, seed=SEED):
-    """Write synthetic/{annotations/{split}.json, features/..., word_vectors.txt} under ``root``."""
-    rng = np.random.default_rng(seed)
-    folder = os.path.join(root, "synthetic")
+def action_patterns(rng):
+    """The feature patterns [len(VERBS), D] and [len(OBJECTS), D] of the verbs and objects: the
+    generator's first draws (``rng`` fresh from the dataset's seed gives the dataset's own)."""
     verb_patterns = rng.normal(size=(len(VERBS), FEATURE_DIM))
     obj_patterns = rng.normal(size=(len(OBJECTS), FEATURE_DIM))
     verb_patterns *= PATTERN_NORM / np.linalg.norm(verb_patterns, axis=1, keepdims=True)
     obj_patterns *= PATTERN_NORM / np.linalg.norm(obj_patterns, axis=1, keepdims=True)
+    return verb_patterns, obj_patterns
+
+
+def clip_features(rng, num_clips, moments, actions, patterns):
+    """[num_clips, D] float64 features of a video: noise with a per-video offset, and each moment's
+    (start, end clips) verb and object patterns added to the clips whose centres it holds."""
+    verb_patterns, obj_patterns = patterns
+    feats = rng.normal(size=(num_clips, FEATURE_DIM)) + rng.normal(scale=0.5, size=FEATURE_DIM)
+    centres = np.arange(num_clips) + 0.5
+    for (start, end), (verb, obj) in zip(moments, actions):
+        inside = (centres >= start) & (centres < end)
+        feats[inside] += verb_patterns[verb] + obj_patterns[obj]
+    return feats
+
+
+def generate(root, seed=SEED):
+    """Write synthetic/{annotations/{split}.json, features/..., word_vectors.txt} under ``root``."""
+    rng = np.random.default_rng(seed)
+    folder = os.path.join(root, "synthetic")
+    verb_patterns, obj_patterns = action_patterns(rng)
 
     os.makedirs(os.path.join(folder, "annotations"), exist_ok=True)
     os.makedirs(os.path.join(folder, "features"), exist_ok=True)
@@ -108,11 +127,7 @@ def generate(root, seed=SEED):
                 count = int(rng.integers(2, 5))
                 moments = _place_moments(rng, num_clips, count)
                 actions = _pick_actions(rng, len(moments))
-                feats = rng.normal(size=(num_clips, FEATURE_DIM)) + rng.normal(scale=0.5, size=FEATURE_DIM)
-                centres = np.arange(num_clips) + 0.5
-                for (start, end), (verb, obj) in zip(moments, actions):
-                    inside = (centres >= start) & (centres < end)
-                    feats[inside] += verb_patterns[verb] + obj_patterns[obj]
+                feats = clip_features(rng, num_clips, moments, actions, (verb_patterns, obj_patterns))
                 h5.create_dataset(video, data=feats.astype(np.float32))
                 sentences = [
                     TEMPLATES[int(rng.integers(len(TEMPLATES)))].format(
