@@ -32,6 +32,11 @@ the process's peak growth over the step, each in a fresh process, beside chenjoy
 code when --reference-code names its checkout:
   python tools/benchmark.py --saved-memory --reference-code ../2dtan
 
+--long-videos measures windowed grounding (tools/benchmarking/long_videos.py): one video of
+each length (features at 1 row per second) scored whole and by windows, seconds per query and
+peak memory, each in a fresh process:
+  python tools/benchmark.py --long-videos --device cpu
+
 --extraction measures tan-extract-features instead (tools/benchmarking/extraction.py):
 videos rendered on the fly through one backbone (a tiny random one unless
 --extract-model names real weights), decoded in the main process beside
@@ -49,7 +54,7 @@ import torch
 
 from benchmarking import mmn_workloads as M
 from benchmarking import ms2dtan_workloads as MS
-from benchmarking import extraction, saved_memory, sweep
+from benchmarking import extraction, long_videos, saved_memory, sweep
 from benchmarking import workloads as W
 from benchmarking.memory import step_memory
 from tan_apps.cli.exit_codes import run_cli
@@ -62,6 +67,7 @@ from tan.errors import TanError
 from tan.utils.io import atomic_write_text
 
 TACOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "2dtan_128x128_pool_k5l8_tacos.yaml")
+SYNTHETIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "2dtan_synthetic.yaml")
 # Presets: keys shared by the architectures of SHARED_KEYS ("NUM_CLIPS" means
 # MODEL.{ARCHITECTURE}.NUM_CLIPS), then keys of one architecture only.
 SHARED_KEYS = ("TAN", "MMN")  # 2D-TAN's layout of keys (FEAT2D, FEATPOOL, PREDICTOR)
@@ -106,10 +112,21 @@ def _workloads(text):
     return names
 
 
+def _seconds_list(text):
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or any(not v > 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected seconds > 0 separated by commas, got {text!r}")
+    return values
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config-file", default=TACOS, metavar="FILE",
-                        help="config whose shapes are measured (default: the TACoS reference setting)")
+    parser.add_argument("--config-file", default=None, metavar="FILE",
+                        help="config whose shapes are measured (default: the TACoS reference setting; for "
+                             "--long-videos, the synthetic quick start's model)")
     parser.add_argument("--preset", choices=sorted(PRESETS), help="overrides applied before KEY VALUE ones")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
                         help="cpu, cuda or cuda:N (default: cuda when present)")
@@ -150,9 +167,20 @@ def parse_args(argv=None):
                              "processes (CPU), beside --reference-code's")
     parser.add_argument("--reference-code", metavar="PATH",
                         help="--saved-memory: a checkout of chenjoya/2dtan, whose own code is measured too")
+    parser.add_argument("--long-videos", action="store_true",
+                        help="windowed grounding of long videos beside scoring them whole: seconds per query and "
+                             "peak memory per video length, in fresh processes")
+    parser.add_argument("--lengths", type=_seconds_list, default=list(long_videos.DEFAULT_SECONDS),
+                        metavar="S,S,...", help="--long-videos: the videos' lengths in seconds (default 600,3600,7200)")
+    parser.add_argument("--window-length", type=float, default=60.0, metavar="SECONDS",
+                        help="--long-videos: TEST.WINDOW.LENGTH (the model has random weights, so no trained span; "
+                             "default 60)")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH ('-' for stdout)")
     parser.add_argument("opts", nargs=argparse.REMAINDER, metavar="KEY VALUE", help="config overrides")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.config_file is None:
+        args.config_file = SYNTHETIC if args.long_videos else TACOS
+    return args
 
 
 def measure(cfg, impl, device, args):
@@ -328,8 +356,26 @@ def run_saved_memory(args):
     write_json(args.json, report)
 
 
+def run_long_videos(args):
+    cfg = load_config(args.config_file, args.opts)
+    device = str(args.device)
+    report = {"config": os.path.relpath(args.config_file), "overrides": list(args.opts), "device": device,
+              "machine": describe_machine(torch.device(device)), "torch": torch.__version__,
+              "window_length": args.window_length, "window_batch": cfg.TEST.WINDOW.BATCH,
+              "lengths": [int(s) if float(s).is_integer() else s for s in args.lengths], "results": {}}
+    for seconds in report["lengths"]:
+        for way in ("whole", "windows"):
+            report["results"][f"{seconds}/{way}"] = long_videos.in_fresh_process(
+                args.config_file, seconds, way, args.window_length, device, args.opts)
+            print(f"measured a {seconds} s video, {way}", file=sys.stderr, flush=True)
+    print(long_videos.format_report(report))
+    write_json(args.json, report)
+
+
 def main(argv=None):
     args = parse_args(argv)
+    if args.long_videos:
+        return run_long_videos(args)
     if args.extraction:
         return run_extraction(args, torch.device(args.device))
     if args.saved_memory:

@@ -82,7 +82,7 @@ def _status_kib(field):
     raise OSError(f"/proc/self/status has no {field}")
 
 
-def _reset_peak():
+def reset_peak():
     """The resident size now (KiB), the high-water mark reset to it; None where Linux's files are missing."""
     try:
         with open("/proc/self/clear_refs", "w") as f:
@@ -92,7 +92,7 @@ def _reset_peak():
         return None
 
 
-def _peak_growth(start):
+def peak_growth(start):
     return (_status_kib("VmHWM") - start) * 1024 if start is not None else None
 
 
@@ -102,12 +102,12 @@ def measure(model, forward_loss, optimizer):
     peaks = []
     for _ in range(2):
         optimizer.zero_grad()
-        start = _reset_peak()
+        start = reset_peak()
         with SavedStorages(model_storages(model)) as saved:
             loss = forward_loss()
         loss.backward()
         optimizer.step()
-        peaks.append(_peak_growth(start))
+        peaks.append(peak_growth(start))
         del loss
     return {"saved": saved.nbytes, "saved_with_model": saved.nbytes + saved.model_nbytes,
             "first_step_peak": peaks[0], "peak": peaks[1]}
