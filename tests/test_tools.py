@@ -76,7 +76,7 @@ def test_best_model_is_the_epoch_with_the_highest_validation_metric(run):
     best = torch.load(out / "model_best.pth", weights_only=False)
     assert best["epoch"] == expected_epoch
     assert best["best"]["value"] == pytest.approx(max(values)) and best["best"]["metric"] == "R@1,IoU@0.5"
-    assert set(best) == {"model", "epoch", "best", "config", "tan_version"}  # weights only, and what they are
+    assert set(best) == {"model", "epoch", "best", "config", "tan_version", "trained_span"}  # weights only, and what they are
     # it holds that epoch's weights: the epoch checkpoint of the same epoch is identical
     epoch_ckpt = torch.load(out / f"model_{expected_epoch}e.pth", weights_only=False)
     for key, value in best["model"].items():
