@@ -278,8 +278,11 @@ def check_best_metric(cfg, loaders):
 class PeriodicEvaluator(HookBase):
     """Evaluate the validation loaders every TEST_PERIOD epochs and keep the best model."""
 
-    def __init__(self, cfg, model, loaders, device, best_model, training_logger):
+    def __init__(self, cfg, model, loaders, device, best_model, training_logger, windows=None):
+        """``windows``: a tan.engine.windowed_evaluation.WindowedEvaluation for the validation
+        videos longer than the training ones, or None."""
         self.cfg, self.model, self.loaders, self.device = cfg, model, loaders or [], device
+        self.windows = windows
         self.period, self.first_epoch = cfg.SOLVER.TEST_PERIOD, cfg.SOLVER.SKIP_TEST
         self.best_model, self.training_logger = best_model, training_logger
 
@@ -294,7 +297,7 @@ class PeriodicEvaluator(HookBase):
             name = loader.dataset.name
             metrics = inference(self.model, loader, name, self.cfg.TEST.NMS_THRESH, self.device,
                                 amp=self.cfg.SOLVER.AMP, nms_units=self.cfg.TEST.NMS_UNITS,
-                                detr=self.cfg.TEST.DETR_METRICS)
+                                detr=self.cfg.TEST.DETR_METRICS, windows=self.windows)
             if metrics is not None:
                 results[name] = metrics
         comm.synchronize()

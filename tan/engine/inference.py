@@ -80,9 +80,11 @@ def reported_metrics(mode, dataset):
 
 
 def inference(model, data_loader, dataset_name, nms_thresh, device, output_folder=None, checkpoint=None, amp="off",
-              nms_units="seconds", detr="off"):
+              nms_units="seconds", detr="off", windows=None):
     """Evaluate one test loader (``nms_units``: TEST.NMS_UNITS; ``detr``: TEST.DETR_METRICS, Moment-DETR's
-    metrics besides ours). Returns the metrics dict on rank 0, None elsewhere."""
+    metrics besides ours; ``windows``: a tan.engine.windowed_evaluation.WindowedEvaluation, which
+    grounds the queries of the videos it selects by windows, or None). Returns the metrics dict on
+    rank 0, None elsewhere."""
     logger = get_logger("inference")
     dataset = data_loader.dataset.by_query  # a loader of videos holds the queries' dataset
     detr = wants_detr_metrics(detr, dataset)
@@ -90,8 +92,10 @@ def inference(model, data_loader, dataset_name, nms_thresh, device, output_folde
     highlights = detr and (dataset.saliency is not None or not dataset.labeled)
     logger.info("evaluating on %s (%d queries)", dataset_name, len(dataset))
     start = time.perf_counter()
+    topk = MAX_WINDOWS if detr else max(RECALL_AT)
     predictions = _gather(compute_predictions(model, data_loader, device, nms_thresh, amp=amp, nms_units=nms_units,
-                                              topk=MAX_WINDOWS if detr else max(RECALL_AT), saliency=highlights))
+                                              topk=topk, saliency=highlights))
+    windowed = _windowed(model, dataset, dataset_name, windows, device, topk, predictions)
     if not comm.is_main_process():
         return None
     order = sorted(predictions)
@@ -111,10 +115,33 @@ def inference(model, data_loader, dataset_name, nms_thresh, device, output_folde
                 format_table(results, f"results on {dataset_name}:"))
     if output_folder:
         record = dict(results, checkpoint=checkpoint or "", num_queries=len(order))
+        if windowed:
+            record["windows"] = windowed
         if buckets:
             record["MR-buckets"] = buckets
         _write_results(output_folder, record, dataset, dataset_name, predictions, gt, detr)
     return results
+
+
+def _windowed(model, dataset, dataset_name, windows, device, topk, predictions):
+    """Ground the queries of the videos ``windows`` selects by windows, their moments replacing the
+    whole-video ones in ``predictions`` on rank 0 (clip saliency stays the whole video's). Returns what
+    was windowed (for metrics.json), or None when nothing was."""
+    chosen = windows.long_videos(dataset) if windows is not None else {}
+    if not chosen:
+        return None
+    was_training = model.training
+    model.eval()
+    found = _gather(windows.predict(model, dataset, chosen, device, topk))
+    model.train(was_training)
+    for index, (moments, filled, scores, _) in found.items():
+        if index in predictions:
+            predictions[index] = (moments, filled, scores, predictions[index][3])
+    described = windows.describe(chosen)
+    get_logger("inference").info("%s: %d queries of %d videos longer than %.4g s grounded by windows of %.4g s "
+                                 "every %.4g s", dataset_name, described["queries"], described["videos"],
+                                 described["longer_than"], described["length"], described["stride"])
+    return described
 
 
 def _write_results(output_folder, record, dataset, dataset_name, predictions, gt, detr):

@@ -5,6 +5,8 @@ from ..utils import comm
 from ..utils.checkpoint import BEST, checkpoint_name, load_model_weights, model_state_from, read_checkpoint
 from ..utils.logger import get_logger
 from .inference import inference
+from .windowed_evaluation import WindowedEvaluation
+from .windows import window_settings
 from .wrappers import unwrap
 
 
@@ -14,28 +16,42 @@ def results_folder(output_dir, checkpoint):
     return os.path.join(output_dir, "inference", checkpoint_name(checkpoint) if checkpoint else "untrained")
 
 
-def run_test(cfg, model, device, distributed, data, checkpoint="", folder=None, loaders=None):
+def windowed_evaluation(cfg, trained_span):
+    """The windows of an evaluation (tan.engine.windowed_evaluation.WindowedEvaluation) or None, from
+    TEST.WINDOW and ``trained_span`` (what the training videos last: the training data's, or the
+    checkpoint's record); the choice is logged."""
+    settings, choice = window_settings(cfg, trained_span)
+    get_logger("test").info("long videos: %s", choice)
+    return WindowedEvaluation(cfg, settings) if settings is not None else None
+
+
+def run_test(cfg, model, device, distributed, data, checkpoint="", folder=None, loaders=None, trained_span=None):
     """Evaluate on every dataset of DATASETS.TEST; results under ``folder``/{name}/
     (default :func:`results_folder` of OUTPUT_DIR and ``checkpoint``). ``loaders``: the test
-    loaders (default: the run data's, grouped as the model's class says)."""
+    loaders (default: the run data's, grouped as the model's class says); ``trained_span``: what
+    the training videos last, for the videos longer than them (tan.engine.windows)."""
     folder = folder or results_folder(cfg.OUTPUT_DIR, checkpoint)
     if loaders is None:
         loaders = data.test_loaders(distributed, data.declared.batches_by_video)
+    windows = windowed_evaluation(cfg, trained_span)
     results = {}
     for loader in loaders:
         name = loader.dataset.name
         output = os.path.join(folder, name) if comm.is_main_process() else None
         results[name] = inference(model, loader, name, cfg.TEST.NMS_THRESH, device, output, checkpoint,
-                                  amp=cfg.SOLVER.AMP, nms_units=cfg.TEST.NMS_UNITS, detr=cfg.TEST.DETR_METRICS)
+                                  amp=cfg.SOLVER.AMP, nms_units=cfg.TEST.NMS_UNITS, detr=cfg.TEST.DETR_METRICS,
+                                  windows=windows)
         comm.synchronize()
     return results
 
 
 def test_final_and_best(cfg, model, device, distributed, data, checkpoint, loaders):
     """Test the final model, then model_best.pth when training kept one, on ``loaders``; logs both
-    side by side."""
+    side by side. Long videos are windowed as the training data's span says."""
     logger = get_logger("test")
-    results = {"final": run_test(cfg, model, device, distributed, data, checkpoint, loaders=loaders)}
+    span = data.trained_span()
+    results = {"final": run_test(cfg, model, device, distributed, data, checkpoint, loaders=loaders,
+                                 trained_span=span)}
     best_path = os.path.join(cfg.OUTPUT_DIR, BEST)
     if not os.path.isfile(best_path):
         return results
@@ -44,7 +60,8 @@ def test_final_and_best(cfg, model, device, distributed, data, checkpoint, loade
     info = best_checkpoint.get("best", {})
     logger.info("testing the best model: epoch %s, %s %.2f on %s", info.get("epoch", "?"), info.get("metric", "?"),
                 info.get("value", float("nan")), info.get("dataset", "?"))
-    results["best"] = run_test(cfg, model, device, distributed, data, best_path, loaders=loaders)
+    results["best"] = run_test(cfg, model, device, distributed, data, best_path, loaders=loaders,
+                               trained_span=span)
     if comm.is_main_process():
         metric = cfg.TEST.BEST_METRIC
         for name in (n for n in results["final"] if metric in results["final"][n]):  # not a split without labels

@@ -35,7 +35,7 @@ from .hooks import (FINAL_NAME, BestModel, EpochCheckpointer, LoopPlan, Periodic
 from .precision import make_grad_scaler
 from .state import TrainingState
 from .step import run_step
-from .testing import test_final_and_best
+from .testing import test_final_and_best, windowed_evaluation
 from .wrappers import maybe_compile, prepare_model, unwrap, wrap_distributed
 
 TRAINERS = Registry("trainer (TRAINER)")
@@ -121,8 +121,9 @@ class Trainer:
         cfg = self.cfg
         logger = TrainingLogger(cfg, self.plan, self.optimizer, self.device, self.checkpointer)
         checkpoints = EpochCheckpointer(self.checkpointer, cfg.SOLVER.CHECKPOINT_PERIOD)
+        windows = windowed_evaluation(cfg, self.data.trained_span()) if self.val_loaders else None
         evaluator = PeriodicEvaluator(cfg, self.model, self.val_loaders, self.device,
-                                      BestModel(cfg.TEST.BEST_METRIC, self.checkpointer), logger)
+                                      BestModel(cfg.TEST.BEST_METRIC, self.checkpointer), logger, windows)
         return [checkpoints, logger, evaluator, *unwrap(self.model).hooks(cfg),
                 StopOnSignal(self.plan, checkpoints, logger.flush_losses)]
 

@@ -37,7 +37,7 @@ from tan.errors import TanError
 from tan.modeling import build_model
 from tan.utils import comm
 from tan.utils.checkpoint import (check_model_weights, checkpoint_name, load_model_weights, model_state_from,
-                                read_checkpoint)
+                                read_checkpoint, stored_trained_span)
 from tan.utils.logger import get_logger
 from tan_apps.cli.arguments import default_argument_parser
 from tan_apps.cli.checkpoints import KEEP_GOING_FLAG, plan_evaluations
@@ -88,15 +88,19 @@ def main(argv=None):
             data[key] = RunData(cfg, splits=EVALUATION_SPLITS)
             data[key].check_files()
         model = prepare_model(cfg, build_model(cfg).to(run.device))
+        trained_span = None
         if checkpoint:
-            load_model_weights(model, model_state_from(read_checkpoint(checkpoint), checkpoint), checkpoint)
+            stored = read_checkpoint(checkpoint)
+            load_model_weights(model, model_state_from(stored, checkpoint), checkpoint)
+            trained_span = stored_trained_span(stored)
             logger.info("evaluating %s", checkpoint)
         else:
             logger.warning("NO CHECKPOINT: no --ckpt, no checkpoint in %s and no MODEL.WEIGHT; "
                            "evaluating an UNTRAINED model", cfg.OUTPUT_DIR)
         folder = os.path.join(results_dir, "inference", evaluation.name)
         results[evaluation.name] = run_test(cfg, wrap_distributed(model, run.device, run.distributed), run.device,
-                                            run.distributed, data[key], checkpoint, folder=folder)
+                                            run.distributed, data[key], checkpoint, folder=folder,
+                                            trained_span=trained_span)
     if several and comm.is_main_process():
         rows = comparison_rows(results, {e.name: e.checkpoint for e in evaluations})
         paths = write_comparison(os.path.join(results_dir, "inference"), rows, plan.left_out)

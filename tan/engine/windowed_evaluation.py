@@ -1,0 +1,59 @@
+"""Evaluating a dataset whose videos are longer than those the model was trained on, by windows.
+
+The evaluation first scores every query as usual (the whole video, resampled
+to the model's clips); the queries of the videos that TEST.WINDOW selects
+(tan.engine.windows) are then grounded again by windows, and their moments
+replace the whole-video ones before the metrics. Each process takes a share
+of those videos; every video's features are read once and shared by all of
+its queries, and memory follows TEST.WINDOW.BATCH, not the video's length.
+"""
+from collections import defaultdict
+
+import torch
+
+from ..utils import comm
+from ..utils.progress import progress
+from .prediction import ground_windowed
+from .windows import WindowedVideo, window_spans
+from .wrappers import unwrap
+
+
+class WindowedEvaluation:
+    """The windows of one evaluation: ``cfg`` (the model's input, TEST.NMS_*, SOLVER.AMP) and
+    ``settings`` (a tan.engine.windows.WindowSettings)."""
+
+    def __init__(self, cfg, settings):
+        self.cfg, self.settings = cfg, settings
+
+    def long_videos(self, dataset):
+        """{video index: [query indices]} of the videos of ``dataset`` that are grounded by windows."""
+        chosen = defaultdict(list)
+        for index, (video, duration) in enumerate(zip(dataset.video_ids.tolist(), dataset.durations.tolist())):
+            if self.settings.applies_to(duration):
+                chosen[video].append(index)
+        return dict(chosen)
+
+    def describe(self, chosen):
+        """What was windowed, for the log and for metrics.json."""
+        return {"videos": len(chosen), "queries": sum(len(q) for q in chosen.values()),
+                "length": self.settings.length, "stride": self.settings.stride,
+                "longer_than": self.settings.longer_than}
+
+    @torch.no_grad()
+    def predict(self, model, dataset, chosen, device, topk):
+        """{query index: (moments [topk, 2] s, filled [topk], scores [topk], None)} of this process's
+        share of the ``chosen`` videos (every process calls it; the shares are disjoint)."""
+        core = unwrap(model)
+        rank, world = comm.get_rank(), comm.get_world_size()
+        mine = [v for n, v in enumerate(sorted(chosen)) if n % world == rank]
+        found = {}
+        for video in progress(mine, total=len(mine), desc="windows", unit="video"):
+            queries = chosen[video]
+            duration = float(dataset.durations[queries[0]])
+            spans = window_spans(duration, self.settings.length, self.settings.stride)
+            windowed = WindowedVideo(dataset.features.read(dataset.videos[video]), duration, spans, self.settings)
+            moments, scores, filled, _ = ground_windowed(core, self.cfg, windowed,
+                                                         [dataset.query(i) for i in queries], device, topk)
+            for row, index in enumerate(queries):
+                found[index] = (moments[row], filled[row], scores[row], None)
+        return found
