@@ -63,6 +63,19 @@ _C.INPUT.FEATURE_CACHE_SIZE = 32
 # more than this fraction of the longest (and by more than 2 rows) stop the
 # run, naming the video. docs/data.md §3.
 _C.INPUT.FEATURE_LENGTH_TOLERANCE = 0.1
+# (tan) Training on long videos by windows (docs/long_videos.md).
+_C.INPUT.TRAIN_WINDOW = CN()
+# Seconds: a training item of a long video is a window of this length holding
+# the query's moment, drawn from SEED, the epoch and the query, and taken as
+# the model takes a video. 0: every video whole. Models that train on windows
+# of their own clips (a clip input of variable length) refuse it.
+_C.INPUT.TRAIN_WINDOW.LENGTH = 0.0
+# Only videos longer than this (seconds) are windowed; 0: LENGTH.
+_C.INPUT.TRAIN_WINDOW.LONGER_THAN = 0.0
+# The share of the windows drawn away from the moment (no cell holds it), so
+# that the scores of windows without the moment are learnt low. Refused by
+# models trained on batches of videos, whose loss needs the moment.
+_C.INPUT.TRAIN_WINDOW.NEGATIVES = 0.0
 
 # ---------------------------------------------------------------------------
 # Datasets

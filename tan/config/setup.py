@@ -321,6 +321,14 @@ def _check_values(cfg):
          f"expected increasing positive epoch numbers, got {milestones}")
     _check_solver(cfg)
     _check_windows(cfg.TEST.WINDOW)
+    for key in ("LENGTH", "LONGER_THAN"):
+        value = cfg.INPUT.TRAIN_WINDOW[key]
+        need(isinstance(value, (int, float)) and math.isfinite(value) and value >= 0, f"INPUT.TRAIN_WINDOW.{key}",
+             f"expected seconds >= 0 (0: {'videos are taken whole' if key == 'LENGTH' else 'the length'}), "
+             f"got {value!r}")
+    negatives = cfg.INPUT.TRAIN_WINDOW.NEGATIVES
+    need(isinstance(negatives, (int, float)) and 0.0 <= negatives < 1.0, "INPUT.TRAIN_WINDOW.NEGATIVES",
+         f"expected a share in [0, 1), got {negatives!r}")
     for key in ("TRAIN", "VAL", "TEST"):
         names = cfg.DATASETS[key]
         need(all(isinstance(x, str) and x for x in names), f"DATASETS.{key}",

@@ -23,6 +23,7 @@ from .features.sources import streams_of
 from .generated import ALL_SPLITS, write_generated
 from .loaders import RunLoaders, unlabeled_message
 from .text.inputs import text_input_class
+from .training_windows import TrainingWindows
 
 def _file_key(entry):
     """What load_annotations reads: two names over one file share its parse."""
@@ -51,6 +52,15 @@ class RunData:
         self._generated = set()  # generators already run (or checked) by this run
         self._parsed = {}  # _file_key -> (queries, dropped)
         self.declared = declarations(cfg)  # the model's, asked once for the whole run
+        self.train_windows = TrainingWindows.from_config(cfg)
+        if self.train_windows is not None and self.declared.clip_input.variable_length:
+            raise TanError(f"INPUT.TRAIN_WINDOW.LENGTH {cfg.INPUT.TRAIN_WINDOW.LENGTH}: MODEL.ARCHITECTURE "
+                           f"{cfg.MODEL.ARCHITECTURE!r} already trains on windows of its own clips "
+                           f"({self.declared.clip_input.describe()}); set INPUT.TRAIN_WINDOW.LENGTH to 0")
+        if self.train_windows is not None and self.train_windows.negatives and self.declared.batches_by_video:
+            raise TanError(f"INPUT.TRAIN_WINDOW.NEGATIVES {self.train_windows.negatives}: MODEL.ARCHITECTURE "
+                           f"{cfg.MODEL.ARCHITECTURE!r} trains on batches of videos with their sentences, whose "
+                           f"loss needs each sentence's moment in the window; set INPUT.TRAIN_WINDOW.NEGATIVES to 0")
         choice = self.declared.text_input
         self.text_input = text_input_class(choice)(self, choice)  # how the datasets encode sentences
         self._datasets = {}
@@ -135,17 +145,19 @@ class RunData:
         return self._parse(self.entry(name))
 
     def trained_span(self):
-        """What the training videos (DATASETS.TRAIN) last as the model takes them in, for windowed
-        grounding of longer videos (tan.engine.windows): {"median": s, "longest": s, "videos": n};
-        None without training datasets. Read from the annotations alone."""
+        """What the training videos (DATASETS.TRAIN) last as the model takes them in (whole, by the
+        windows of its clip input or by INPUT.TRAIN_WINDOW), for windowed grounding of longer videos
+        (tan.engine.windows): {"median": s, "longest": s, "videos": n}; None without training
+        datasets. Read from the annotations alone."""
         durations = {}
         for name in self.cfg.DATASETS.TRAIN:
             for query in self.queries(name)[0]:
                 durations.setdefault((name, query.video), float(query.duration))
         if not durations:
             return None
-        clips = self.declared.clip_input
-        seconds = np.asarray([clips.trained_seconds(d) for d in durations.values()], dtype=np.float64)
+        clips, windows = self.declared.clip_input, self.train_windows
+        seconds = np.asarray([windows.trained_seconds(d) if windows else clips.trained_seconds(d)
+                              for d in durations.values()], dtype=np.float64)
         return {"median": round(float(np.median(seconds)), 4), "longest": round(float(seconds.max()), 4),
                 "videos": len(seconds)}
 
@@ -192,7 +204,7 @@ class RunData:
         input_size, input_size_key = feature_size(cfg)
         return FeatureSettings(entry["features"], entry.get("feature_key"), self.declared.clip_input,
                                input_size, input_size_key, cfg.INPUT.FEATURE_CACHE_SIZE,
-                               cfg.INPUT.FEATURE_LENGTH_TOLERANCE, cfg.SEED)
+                               cfg.INPUT.FEATURE_LENGTH_TOLERANCE, cfg.SEED, self.train_windows)
 
     def datasets(self, names):
         """The datasets of ``names``, in order; every name is looked up before any is built."""

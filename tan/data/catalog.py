@@ -44,6 +44,11 @@ BUILTIN_DATASETS = {
     "synthetic": (("train", "val", "test"), {
         "annotations": "synthetic/annotations/{split}.json",
         "features": "synthetic/features/synthetic_features.hdf5", "format": "seconds", "generator": "synthetic"}),
+    # Long videos made of the synthetic dataset's moments (docs/long_videos.md): 2-5 minute training videos,
+    # 5-minute validation and test videos, an hour-long test split; one 10-second moment asked per video.
+    "synthetic_long": (("train", "val", "test", "test_hour"), {
+        "annotations": "synthetic_long/annotations/{split}.json", "features": "synthetic_long/features/{split}.hdf5",
+        "format": "seconds", "generator": "synthetic_long"}),
     "charades": (("train", "test"), {
         "annotations": "charades_sta/annotations/charades_{split}.json",
         "features": "charades_sta/features/vgg_rgb_features.hdf5", "format": "seconds"}),

@@ -13,6 +13,7 @@ from ..utils.logger import get_logger
 from . import formats
 from .features.clip_inputs import ClipInput, ResampledClips
 from .features.sources import open_features
+from .training_windows import ItemWindow
 from .tokens import tokenize
 
 # Why a video of the annotations is left out (each of its queries is counted under it).
@@ -34,7 +35,8 @@ class FeatureSettings(NamedTuple):
     (the config key ``input_size_key`` sets it) taken as ``clips`` says (a
     :class:`~tan.data.features.clip_inputs.ClipInput`, or a number of clips to resample to),
     at most ``cache_size`` videos kept in memory, streams' lengths within ``length_tolerance``;
-    ``seed`` (SEED) draws the training windows of a clip input that has them."""
+    ``seed`` (SEED) draws the training windows of a clip input that has them, and those of
+    ``train_windows`` (a tan.data.training_windows.TrainingWindows: INPUT.TRAIN_WINDOW, or None)."""
     features: object
     feature_key: object
     clips: object
@@ -43,6 +45,7 @@ class FeatureSettings(NamedTuple):
     cache_size: int
     length_tolerance: float
     seed: int = 0
+    train_windows: object = None
 
 
 def as_clip_input(clips):
@@ -67,7 +70,7 @@ class MomentDataset(Dataset):
         tan/data/text/inputs.py)."""
         self.name = name
         self.clip_input = as_clip_input(features.clips)
-        self.seed, self.name_key = features.seed, zlib.crc32(name.encode())
+        self.seed, self.name_key, self.train_windows = features.seed, zlib.crc32(name.encode()), features.train_windows
         self.vocabulary = vocabulary
         self.features = open_features(features.features, features.feature_key, features.length_tolerance)
         self.cache_size = features.cache_size
@@ -95,6 +98,7 @@ class MomentDataset(Dataset):
         self.vocabulary.check_encoded(token_ids, name)
 
         video_index = {v: i for i, v in enumerate(self.videos)}
+        self.video_rows = np.asarray([shapes[v][0] for v in self.videos], dtype=np.int64)  # feature rows per video
         self.video_ids = np.asarray([video_index[q.video] for q in kept], dtype=np.int32)
         self.moments = np.asarray([[q.start, q.end] for q in kept], dtype=np.float32)  # the first window
         # Every window [Q, W, 2], W the most of any query, padded with copies of the query's
@@ -176,19 +180,39 @@ class MomentDataset(Dataset):
     def __len__(self):
         return len(self.video_ids)
 
-    def video_features(self, video):
+    def video_features(self, video, window=None):
         """[P, D_in] float32: the video's rows as the model's clip input prepares them
-        (by default L2-normalised and resampled to NUM_PRE_CLIPS)."""
-        feats = self._cache.get(video)
-        if feats is None:
-            feats = self.clip_input.base(self.features.read(video))
+        (by default L2-normalised and resampled to NUM_PRE_CLIPS); of a training ``window``
+        (an ItemWindow), the window's rows prepared as a video of their own."""
+        if window is not None:
+            return self.clip_input.base(self._cached(("rows", video), lambda: self.features.read(video))
+                                        [window.first:window.last])
+        return self._cached(video, lambda: self.clip_input.base(self.features.read(video)))
+
+    def _cached(self, key, make):
+        """What ``make()`` returns, kept in the LRU cache under ``key``."""
+        value = self._cache.get(key)
+        if value is None:
+            value = make()
             if self.cache_size:
-                self._cache[video] = feats
+                self._cache[key] = value
                 if len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
         else:
-            self._cache.move_to_end(video)
-        return feats
+            self._cache.move_to_end(key)
+        return value
+
+    def item_window(self, index, epoch, rng_key=None):
+        """The training window (an ItemWindow) that holds query ``index``'s first moment, drawn from
+        (SEED, ``epoch``, the dataset, ``rng_key``: by default the query), or None: not a training
+        item, no INPUT.TRAIN_WINDOW, or a video short enough to be taken whole."""
+        duration = float(self.durations[index])
+        if epoch is None or self.train_windows is None or not self.train_windows.applies_to(duration):
+            return None
+        key = index if rng_key is None else rng_key
+        rng = np.random.default_rng([self.seed % 2 ** 32, epoch, self.name_key, key, 1])  # apart from take()'s
+        start = self.train_windows.draw(rng, duration, self.moments[index])
+        return ItemWindow.of(int(self.video_rows[self.video_ids[index]]), duration, start, self.train_windows.length)
 
     @property
     def by_query(self):
@@ -199,26 +223,30 @@ class MomentDataset(Dataset):
         """[L, E] word vectors, or [L] word-piece ids."""
         return self.vocabulary.lookup(self.word_ids[self.word_offsets[index]:self.word_offsets[index + 1]])
 
-    def clips_of(self, index, epoch=None):
-        """(rows, first clip, real rows) of query ``index``'s video; ``epoch`` (a training
-        item) draws the clip input's window from (SEED, epoch, the dataset, index), so a
-        resumed run draws what an uninterrupted one would, in any worker."""
-        base = self.video_features(self.videos[self.video_ids[index]])
+    def clips_of(self, index, epoch=None, window=None):
+        """(rows, first clip, real rows) of query ``index``'s video, or of its training ``window``;
+        ``epoch`` (a training item) draws the clip input's window from (SEED, epoch, the dataset,
+        index), so a resumed run draws what an uninterrupted one would, in any worker."""
+        base = self.video_features(self.videos[self.video_ids[index]], window)
         # the dataset's name in the key: datasets trained on together draw apart
         rng = None if epoch is None else np.random.default_rng([self.seed % 2 ** 32, epoch, self.name_key, index])
         return self.clip_input.take(base, rng)
 
     def __getitem__(self, key):
         index, epoch = key if isinstance(key, tuple) else (key, None)
-        feats, first, count = self.clips_of(index, epoch)
+        window = self.item_window(index, epoch)
+        feats, first, count = self.clips_of(index, epoch, window)
         variable = {"clip_count": count, "clip_offset": first} if self.clip_input.variable_length else {}
+        moment, windows, duration = self.moments[index], self.windows[index], float(self.durations[index])
+        if window is not None:  # the moments in the window's seconds; the window is the item's video
+            moment, windows, duration = window.placed(moment), window.placed(windows), window.duration
         return {
             "feats": torch.from_numpy(feats),  # [P, D_in]
             **variable,
             "query": torch.from_numpy(self.query(index)),  # [L, E]
-            "moment": torch.from_numpy(self.moments[index]),  # [2] seconds, the first window
-            "windows": torch.from_numpy(self.windows[index]),  # [W, 2] seconds, padded with the first
-            "duration": float(self.durations[index]),
+            "moment": torch.from_numpy(moment),  # [2] seconds, the first window
+            "windows": torch.from_numpy(windows),  # [W, 2] seconds, padded with the first
+            "duration": duration,
             "index": index,
         }
 

@@ -43,8 +43,9 @@ class RunLoaders:
             raise TanError(f"MODEL.ARCHITECTURE {self.run_data.cfg.MODEL.ARCHITECTURE!r} takes videos of different "
                            f"lengths (its clip input) and asks for batches of videos; batches of videos need videos "
                            f"of one length")
+        windowed = shuffle and self.run_data.train_windows is not None  # INPUT.TRAIN_WINDOW
         sampler = ResumableDistributedSampler(dataset, world, rank, shuffle, self.run_data.cfg.SEED, batch_size,
-                                              keyed_by_epoch=sampled or (shuffle and variable),
+                                              keyed_by_epoch=sampled or windowed or (shuffle and variable),
                                               order=longest_first(dataset) if clips.longest_first and not shuffle
                                               and not by_video else None)
         workers = self.run_data.cfg.DATALOADER.NUM_WORKERS

@@ -48,11 +48,19 @@ class VideoGroups(Dataset):
         queries = self.sentences(position, epoch)
         dataset = self.datasets[self.groups[position][0]]
         video = dataset.videos[dataset.video_ids[queries[0]]]
+        moments, windows, durations = dataset.moments[queries], dataset.windows[queries], dataset.durations[queries]
+        # A long video (INPUT.TRAIN_WINDOW) gives a window holding its first sentence's moment, with
+        # the sentences whose moments it holds too, placed in its seconds.
+        window = dataset.item_window(queries[0], epoch if isinstance(key, tuple) else None, rng_key=position)
+        if window is not None:
+            queries = np.asarray([q for q in queries if q == queries[0] or window.holds(dataset.moments[q])])
+            moments, windows = window.placed(dataset.moments[queries]), window.placed(dataset.windows[queries])
+            durations = np.full(len(queries), window.duration, dtype=np.float32)
         return {
-            "feats": torch.from_numpy(dataset.video_features(video)),  # [P, D_in]
+            "feats": torch.from_numpy(dataset.video_features(video, window)),  # [P, D_in]
             "queries": [torch.from_numpy(dataset.query(q)) for q in queries],
-            "moments": torch.from_numpy(dataset.moments[queries]),  # [S_v, 2]
-            "windows": torch.from_numpy(dataset.windows[queries]),  # [S_v, W, 2]
-            "durations": torch.from_numpy(dataset.durations[queries]),  # [S_v]
+            "moments": torch.from_numpy(moments),  # [S_v, 2]
+            "windows": torch.from_numpy(windows),  # [S_v, W, 2]
+            "durations": torch.from_numpy(durations),  # [S_v]
             "indices": torch.from_numpy(queries.astype(np.int64)),  # [S_v]
         }

@@ -22,6 +22,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from ..data.features.rows import window_rows
 from ..structures.candidates import Candidates
 from .evaluation import top_candidates
 
@@ -73,16 +74,6 @@ def window_spans(duration, length, stride):
     count = math.ceil((duration - length) / stride) + 1
     starts = [min(i * stride, duration - length) for i in range(count)]
     return [(float(s), float(s) + length) for s in dict.fromkeys(starts)]
-
-
-def window_rows(num_rows, duration, start, end):
-    """(first row, end row, their start and end seconds) of the feature rows [T, D] of a video of
-    ``duration`` seconds that a window [start, end) covers: every row that overlaps it, at least
-    one. The window is taken as those rows: its moments are placed by their seconds."""
-    rate = num_rows / duration
-    first = min(int(math.floor(start * rate + 1e-6)), num_rows - 1)
-    last = min(max(int(math.ceil(end * rate - 1e-6)), first + 1), num_rows)
-    return first, last, first / rate, last / rate
 
 
 class WindowedVideo(NamedTuple):

@@ -1,6 +1,8 @@
 """Clip features prepared as docs/model.md §1 describes: rows L2-normalised,
 then resampled to a fixed number of clips. Where they are read from:
 feature_sources.py."""
+import math
+
 import numpy as np
 
 
@@ -20,3 +22,13 @@ def resample(feats, num_pre_clips):
     means = (csum[ends] - csum[starts]) / np.maximum(counts, 1)
     out = np.where(counts > 0, means, feats[starts])
     return out.astype(np.float32)
+
+
+def window_rows(num_rows, duration, start, end):
+    """(first row, end row, their start and end seconds) of the feature rows [T, D] of a video of
+    ``duration`` seconds that a window [start, end) covers: every row that overlaps it, at least
+    one. The window is taken as those rows: its moments are placed by their seconds."""
+    rate = num_rows / duration
+    first = min(int(math.floor(start * rate + 1e-6)), num_rows - 1)
+    last = min(max(int(math.ceil(end * rate - 1e-6)), first + 1), num_rows)
+    return first, last, first / rate, last / rate
