@@ -287,3 +287,35 @@ def test_the_long_synthetic_config_finds_ten_second_moments_of_hour_long_videos(
     assert whole.returncode == 0, whole.stderr[-3000:]
     scored = json.load(open(tmp_path / "whole" / "inference" / "model_final" / "synthetic_long_test" / "metrics.json"))
     assert scored["R@1,IoU@0.5"] <= 20, scored
+
+
+@pytest.mark.slow
+def test_two_processes_share_the_long_videos_and_report_what_one_does(windowed_run, long_root, tmp_path):
+    """tan-test under torchrun: each process grounds its share of the long videos by windows; the
+    gathered predictions and metrics are those of one process."""
+    import subprocess
+    import sys
+
+    out, _ = windowed_run
+    root, catalog = long_root[:2]
+    checkpoint = os.path.join(out, "model_final.pth")
+    args = ["--ckpt", checkpoint, "DATASETS.ROOT", root, "DATASETS.CATALOG", catalog, "MODEL.DEVICE", "cpu",
+            "DATALOADER.NUM_WORKERS", "0", "TEST.BATCH_SIZE", "2"]
+    one = run_main("test_net", *args, "OUTPUT_DIR", str(tmp_path / "one"))
+    assert one.returncode == 0, one.stderr[-3000:]
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                          os.path.join(REPO, "tools", "test_net.py"), *args, "OUTPUT_DIR", str(tmp_path / "two")],
+                         env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, timeout=600)
+    assert two.returncode == 0, two.stdout[-3000:]
+    folders = [tmp_path / run / "inference" / "model_final" / "long_test" for run in ("one", "two")]
+    metrics = [json.load(open(f / "metrics.json")) for f in folders]
+    assert metrics[0]["windows"] == metrics[1]["windows"] == {"videos": 6, "queries": 6, "length": LENGTH,
+                                                              "stride": 25.0, "longer_than": LENGTH}
+    assert {k: v for k, v in metrics[0].items() if k != "checkpoint"} == {
+        k: v for k, v in metrics[1].items() if k != "checkpoint"}
+    predictions = [[json.loads(line) for line in open(f / "predictions.jsonl")] for f in folders]
+    assert len(predictions[0]) == len(predictions[1]) == 6
+    for a, b in zip(*predictions):
+        assert sum(a["moments"], []) == pytest.approx(sum(b["moments"], []), abs=2e-4)
+        assert a["scores"] == pytest.approx(b["scores"], abs=2e-6)
