@@ -12,6 +12,7 @@ from tan.config.plugins import import_plugin
 from tan.data import DatasetCatalog
 from tan.data.formats import format_names, load_annotations, register_format
 from tan.errors import TanError
+import tan.modeling  # noqa: F401  (the built-in models register their data layouts' formats, as in a run)
 
 from conftest import REPO, SYNTHETIC_CONFIG, run_tool
 
@@ -90,7 +91,7 @@ def test_an_unregistered_format_is_named_with_the_registered_ones(tmp_path):
                                        f"{', '.join(format_names())}")
     assert all(name in str(error.value) for name in BUILTIN_FORMATS) and "PLUGINS" in str(error.value)
     with pytest.raises(TanError, match=r"annotation format 'csv' unknown for '.*a\.csv'; expected one of "
-                                       r"charades_txt, charades_txt_trimmed, jsonl, "):
+                                       r"charades_txt, charades_txt_trimmed, ego4d_nlq, jsonl, "):
         load_annotations(str(tmp_path / "a.csv"), "csv")
 
 
