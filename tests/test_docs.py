@@ -28,7 +28,7 @@ COMMANDS = {"tan-train": "train", "tan-test": "test", "tan-predict": "predict", 
 WRAPPERS = {"train_net": "train", "test_net": "test", "predict": "predict", "visualize": "visualize",
             "check_data": "check_data", "convert_features": "convert_features", "convert_config": "convert_config",
             "extract_features": "extract_features", "synthetic_videos": "synthetic_videos", "demo": "demo"}
-SCRIPTS = ("benchmark", "make_standin", "measure_data", "trivial_baseline", "cuda_smoke", "long_synthetic",
+SCRIPTS = ("benchmark", "make_standin", "measure_data", "trivial_baseline", "cuda_smoke", "long_synthetic", "ego4d_nlq_clips",
            "seed_comparison/make_dataset", "seed_comparison/compare")
 SHELL = {"pip", "cd", "cp", "cat", "printf", "export", "zip", "mkdocs"}
 

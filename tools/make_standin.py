@@ -21,6 +21,12 @@ Examples:
   python tools/train_net.py --config-file configs/lighthouse/2dtan_charades.yaml DATASETS.ROOT datasets_lh \\
       MODEL.TAN.FEATPOOL.INPUT_SIZE 96 INPUT.PRE_QUERY_SIZE 64
   python tools/make_standin.py --benchmark qvhighlight --layout lighthouse --root datasets_lh --videos 500
+  python tools/make_standin.py --benchmark ego4d_nlq --root datasets_nlq --dim 256 --videos 100
+
+--benchmark ego4d_nlq (reference layout) generates Ego4D NLQ as a whole, its
+queries too: nlq_{train,val}.json in the release's layout, per-video SlowFast-rate
+features (.pt), the clips cut from them and word vectors (tan_apps/nlq_standin.py);
+--videos is then the number of clips per split (default about the release's).
 """
 import argparse
 import os
@@ -31,19 +37,22 @@ from tan_apps.cli.exit_codes import run_cli
 from tan_apps.standin import (BENCHMARKS, LIGHTHOUSE, LIGHTHOUSE_DIMS, QVHIGHLIGHTS_QUERIES, make_lighthouse_standin,
                          make_qvhighlights_standin, make_standin, write_charades_text_form)
 from tan.utils.logger import setup_logger
+from tan_apps.nlq_standin import make_nlq_standin, NLQ_CLIPS
 
 # The real annotation files this checkout holds (data/annotations/README.md says where each comes from).
 ANNOTATIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "annotations")
 LAYOUTS = ("reference", "lighthouse")
 QVHIGHLIGHT = "qvhighlight"
+NLQ = "ego4d_nlq"
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--benchmark", required=True, choices=sorted(BENCHMARKS) + [QVHIGHLIGHT, "all"],
-                        help=f"{QVHIGHLIGHT}: generated, lighthouse layout only; all: every benchmark of the layout")
+    parser.add_argument("--benchmark", required=True, choices=sorted(BENCHMARKS) + [QVHIGHLIGHT, NLQ, "all"],
+                        help=f"{QVHIGHLIGHT}: generated, lighthouse layout only; {NLQ}: generated, reference "
+                             f"layout only; all: every benchmark of the layout")
     parser.add_argument("--layout", choices=LAYOUTS, default="reference",
                         help="reference: 2D-TAN's files (default); lighthouse: the *_lighthouse_* datasets' files")
     parser.add_argument("--annotations", default=ANNOTATIONS,
@@ -62,7 +71,9 @@ def parse_args(argv=None):
     parser.add_argument("--videos", type=int, default=None,
                         help="keep only the first N videos (by id) of each split, with their queries "
                              f"(default: all), for a quick stand-in; {QVHIGHLIGHT}: N videos (one query each) per "
-                             f"split (default: the release's {', '.join(f'{s} {n}' for s, n in QVHIGHLIGHTS_QUERIES.items())})")
+                             f"split (default: the release's {', '.join(f'{s} {n}' for s, n in QVHIGHLIGHTS_QUERIES.items())}); "
+                             f"{NLQ}: N clips (9 queries each) per split (default "
+                             f"{', '.join(f'{s} {n}' for s, n in NLQ_CLIPS.items())})")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     _check_layout_options(parser, args)
@@ -79,12 +90,20 @@ def _check_layout_options(parser, args):
         parser.error("--dim-clip, --dim-slowfast and --dim-text are for --layout lighthouse; use --dim")
     if args.benchmark == QVHIGHLIGHT and args.layout != "lighthouse":
         parser.error(f"--benchmark {QVHIGHLIGHT} exists in the lighthouse layout only: add --layout lighthouse")
+    if args.benchmark == NLQ and args.layout != "reference":
+        parser.error(f"--benchmark {NLQ} exists in the reference layout only")
+    if args.benchmark == NLQ and args.clips_per_second is not None:
+        parser.error(f"--clips-per-second: {NLQ}'s features are at SlowFast's rate, 30/16 rows a second")
     if args.videos is not None and args.videos < 1:
         parser.error(f"--videos: expected a positive number of videos, got {args.videos}")
     args.lighthouse_dims = lighthouse_dims
 
 
 def write(benchmark, args):
+    if benchmark == NLQ:
+        sizes = None if args.videos is None else {split: args.videos for split in NLQ_CLIPS}
+        make_nlq_standin(args.root, args.dim or 2304, args.seed, sizes)
+        return
     if benchmark == QVHIGHLIGHT:
         sizes = None if args.videos is None else {split: args.videos for split in QVHIGHLIGHTS_QUERIES}
         make_qvhighlights_standin(args.root, args.lighthouse_dims, args.seed, sizes)

@@ -29,6 +29,11 @@ HIGHLIGHT_METRIC_NAMES = tuple(f"HL-min-{level}-{what}" for level in ("Fair", "G
                                for what in ("mAP", "Hit1"))
 
 
+# Ego4D NLQ's figures (tan/engine/long_video_metrics.py), reported on datasets of its format.
+NLQ_METRIC_NAMES = ("NLQ-R@1,IoU@0.3", "NLQ-R@1,IoU@0.5", "NLQ-R@5,IoU@0.3", "NLQ-R@5,IoU@0.5", "NLQ-mIoU")
+NLQ_FORMAT = "ego4d_nlq"
+
+
 def metric_names():
     """Every metric the evaluation always reports, in report order."""
     return [f"R@{k},IoU@{m}" for k in RECALL_AT for m in IOU_THRESHOLDS] + ["mIoU"]
@@ -36,4 +41,4 @@ def metric_names():
 
 def best_metric_names():
     """The metrics TEST.BEST_METRIC may name: ours, and Moment-DETR's where TEST.DETR_METRICS reports them."""
-    return metric_names() + list(DETR_METRIC_NAMES) + list(HIGHLIGHT_METRIC_NAMES)
+    return metric_names() + list(DETR_METRIC_NAMES) + list(HIGHLIGHT_METRIC_NAMES) + list(NLQ_METRIC_NAMES)

@@ -49,6 +49,11 @@ BUILTIN_DATASETS = {
     "synthetic_long": (("train", "val", "test", "test_hour"), {
         "annotations": "synthetic_long/annotations/{split}.json", "features": "synthetic_long/features/{split}.hdf5",
         "format": "seconds", "generator": "synthetic_long"}),
+    # Ego4D's Natural Language Queries (docs/long_videos.md): queries in 8-minute clips, each clip's SlowFast
+    # rows cut from its video's (tools/ego4d_nlq_clips.py) into one file, a dataset per clip_uid.
+    "ego4d_nlq": (("train", "val", "test_unannotated"), {
+        "annotations": "ego4d/annotations/nlq_{split}.json", "features": "ego4d/features/nlq_clips.hdf5",
+        "format": "ego4d_nlq"}),
     "charades": (("train", "test"), {
         "annotations": "charades_sta/annotations/charades_{split}.json",
         "features": "charades_sta/features/vgg_rgb_features.hdf5", "format": "seconds"}),

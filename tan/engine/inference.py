@@ -11,8 +11,10 @@ from ..utils.logger import get_logger
 from ..utils.progress import progress
 from ..utils.held_signals import signals_held
 from ..structures.moments import best_window_iou
-from ..config.choices import DETR_METRIC_NAMES, DETR_METRICS, HIGHLIGHT_METRIC_NAMES, RECALL_AT, metric_names
+from ..config.choices import (DETR_METRIC_NAMES, DETR_METRICS, HIGHLIGHT_METRIC_NAMES, NLQ_FORMAT, NLQ_METRIC_NAMES,
+                              RECALL_AT, metric_names)
 from .evaluation import clip_saliency, evaluate_moments, format_table, top_candidates
+from .long_video_metrics import nlq_metrics
 from .precision import autocast
 from .step import forward_batch, move_batch
 from .submission import submission_name, write_submission
@@ -76,6 +78,8 @@ def reported_metrics(mode, dataset):
         buckets = buckets_with_queries(_query_windows(dataset, range(len(dataset))))  # an empty bucket has no figure
         names += [n for n in DETR_METRIC_NAMES if n.split("-")[1] in buckets]
         names += list(HIGHLIGHT_METRIC_NAMES) if dataset.saliency is not None else []
+    if dataset.annotation_format == NLQ_FORMAT and dataset.labeled:
+        names += list(NLQ_METRIC_NAMES)
     return names
 
 
@@ -107,6 +111,8 @@ def inference(model, data_loader, dataset_name, nms_thresh, device, output_folde
     filled = torch.stack([predictions[i][1] for i in order])
     gt = torch.from_numpy(dataset.windows)  # [Q, W, 2]: every ground-truth window
     results = evaluate_moments(kept, filled, gt)
+    if dataset.annotation_format == NLQ_FORMAT:
+        results.update(nlq_results(dataset, predictions, order))
     buckets = {}
     if detr:
         results.update(detr_results(dataset, predictions, order, highlights))
@@ -187,6 +193,14 @@ def detr_results(dataset, predictions, order, highlights):
         labels = [clip_labels(dataset.durations[i], *dataset.saliency[i]) for i in scored]
         results.update(highlight_metrics([predictions[i][3].double().numpy() for i in scored], labels))
     return results
+
+
+def nlq_results(dataset, predictions, order):
+    """Ego4D NLQ's figures (its evaluator's arithmetic, tan.engine.long_video_metrics) of the kept
+    moments, named NLQ-*."""
+    listed = [predictions[i][0][predictions[i][1]].double().numpy() for i in order]
+    figures = nlq_metrics(listed, [dataset.moments[i] for i in order])
+    return {f"NLQ-{name}": figures[name] for name in (n[len("NLQ-"):] for n in NLQ_METRIC_NAMES)}
 
 
 def write_predictions(path, dataset, predictions, gt=None):
