@@ -111,6 +111,7 @@ def test_the_trained_span_is_the_window_and_a_model_with_windows_of_its_own_refu
 
 def _batches(cfg, epoch, count=2):
     loader = RunData(cfg).train_loader(False)
+    assert loader.sampler.keyed_by_epoch  # (query, epoch) keys: a resumed epoch draws its windows again
     loader.sampler.set_epoch(epoch)
     batches = []
     for batch in loader:
