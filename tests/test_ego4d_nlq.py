@@ -139,13 +139,17 @@ def nlq_run(nlq_root, tmp_path_factory):
     return out
 
 
-def test_tan_test_reports_nlq_figures_of_its_predictions_by_windows_of_40_s(nlq_run):
+def test_tan_test_reports_nlq_figures_of_its_predictions_by_windows_of_40_s(nlq_run, nlq_root):
     folder = os.path.join(nlq_run, "inference", "model_final", "ego4d_nlq_val")
     metrics = json.load(open(os.path.join(folder, "metrics.json")))
     lines = [json.loads(line) for line in open(os.path.join(folder, "predictions.jsonl"))]
     assert metrics["windows"] == {"videos": 3, "queries": len(lines), "length": 40.0, "stride": 20.0,
                                   "longer_than": 40.0}
-    expected = nlq_metrics([np.asarray(line["moments"][:5]) for line in lines], [line["gt"] for line in lines])
+    _, counts = load_annotations(os.path.join(nlq_root, "ego4d", "annotations", "nlq_val.json"), "ego4d_nlq")
+    empty = counts["query window of no length"]
+    assert empty > 0 and metrics["NLQ-queries"] == len(lines) + empty  # scored as misses, as the evaluator does
+    expected = nlq_metrics([np.asarray(line["moments"][:5]) for line in lines], [line["gt"] for line in lines],
+                           empty_windows=empty)
     for name in ("R@1,IoU@0.3", "R@1,IoU@0.5", "R@5,IoU@0.3", "R@5,IoU@0.5", "mIoU"):
         assert metrics[f"NLQ-{name}"] == pytest.approx(expected[name], abs=0.02)
     assert all(m[1] - m[0] <= 40.5 for line in lines for m in line["moments"])  # moments of a window

@@ -65,3 +65,12 @@ def test_mad_counts_an_iou_at_the_threshold_where_nlq_does_not():
     # 3 s of a 10 s window: IoU 0.3 in either precision
     assert mad_metrics([[[0, 3]]], [(0, 10)])["R@1,IoU@0.3"] == 100.0
     assert nlq_metrics([[[0, 3]]], [(0, 10)])["R@1,IoU@0.3"] == 0.0
+
+
+def test_nlq_counts_queries_whose_window_has_no_length_as_misses():
+    """Two queries found at rank 1 (IoU 1.0 and 0.4), and two more whose windows have no length:
+    the evaluator gives them IoU 0 for every prediction of positive length."""
+    figures = nlq_metrics([np.array([[0.0, 10.0]]), np.array([[0.0, 4.0]])], [(0.0, 10.0), (0.0, 10.0)],
+                          empty_windows=2)
+    assert figures["R@1,IoU@0.3"] == 50.0 and figures["R@1,IoU@0.5"] == 25.0
+    assert figures["mIoU"] == 35.0 and figures["evaluated"] == 4

@@ -107,6 +107,9 @@ def test_the_trained_span_is_the_window_and_a_model_with_windows_of_its_own_refu
                             config=os.path.join(REPO, "configs", "ms2dtan_synthetic.yaml")))
     with pytest.raises(TanError, match=r"INPUT.TRAIN_WINDOW.LENGTH.*expected seconds >= 0"):
         load_config(SYNTHETIC_CONFIG, ["DATASETS.ROOT", synthetic_root, "INPUT.TRAIN_WINDOW.LENGTH", "-5.0"])
+    with pytest.raises(TanError, match=r"INPUT.TRAIN_WINDOW.LONGER_THAN.*20.0 is shorter than INPUT.TRAIN_WINDOW.LENGTH"):
+        load_config(SYNTHETIC_CONFIG, ["DATASETS.ROOT", synthetic_root, "INPUT.TRAIN_WINDOW.LENGTH", "50.0",
+                                       "INPUT.TRAIN_WINDOW.LONGER_THAN", "20.0"])
 
 
 def _batches(cfg, epoch, count=2):
@@ -219,6 +222,20 @@ def test_tan_test_grounds_long_videos_by_windows_as_the_api_does(windowed_run, l
     assert max(m[1] - m[0] for line in scored_whole for m in line["moments"][:1]) > 60  # a cell of 300 s / 16
     assert all(m[1] - m[0] <= LENGTH + 0.5 for line in lines for m in line["moments"])
 
+    # the parity configs' setting: the evaluation scores whole, tan-predict and the API still window
+    parity = run_main("test_net", "--ckpt", checkpoint, "OUTPUT_DIR", str(tmp_path / "parity"), "DATASETS.ROOT", root,
+                      "DATASETS.CATALOG", catalog, "TEST.WINDOW.IN_EVALUATION", "False")
+    assert parity.returncode == 0, parity.stderr[-3000:]
+    assert ("long videos: TEST.WINDOW.IN_EVALUATION is off: the evaluation scores every video whole"
+            in parity.stdout + parity.stderr)
+    folder = tmp_path / "parity" / "inference" / "model_final" / "long_test"
+    assert "windows" not in json.load(open(folder / "metrics.json"))
+    assert [json.loads(line)["moments"] for line in open(folder / "predictions.jsonl")] == [
+        line["moments"] for line in scored_whole]
+    api = tan.load_model(checkpoint, overrides=["DATASETS.ROOT", root, "TEST.WINDOW.IN_EVALUATION", "False"])
+    with h5py.File(features) as h5:
+        assert api.encode_video(h5[lines[0]["video"]][()], lines[0]["duration"]).windows is not None
+
 
 def test_an_mmn_run_trains_on_windows_of_its_videos(long_root, tmp_path):
     root, catalog = long_root[:2]
@@ -320,3 +337,65 @@ def test_two_processes_share_the_long_videos_and_report_what_one_does(windowed_r
     for a, b in zip(*predictions):
         assert sum(a["moments"], []) == pytest.approx(sum(b["moments"], []), abs=2e-4)
         assert a["scores"] == pytest.approx(b["scores"], abs=2e-6)
+
+
+def test_a_negative_window_shares_no_feature_row_with_an_off_grid_moment():
+    """Moments between rows (of 0.5 s here): the window takes every row it overlaps, so it keeps
+    clear of the moment's first and last rows, and its item's moment is empty."""
+    from tan.data.training_windows import ItemWindow
+
+    windows = TrainingWindows(20.0, 30.0, 0.99)
+    rng = np.random.default_rng(1)
+    away = 0
+    for _ in range(300):
+        moment = tuple(sorted(rng.uniform(0, 100, size=2)))
+        if moment[1] - moment[0] > 15:
+            continue
+        window = ItemWindow.of(200, 100.0, windows.draw(rng, 100.0, moment, rate=2.0), 20.0)
+        placed = window.placed(np.asarray(moment, dtype=np.float32))
+        if not window.holds(moment):
+            away += 1
+            assert window.last <= np.floor(moment[0] * 2) or window.first >= np.ceil(moment[1] * 2)
+            assert placed[0] == placed[1]
+    assert away > 50
+
+
+def test_the_windowed_queries_skip_the_whole_video_pass_and_the_others_are_scored_as_before(windowed_run,
+                                                                                           synthetic_root, tmp_path):
+    """The synthetic test split (24-80 s videos) with windows for the videos over 60 s: those are
+    left out of the usual pass (tan.data.loaders.loader_without) and grounded by windows; the others
+    get the moments of an evaluation without windows."""
+    from tan.data.loaders import loader_without
+
+    out, _ = windowed_run
+    checkpoint = os.path.join(out, "model_final.pth")
+    common = ["--ckpt", checkpoint, "DATASETS.ROOT", synthetic_root, "DATASETS.CATALOG", "", "DATASETS.TRAIN",
+              "()", "DATASETS.TEST", '("synthetic_test",)', "MODEL.DEVICE", "cpu"]
+    runs = {}
+    for name, extra in (("windowed", ["TEST.WINDOW.LENGTH", "30.0", "TEST.WINDOW.LONGER_THAN", "60.0"]),
+                        ("whole", ["TEST.WINDOW.ENABLED", "False"])):
+        proc = run_main("test_net", *common, *extra, "OUTPUT_DIR", str(tmp_path / name))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        folder = tmp_path / name / "inference" / "model_final" / "synthetic_test"
+        runs[name] = ([json.loads(line) for line in open(folder / "predictions.jsonl")],
+                      json.load(open(folder / "metrics.json")))
+    (windowed, metrics), (whole, _) = runs["windowed"], runs["whole"]
+    long = [a["duration"] > 60 for a in windowed]
+    assert metrics["windows"]["queries"] == sum(long) and 0 < sum(long) < len(long)
+    for a, b, is_long in zip(windowed, whole, long):
+        if is_long:
+            assert all(m[1] - m[0] <= 30.5 for m in a["moments"])
+        else:
+            assert sum(a["moments"], []) == pytest.approx(sum(b["moments"], []), abs=2e-4)
+
+    cfg = load_config(SYNTHETIC_CONFIG, ["DATASETS.ROOT", synthetic_root, "MODEL.DEVICE", "cpu", "TEST.BATCH_SIZE", 16])
+    data = RunData(cfg)
+    [loader] = data.test_loaders(False)
+    dataset = loader.dataset
+    skip = [i for i in range(len(dataset)) if dataset.durations[i] > 60]
+    seen = [i for batch in loader_without(loader, skip) for i in batch["indices"].tolist()]
+    assert sorted(seen) == sorted(set(range(len(dataset))) - set(skip))
+    assert loader_without(loader, range(len(dataset))) is None
+    [videos] = data.test_loaders(False, by_video=True)  # MMN's: videos with their sentences
+    seen = [i for batch in loader_without(videos, skip) for i in batch["indices"].tolist()]
+    assert sorted(seen) == sorted(set(range(len(dataset))) - set(skip))

@@ -203,6 +203,10 @@ _C.TEST.DETR_METRICS = "auto"
 _C.TEST.WINDOW = CN()
 # False: every video is scored whole, resampled to the model's clips.
 _C.TEST.WINDOW.ENABLED = True
+# False: tan-test and the periodic evaluation score every video whole, as a
+# reference evaluates (the configs that reproduce a reference's table);
+# tan-predict, the API and the demo still window long videos.
+_C.TEST.WINDOW.IN_EVALUATION = True
 # Seconds per window; 0: as trained (the training videos' median duration).
 _C.TEST.WINDOW.LENGTH = 0.0
 # Seconds from one window's start to the next; 0: half of the length.

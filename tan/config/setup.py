@@ -300,7 +300,7 @@ def _check_windows(window):
     """TEST.WINDOW: seconds >= 0 (0: as trained), a stride no longer than the length, counts >= 1."""
     for key in ("LENGTH", "STRIDE", "LONGER_THAN"):
         value = window[key]
-        need(isinstance(value, (int, float)) and math.isfinite(value) and value >= 0, f"TEST.WINDOW.{key}",
+        need(_number(value) and value >= 0, f"TEST.WINDOW.{key}",
              f"expected seconds >= 0 (0: as trained), got {value!r}")
     need(not (window.STRIDE and window.LENGTH and window.STRIDE > window.LENGTH), "TEST.WINDOW.STRIDE",
          f"{window.STRIDE} is longer than TEST.WINDOW.LENGTH {window.LENGTH}: the windows would leave gaps; "
@@ -308,6 +308,23 @@ def _check_windows(window):
     for key in ("BATCH", "CANDIDATES"):
         need(is_int(window[key]) and window[key] >= 1, f"TEST.WINDOW.{key}",
              f"expected an integer >= 1, got {window[key]!r}")
+
+
+def _number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_train_windows(window):
+    """INPUT.TRAIN_WINDOW: seconds >= 0, videos windowed only when longer than the window, a share of negatives."""
+    for key in ("LENGTH", "LONGER_THAN"):
+        need(_number(window[key]) and window[key] >= 0, f"INPUT.TRAIN_WINDOW.{key}",
+             f"expected seconds >= 0 (0: {'videos are taken whole' if key == 'LENGTH' else 'the length'}), "
+             f"got {window[key]!r}")
+    need(not (window.LONGER_THAN and window.LONGER_THAN < window.LENGTH), "INPUT.TRAIN_WINDOW.LONGER_THAN",
+         f"{window.LONGER_THAN} is shorter than INPUT.TRAIN_WINDOW.LENGTH {window.LENGTH}: a video shorter than "
+         f"the window cannot be cut into one; expected 0 or at least the length")
+    need(_number(window.NEGATIVES) and 0.0 <= window.NEGATIVES < 1.0, "INPUT.TRAIN_WINDOW.NEGATIVES",
+         f"expected a share in [0, 1), got {window.NEGATIVES!r}")
 
 
 def _check_values(cfg):
@@ -321,14 +338,7 @@ def _check_values(cfg):
          f"expected increasing positive epoch numbers, got {milestones}")
     _check_solver(cfg)
     _check_windows(cfg.TEST.WINDOW)
-    for key in ("LENGTH", "LONGER_THAN"):
-        value = cfg.INPUT.TRAIN_WINDOW[key]
-        need(isinstance(value, (int, float)) and math.isfinite(value) and value >= 0, f"INPUT.TRAIN_WINDOW.{key}",
-             f"expected seconds >= 0 (0: {'videos are taken whole' if key == 'LENGTH' else 'the length'}), "
-             f"got {value!r}")
-    negatives = cfg.INPUT.TRAIN_WINDOW.NEGATIVES
-    need(isinstance(negatives, (int, float)) and 0.0 <= negatives < 1.0, "INPUT.TRAIN_WINDOW.NEGATIVES",
-         f"expected a share in [0, 1), got {negatives!r}")
+    _check_train_windows(cfg.INPUT.TRAIN_WINDOW)
     for key in ("TRAIN", "VAL", "TEST"):
         names = cfg.DATASETS[key]
         need(all(isinstance(x, str) and x for x in names), f"DATASETS.{key}",

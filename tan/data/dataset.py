@@ -211,8 +211,9 @@ class MomentDataset(Dataset):
             return None
         key = index if rng_key is None else rng_key
         rng = np.random.default_rng([self.seed % 2 ** 32, epoch, self.name_key, key, 1])  # apart from take()'s
-        start = self.train_windows.draw(rng, duration, self.moments[index])
-        return ItemWindow.of(int(self.video_rows[self.video_ids[index]]), duration, start, self.train_windows.length)
+        rows = int(self.video_rows[self.video_ids[index]])
+        start = self.train_windows.draw(rng, duration, self.moments[index], rows / duration)
+        return ItemWindow.of(rows, duration, start, self.train_windows.length)
 
     @property
     def by_query(self):

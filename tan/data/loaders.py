@@ -4,7 +4,7 @@ import bisect
 
 import numpy as np
 import torch
-from torch.utils.data import ConcatDataset, DataLoader
+from torch.utils.data import ConcatDataset, DataLoader, Subset
 
 from ..errors import TanError
 from ..utils import comm
@@ -109,6 +109,30 @@ def _refuse_unlabeled(datasets, key, what):
     for dataset in datasets:
         if not dataset.labeled:
             raise TanError(unlabeled_message(dataset.name, key, what))
+
+
+def loader_without(loader, queries):
+    """An evaluation ``loader`` (of one dataset's queries, or of its videos with their sentences)
+    without the given ``queries`` (indices of its dataset), batched, shared among the processes and
+    collated as it was; None when nothing is left. Items keep their dataset's indices."""
+    skip = {int(q) for q in queries}
+    dataset, sampler = loader.dataset, loader.sampler
+    if isinstance(dataset, VideoGroups):
+        subset, order = dataset.without(skip), None
+        if not len(subset):
+            return None
+    else:
+        kept = np.asarray([i for i in range(len(dataset)) if i not in skip], dtype=np.int64)
+        if not len(kept):
+            return None
+        subset = Subset(dataset, kept.tolist())
+        # the order the loader had, over the positions of the queries kept
+        order = (np.argsort(-dataset.durations[kept].astype(np.float64), kind="stable")
+                 if sampler.order is not None else None)
+    new = ResumableDistributedSampler(subset, sampler.num_replicas, sampler.rank, False, sampler.seed,
+                                      sampler.batch_size, order=order)
+    return DataLoader(subset, batch_size=loader.batch_size, sampler=new, num_workers=loader.num_workers,
+                      collate_fn=loader.collate_fn, pin_memory=loader.pin_memory)
 
 
 def longest_first(dataset):

@@ -25,6 +25,7 @@ NEGATIVES.
 A model that trains on windows of its own clips (a clip input of variable
 length) already does this and is refused the setting.
 """
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -45,8 +46,7 @@ class TrainingWindows(NamedTuple):
         window = cfg.INPUT.TRAIN_WINDOW
         if not window.LENGTH:
             return None
-        return cls(float(window.LENGTH), max(float(window.LONGER_THAN), float(window.LENGTH)),
-                   float(window.NEGATIVES))
+        return cls(float(window.LENGTH), float(window.LONGER_THAN) or float(window.LENGTH), float(window.NEGATIVES))
 
     def applies_to(self, duration):
         return duration > self.longer_than
@@ -55,20 +55,22 @@ class TrainingWindows(NamedTuple):
         """What a training item of a video of ``duration`` seconds lasts."""
         return self.length if self.applies_to(duration) else duration
 
-    def draw(self, rng, duration, moment):
+    def draw(self, rng, duration, moment, rate=None):
         """The start (seconds) of a window of a video of ``duration`` s holding ``moment`` (start, end):
         uniform over the starts whose window holds all of it, or, for a moment longer than the
         window, over those inside it. With ``negatives``, that share of the draws is a window that
-        does not touch the moment (where the video has room for one)."""
+        shares no feature row with the moment (rows of ``rate`` a second; where the video has room)."""
         start, end = float(moment[0]), float(moment[1])
         if self.negatives and rng.random() < self.negatives:
-            away = self._away(rng, duration, start, end)
+            first, last = start, end
+            if rate:  # a window takes every row it overlaps: keep clear of the moment's first and last rows
+                first, last = math.floor(start * rate + 1e-6) / rate, math.ceil(end * rate - 1e-6) / rate
+            away = self._away(rng, duration, first, last)
             if away is not None:
                 return away
         low, high = (start, end - self.length) if end - start >= self.length else (end - self.length, start)
         low, high = max(0.0, low), min(high, duration - self.length)
         return float(rng.uniform(low, high)) if high > low else max(0.0, min(low, duration - self.length))
-
 
     def _away(self, rng, duration, start, end):
         """A start uniform over the windows that end by ``start`` or begin at ``end`` or later; None

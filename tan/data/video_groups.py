@@ -27,6 +27,12 @@ class VideoGroups(Dataset):
         self.groups = [(k, g) for k, d in enumerate(self.datasets)
                        for g in sentences_of_videos(d.video_ids, len(d.videos)) if len(g)]
 
+    def without(self, queries):
+        """These groups without the videos all of whose sentences are in ``queries`` (a set of indices)."""
+        other = object.__new__(VideoGroups)
+        other.__dict__ = dict(self.__dict__, groups=[(k, g) for k, g in self.groups if not set(g.tolist()) <= queries])
+        return other
+
     @property
     def by_query(self):
         """The queries' dataset (of a single dataset's groups: evaluation's case)."""

@@ -5,6 +5,8 @@ import time
 
 import torch
 
+from ..data.formats.ego4d_nlq import EMPTY_WINDOW as NLQ_EMPTY_WINDOW
+from ..errors import TanError
 from ..utils import comm
 from ..utils.io import atomic_write_text
 from ..utils.logger import get_logger
@@ -18,6 +20,7 @@ from .long_video_metrics import nlq_metrics
 from .precision import autocast
 from .step import forward_batch, move_batch
 from .submission import submission_name, write_submission
+from ..data.loaders import loader_without
 from .window_metrics import (CLIP_SECONDS, MAX_WINDOWS, buckets_with_queries, clip_labels, detr_metrics,
                              highlight_metrics)
 from .wrappers import unwrap
@@ -97,16 +100,20 @@ def inference(model, data_loader, dataset_name, nms_thresh, device, output_folde
     logger.info("evaluating on %s (%d queries)", dataset_name, len(dataset))
     start = time.perf_counter()
     topk = MAX_WINDOWS if detr else max(RECALL_AT)
-    predictions = _gather(compute_predictions(model, data_loader, device, nms_thresh, amp=amp, nms_units=nms_units,
-                                              topk=topk, saliency=highlights))
-    windowed = _windowed(model, dataset, dataset_name, windows, device, topk, predictions)
+    chosen = windows.long_videos(dataset) if windows is not None else {}
+    # the queries grounded by windows skip the whole-video pass, but for the clip saliency of highlights
+    whole = data_loader if highlights or not chosen else loader_without(
+        data_loader, [q for queries in chosen.values() for q in queries])
+    predictions = _gather(compute_predictions(model, whole, device, nms_thresh, amp=amp, nms_units=nms_units,
+                                              topk=topk, saliency=highlights)) if whole is not None else {}
+    windowed = _windowed(model, dataset, dataset_name, windows, chosen, device, topk, predictions)
     if not comm.is_main_process():
         return None
     order = sorted(predictions)
     if order != list(range(len(dataset))):
         raise RuntimeError(f"predictions cover {len(order)} of {len(dataset)} queries of {dataset_name}")
     if not dataset.labeled:
-        return _unlabeled(dataset, dataset_name, predictions, output_folder, checkpoint, detr)
+        return _unlabeled(dataset, dataset_name, predictions, output_folder, checkpoint, detr, windowed)
     kept = torch.stack([predictions[i][0] for i in order])
     filled = torch.stack([predictions[i][1] for i in order])
     gt = torch.from_numpy(dataset.windows)  # [Q, W, 2]: every ground-truth window
@@ -129,11 +136,11 @@ def inference(model, data_loader, dataset_name, nms_thresh, device, output_folde
     return results
 
 
-def _windowed(model, dataset, dataset_name, windows, device, topk, predictions):
-    """Ground the queries of the videos ``windows`` selects by windows, their moments replacing the
-    whole-video ones in ``predictions`` on rank 0 (clip saliency stays the whole video's). Returns what
-    was windowed (for metrics.json), or None when nothing was."""
-    chosen = windows.long_videos(dataset) if windows is not None else {}
+def _windowed(model, dataset, dataset_name, windows, chosen, device, topk, predictions):
+    """Ground the queries of the ``chosen`` videos (``windows.long_videos``) by windows, into
+    ``predictions`` (every rank holds the gathered ones; where the whole-video pass ran for them, for
+    highlights' clip saliency, their moments are replaced and the saliency kept). Returns what was
+    windowed (for metrics.json), or None when nothing was."""
     if not chosen:
         return None
     was_training = model.training
@@ -141,8 +148,7 @@ def _windowed(model, dataset, dataset_name, windows, device, topk, predictions):
     found = _gather(windows.predict(model, dataset, chosen, device, topk))
     model.train(was_training)
     for index, (moments, filled, scores, _) in found.items():
-        if index in predictions:
-            predictions[index] = (moments, filled, scores, predictions[index][3])
+        predictions[index] = (moments, filled, scores, predictions[index][3] if index in predictions else None)
     described = windows.describe(chosen)
     get_logger("inference").info("%s: %d queries of %d videos longer than %.4g s grounded by windows of %.4g s "
                                  "every %.4g s", dataset_name, described["queries"], described["videos"],
@@ -160,12 +166,15 @@ def _write_results(output_folder, record, dataset, dataset_name, predictions, gt
             write_submission(os.path.join(output_folder, submission_name(dataset_name)), dataset, predictions)
 
 
-def _unlabeled(dataset, dataset_name, predictions, output_folder, checkpoint, detr):
-    """A split without labels: predictions and the submission file, no metric (an empty dict)."""
+def _unlabeled(dataset, dataset_name, predictions, output_folder, checkpoint, detr, windowed=None):
+    """A split without labels: predictions and the submission file, no metric (an empty dict);
+    ``windowed``: what was grounded by windows, recorded as for a labeled split."""
     logger = get_logger("inference")
     if output_folder:
         record = {"labeled": False, "checkpoint": checkpoint or "", "num_queries": len(predictions),
                   "note": "the annotation file has no labels: no metric; predictions and submission file only"}
+        if windowed:
+            record["windows"] = windowed
         _write_results(output_folder, record, dataset, dataset_name, predictions, None, detr)
     logger.info("%s has no labels (%d queries): no metric; %s", dataset_name, len(predictions),
                 f"predictions and {submission_name(dataset_name) if detr else 'no submission file'} written to "
@@ -197,10 +206,20 @@ def detr_results(dataset, predictions, order, highlights):
 
 def nlq_results(dataset, predictions, order):
     """Ego4D NLQ's figures (its evaluator's arithmetic, tan.engine.long_video_metrics) of the kept
-    moments, named NLQ-*."""
-    listed = [predictions[i][0][predictions[i][1]].double().numpy() for i in order]
-    figures = nlq_metrics(listed, [dataset.moments[i] for i in order])
-    return {f"NLQ-{name}": figures[name] for name in (n[len("NLQ-"):] for n in NLQ_METRIC_NAMES)}
+    moments, named NLQ-*, with the queries whose window has no length (which the reader leaves out)
+    scored as the evaluator scores them: misses. NLQ-queries: how many queries the figures are over."""
+    listed = []
+    for i in order:
+        moments, filled = predictions[i][0], predictions[i][1]
+        if not filled.any():
+            raise TanError(f"{dataset.name}: query {dataset.qids[i]!r} has no predicted moment; Ego4D NLQ's "
+                           f"figures need one for every query")
+        listed.append(moments[filled].double().numpy())
+    empty = int(dataset.dropped.get(NLQ_EMPTY_WINDOW, 0))
+    figures = nlq_metrics(listed, [dataset.moments[i] for i in order], empty_windows=empty)
+    result = {f"NLQ-{name}": figures[name] for name in (n[len("NLQ-"):] for n in NLQ_METRIC_NAMES)}
+    result["NLQ-queries"] = figures["evaluated"]
+    return result
 
 
 def write_predictions(path, dataset, predictions, gt=None):

@@ -48,13 +48,15 @@ def nlq_iou(predicted, window):
         return inter / hull
 
 
-def nlq_metrics(predictions, windows, num_queries=None):
+def nlq_metrics(predictions, windows, num_queries=None, empty_windows=0):
     """Ego4D NLQ's R@k at IoU t and mIoU, percent.
 
     ``predictions``: per query, its predicted windows [P >= 1, 2] (seconds, best first);
     ``windows``: per query, its (start, end) window (clip seconds); ``num_queries``: how many
-    queries the annotations hold (reported, as the evaluator reports it). Returns {"R@k,IoU@t":
-    ..., "mIoU": ..., "evaluated": Q, "queries": num_queries or Q}."""
+    queries the annotations hold (reported, as the evaluator reports it); ``empty_windows``: more
+    queries predicted whose window has no length, each with IoU 0 for every prediction of positive
+    length, as the evaluator computes it. Returns {"R@k,IoU@t": ..., "mIoU": ..., "evaluated": Q,
+    "queries": num_queries or Q}."""
     if len(predictions) != len(windows):
         raise ValueError(f"{len(predictions)} predictions for {len(windows)} query windows")
     hits = {(t, k): [] for t in NLQ_THRESHOLDS for k in NLQ_TOPK}
@@ -66,9 +68,13 @@ def nlq_metrics(predictions, windows, num_queries=None):
         first.append(iou[0])
         for t, k in hits:
             hits[t, k].append(bool((iou[:k] > t).any()))
+    for t, k in hits:
+        hits[t, k] += [False] * empty_windows
+    first += [0.0] * empty_windows
     result = {f"R@{k},IoU@{t}": _percent(np.mean(hits[t, k])) for k in NLQ_TOPK for t in NLQ_THRESHOLDS}
     result["mIoU"] = _percent(np.mean(first))
-    result.update(evaluated=len(windows), queries=len(windows) if num_queries is None else int(num_queries))
+    evaluated = len(windows) + empty_windows
+    result.update(evaluated=evaluated, queries=evaluated if num_queries is None else int(num_queries))
     return result
 
 

@@ -20,7 +20,7 @@ def windowed_evaluation(cfg, trained_span):
     """The windows of an evaluation (tan.engine.windowed_evaluation.WindowedEvaluation) or None, from
     TEST.WINDOW and ``trained_span`` (what the training videos last: the training data's, or the
     checkpoint's record); the choice is logged."""
-    settings, choice = window_settings(cfg, trained_span)
+    settings, choice = window_settings(cfg, trained_span, evaluation=True)
     get_logger("test").info("long videos: %s", choice)
     return WindowedEvaluation(cfg, settings) if settings is not None else None
 

@@ -1,11 +1,12 @@
 """Evaluating a dataset whose videos are longer than those the model was trained on, by windows.
 
-The evaluation first scores every query as usual (the whole video, resampled
-to the model's clips); the queries of the videos that TEST.WINDOW selects
-(tan.engine.windows) are then grounded again by windows, and their moments
-replace the whole-video ones before the metrics. Each process takes a share
-of those videos; every video's features are read once and shared by all of
-its queries, and memory follows TEST.WINDOW.BATCH, not the video's length.
+The queries of the videos that TEST.WINDOW selects (tan.engine.windows) are
+left out of the evaluation's whole-video pass and grounded by windows; the
+others are scored as before. Each process takes a share of those videos; a
+video's features are read once for all of its queries, and memory follows
+TEST.WINDOW.BATCH, not the video's length. (Where Moment-DETR's highlight
+metrics need every query's clip saliency, the whole-video pass runs over
+all queries and only their moments are replaced.)
 """
 from collections import defaultdict
 

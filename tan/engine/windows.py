@@ -45,15 +45,19 @@ class WindowSettings(NamedTuple):
                 f"{self.longer_than:.4g} s")
 
 
-def window_settings(cfg, trained_span):
+def window_settings(cfg, trained_span, evaluation=False):
     """(:class:`WindowSettings` or None, a sentence saying what was chosen and why).
 
     ``trained_span``: the checkpoint's record of the training videos ({"median": s,
-    "longest": s, "videos": n}) or None. None when TEST.WINDOW.ENABLED is off, or when
+    "longest": s, "videos": n}) or None; ``evaluation``: for tan-test and the periodic
+    evaluation (TEST.WINDOW.IN_EVALUATION). None when TEST.WINDOW.ENABLED is off, or when
     neither the config nor the checkpoint gives a window length."""
     window = cfg.TEST.WINDOW
     if not window.ENABLED:
         return None, "TEST.WINDOW.ENABLED is off: every video is scored whole"
+    if evaluation and not window.IN_EVALUATION:
+        return None, ("TEST.WINDOW.IN_EVALUATION is off: the evaluation scores every video whole, as the "
+                      "reference evaluates")
     span = trained_span if isinstance(trained_span, dict) else {}
     length = float(window.LENGTH) or float(span.get("median") or 0.0)
     if length <= 0:

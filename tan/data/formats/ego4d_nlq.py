@@ -12,9 +12,12 @@ its queries are read as unlabeled (Query.labeled False).
 
 The release has queries without a sentence and queries whose window has no length; the official
 evaluator scores the latter as misses. A Query needs start < end, so both are left out and
-counted ("query without text", "query window of no length"): the figures are over the others.
+counted ("query without text", EMPTY_WINDOW); tan-test's NLQ figures count the latter as misses.
 """
 import math
+
+# What a query whose window has no length is counted under (the NLQ figures score these as misses).
+EMPTY_WINDOW = "query window of no length"
 
 from ...errors import TanError
 from .common import Dropped, Query, json_number, read_json, register_format, sentence_text
@@ -58,7 +61,7 @@ def _query(clip_uid, duration, annotation_uid, index, record, labeled, counts):
         return Query(clip_uid, duration, 0.0, duration, sentence, qid=qid, labeled=False)
     start, end = _number(record, "clip_start_sec", "query"), _number(record, "clip_end_sec", "query")
     if end <= start:
-        raise Dropped("query window of no length")
+        raise Dropped(EMPTY_WINDOW)
     if end <= 0 or start >= duration:
         raise Dropped("query window outside its clip")
     if start < 0 or end > duration:
