@@ -157,6 +157,16 @@ def test_tan_test_reports_nlq_figures_of_its_predictions_by_windows_of_40_s(nlq_
     assert stored["trained_span"] == {"median": 40.0, "longest": 40.0, "videos": 12}
 
 
+def test_the_nlq_configs_splits_do_not_overlap_on_the_stand_in(nlq_root):
+    from tan.config import load_config
+    from tan.data.build import RunData
+    from tan.data.overlap import run_overlaps
+
+    for config in (NLQ_2DTAN, NLQ_MMN):
+        found = run_overlaps(RunData(load_config(config, ["DATASETS.ROOT", nlq_root, *RUN])))
+        assert found and not [o.describe() for o in found if o.overlaps]
+
+
 def test_nlq_figures_are_reported_on_nlq_datasets_only(nlq_root, synthetic_root):
     from tan.config import load_config
     from tan.data.build import RunData

@@ -18,7 +18,8 @@ from conftest import REPO, SYNTHETIC_CONFIG, run_tool
 
 PLUGIN = os.path.join(REPO, "tests", "plugins", "toy_format.py")
 # tan's formats, and those of its built-in plug-in (the readings of MS-2D-TAN's data layout)
-BUILTIN_FORMATS = ("charades_txt", "charades_txt_trimmed", "jsonl", "seconds", "tacos", "tacos_video_stems")
+BUILTIN_FORMATS = ("charades_txt", "charades_txt_trimmed", "ego4d_nlq", "jsonl", "seconds", "tacos",
+                   "tacos_video_stems")
 VIDEOS = {"train": 60, "val": 10, "test": 20}  # the first videos of each split: a small run
 FAST = ["MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0"]
 
@@ -91,7 +92,7 @@ def test_an_unregistered_format_is_named_with_the_registered_ones(tmp_path):
                                        f"{', '.join(format_names())}")
     assert all(name in str(error.value) for name in BUILTIN_FORMATS) and "PLUGINS" in str(error.value)
     with pytest.raises(TanError, match=r"annotation format 'csv' unknown for '.*a\.csv'; expected one of "
-                                       r"charades_txt, charades_txt_trimmed, ego4d_nlq, jsonl, "):
+                                       + ", ".join(BUILTIN_FORMATS[:4])):
         load_annotations(str(tmp_path / "a.csv"), "csv")
 
 
