@@ -157,6 +157,65 @@ def test_tan_test_reports_nlq_figures_of_its_predictions_by_windows_of_40_s(nlq_
     assert stored["trained_span"] == {"median": 40.0, "longest": 40.0, "videos": 12}
 
 
+def _official_figures(submission, annotations):
+    """The NLQ evaluator's loop (evaluate_ego4d_nlq.py) as it reads the two files: each prediction's
+    query looked up by (clip_uid, annotation_uid) and query_idx, IoU over the hull of the raw windows,
+    hits above the threshold, mIoU of the first prediction, means over the predictions."""
+    queries = {(c["clip_uid"], a["annotation_uid"]): a["language_queries"] for v in annotations["videos"]
+               for c in v["clips"] for a in c["annotations"]}
+    hits, first = {(t, k): [] for t in (0.3, 0.5) for k in (1, 5)}, []
+    for result in submission["results"]:
+        query = queries[result["clip_uid"], result["annotation_uid"]][result["query_idx"]]
+        s, e = query["clip_start_sec"], query["clip_end_sec"]
+        times = np.asarray(result["predicted_times"], dtype=np.float64)
+        iou = (np.maximum(0, np.minimum(times[:, 1], e) - np.maximum(times[:, 0], s))
+               / (np.maximum(times[:, 1], e) - np.minimum(times[:, 0], s)))
+        first.append(iou[0])
+        for t, k in hits:
+            hits[t, k].append(bool((iou[:k] > t).any()))
+    figures = {f"R@{k},IoU@{t}": 100 * np.mean(v) for (t, k), v in hits.items()}
+    return dict(figures, mIoU=100 * np.mean(first), evaluated=len(first))
+
+
+def test_the_submission_file_is_what_the_nlq_evaluator_reads_and_scores_as_tan_test(nlq_run, nlq_root):
+    folder = os.path.join(nlq_run, "inference", "model_final", "ego4d_nlq_val")
+    submission = json.load(open(os.path.join(folder, "ego4d_nlq_val_submission.json")))
+    annotations = json.load(open(os.path.join(nlq_root, "ego4d", "annotations", "nlq_val.json")))
+    lines = [json.loads(line) for line in open(os.path.join(folder, "predictions.jsonl"))]
+    assert {k: submission[k] for k in ("version", "challenge")} == {"version": "1.0", "challenge": "ego4d_nlq_challenge"}
+    assert len(submission["results"]) == len(lines)
+    for result, line in zip(submission["results"], lines):
+        assert result["clip_uid"] == line["video"] and len(result["predicted_times"]) == 5
+        assert sum(result["predicted_times"], []) == pytest.approx(sum(line["moments"][:5], []), abs=1e-4)
+    # the evaluator's figures over the submitted queries; tan's NLQ-* add the windows of no length as misses
+    official, metrics = _official_figures(submission, annotations), json.load(open(os.path.join(folder, "metrics.json")))
+    share = official["evaluated"] / metrics["NLQ-queries"]
+    for name in ("R@1,IoU@0.3", "R@1,IoU@0.5", "R@5,IoU@0.3", "R@5,IoU@0.5", "mIoU"):
+        assert metrics[f"NLQ-{name}"] == pytest.approx(official[name] * share, abs=0.02)
+
+
+def test_the_unannotated_split_gets_its_submission_file(nlq_run, nlq_root, tmp_path):
+    data = json.load(open(os.path.join(nlq_root, "ego4d", "annotations", "nlq_val.json")))
+    for video in data["videos"]:
+        for clip in video["clips"]:
+            for annotation in clip["annotations"]:
+                for query in annotation["language_queries"]:
+                    for key in ("clip_start_sec", "clip_end_sec", "video_start_sec", "video_end_sec"):
+                        query.pop(key)
+    with open(os.path.join(nlq_root, "ego4d", "annotations", "nlq_test_unannotated.json"), "w") as f:
+        json.dump(data, f)
+    proc = run_main("test_net", "--ckpt", os.path.join(nlq_run, "model_final.pth"), "DATASETS.ROOT", nlq_root,
+                    "DATASETS.TEST", '("ego4d_nlq_test_unannotated",)', "OUTPUT_DIR", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    folder = tmp_path / "inference" / "model_final" / "ego4d_nlq_test_unannotated"
+    submission = json.load(open(folder / "ego4d_nlq_test_unannotated_submission.json"))
+    metrics = json.load(open(folder / "metrics.json"))
+    asked = sum(1 for v in data["videos"] for c in v["clips"] for a in c["annotations"] for q in a["language_queries"]
+                if q.get("query"))
+    assert len(submission["results"]) == metrics["num_queries"] == asked  # every query with a sentence
+    assert metrics["labeled"] is False and metrics["windows"]["videos"] == 3
+
+
 def test_the_nlq_configs_splits_do_not_overlap_on_the_stand_in(nlq_root):
     from tan.config import load_config
     from tan.data.build import RunData

@@ -19,7 +19,7 @@ from .evaluation import clip_saliency, evaluate_moments, format_table, top_candi
 from .long_video_metrics import nlq_metrics
 from .precision import autocast
 from .step import forward_batch, move_batch
-from .submission import submission_name, write_submission
+from .submission import nlq_submission_name, submission_name, write_nlq_submission, write_submission
 from ..data.loaders import loader_without
 from .window_metrics import (CLIP_SECONDS, MAX_WINDOWS, buckets_with_queries, clip_labels, detr_metrics,
                              highlight_metrics)
@@ -157,13 +157,15 @@ def _windowed(model, dataset, dataset_name, windows, chosen, device, topk, predi
 
 
 def _write_results(output_folder, record, dataset, dataset_name, predictions, gt, detr):
-    """metrics.json (``record``), predictions.jsonl and, with Moment-DETR's metrics (``detr``), the
-    submission file: every file new, or every one as it was."""
+    """metrics.json (``record``), predictions.jsonl and, with Moment-DETR's metrics (``detr``) or for
+    Ego4D NLQ, the submission file: every file new, or every one as it was."""
     with signals_held():
         atomic_write_text(os.path.join(output_folder, "metrics.json"), json.dumps(record, indent=2) + "\n")
         write_predictions(os.path.join(output_folder, "predictions.jsonl"), dataset, predictions, gt)
         if detr:
             write_submission(os.path.join(output_folder, submission_name(dataset_name)), dataset, predictions)
+        if dataset.annotation_format == NLQ_FORMAT:
+            write_nlq_submission(os.path.join(output_folder, nlq_submission_name(dataset_name)), dataset, predictions)
 
 
 def _unlabeled(dataset, dataset_name, predictions, output_folder, checkpoint, detr, windowed=None):
@@ -176,9 +178,10 @@ def _unlabeled(dataset, dataset_name, predictions, output_folder, checkpoint, de
         if windowed:
             record["windows"] = windowed
         _write_results(output_folder, record, dataset, dataset_name, predictions, None, detr)
+    submission = (nlq_submission_name(dataset_name) if dataset.annotation_format == NLQ_FORMAT
+                  else submission_name(dataset_name) if detr else "no submission file")
     logger.info("%s has no labels (%d queries): no metric; %s", dataset_name, len(predictions),
-                f"predictions and {submission_name(dataset_name) if detr else 'no submission file'} written to "
-                f"{output_folder}" if output_folder else "nothing written")
+                f"predictions and {submission} written to {output_folder}" if output_folder else "nothing written")
     return {}
 
 

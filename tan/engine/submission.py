@@ -42,3 +42,26 @@ def write_submission(path, dataset, predictions):
                                    None if saliency is None else saliency.tolist())
         lines.append(json.dumps(record))
     atomic_write_text(path, "".join(line + "\n" for line in lines))
+
+
+# Ego4D NLQ's evaluation server (and its evaluate_ego4d_nlq.py) read one JSON object: each query's clip,
+# annotation and place in it, and its predicted windows (clip seconds), best first, at most five.
+NLQ_SUBMISSION = {"version": "1.0", "challenge": "ego4d_nlq_challenge"}
+NLQ_PREDICTED = 5
+
+
+def nlq_submission_name(dataset_name):
+    return f"{dataset_name}_submission.json"
+
+
+def write_nlq_submission(path, dataset, predictions):
+    """Ego4D NLQ's submission file of ``dataset``'s queries (ids ``{annotation_uid}_{query_idx}``,
+    tan.data.formats.ego4d_nlq) from inference's ``predictions``."""
+    results = []
+    for index in sorted(predictions):
+        moments, filled = predictions[index][:2]
+        annotation_uid, _, query_idx = str(dataset.qids[index]).rpartition("_")
+        results.append({"clip_uid": dataset.videos[dataset.video_ids[index]], "annotation_uid": annotation_uid,
+                        "query_idx": int(query_idx),
+                        "predicted_times": [[float(s), float(e)] for s, e in moments[filled][:NLQ_PREDICTED].tolist()]})
+    atomic_write_text(path, json.dumps(dict(NLQ_SUBMISSION, results=results)) + "\n")
