@@ -37,7 +37,7 @@ from tan_apps.cli.exit_codes import run_cli
 from tan_apps.standin import (BENCHMARKS, LIGHTHOUSE, LIGHTHOUSE_DIMS, QVHIGHLIGHTS_QUERIES, make_lighthouse_standin,
                          make_qvhighlights_standin, make_standin, write_charades_text_form)
 from tan.utils.logger import setup_logger
-from tan_apps.nlq_standin import make_nlq_standin, NLQ_CLIPS
+from tan_apps.nlq_standin import DIM as NLQ_DIM, NLQ_CLIPS, make_nlq_standin
 
 # The real annotation files this checkout holds (data/annotations/README.md says where each comes from).
 ANNOTATIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "annotations")
@@ -102,7 +102,7 @@ def _check_layout_options(parser, args):
 def write(benchmark, args):
     if benchmark == NLQ:
         sizes = None if args.videos is None else {split: args.videos for split in NLQ_CLIPS}
-        make_nlq_standin(args.root, args.dim or 2304, args.seed, sizes)
+        make_nlq_standin(args.root, args.dim or NLQ_DIM, args.seed, sizes)
         return
     if benchmark == QVHIGHLIGHT:
         sizes = None if args.videos is None else {split: args.videos for split in QVHIGHLIGHTS_QUERIES}

@@ -31,7 +31,6 @@ HIGHLIGHT_METRIC_NAMES = tuple(f"HL-min-{level}-{what}" for level in ("Fair", "G
 
 # Ego4D NLQ's figures (tan/engine/long_video_metrics.py), reported on datasets of its format.
 NLQ_METRIC_NAMES = ("NLQ-R@1,IoU@0.3", "NLQ-R@1,IoU@0.5", "NLQ-R@5,IoU@0.3", "NLQ-R@5,IoU@0.5", "NLQ-mIoU")
-NLQ_FORMAT = "ego4d_nlq"
 
 
 def metric_names():

@@ -53,6 +53,7 @@ class RunData:
         self._parsed = {}  # _file_key -> (queries, dropped)
         self.declared = declarations(cfg)  # the model's, asked once for the whole run
         self.train_windows = TrainingWindows.from_config(cfg)
+        self._trained_span = None  # (the span,) once measured: the span may itself be None
         if self.train_windows is not None and self.declared.clip_input.variable_length:
             raise TanError(f"INPUT.TRAIN_WINDOW.LENGTH {cfg.INPUT.TRAIN_WINDOW.LENGTH}: MODEL.ARCHITECTURE "
                            f"{cfg.MODEL.ARCHITECTURE!r} already trains on windows of its own clips "
@@ -148,7 +149,13 @@ class RunData:
         """What the training videos (DATASETS.TRAIN) last as the model takes them in (whole, by the
         windows of its clip input or by INPUT.TRAIN_WINDOW), for windowed grounding of longer videos
         (tan.engine.windows): {"median": s, "longest": s, "videos": n}; None without training
-        datasets. Read from the annotations alone."""
+        datasets. Read from the annotations alone, once a run (the checkpointer, the periodic
+        evaluation and the test each ask)."""
+        if self._trained_span is None:
+            self._trained_span = (self._measured_span(),)
+        return self._trained_span[0]
+
+    def _measured_span(self):
         durations = {}
         for name in self.cfg.DATASETS.TRAIN:
             for query in self.queries(name)[0]:

@@ -5,7 +5,8 @@ import time
 
 import torch
 
-from ..data.formats.ego4d_nlq import EMPTY_WINDOW as NLQ_EMPTY_WINDOW
+from ..data.formats.ego4d_nlq import EMPTY_WINDOW as NLQ_EMPTY_WINDOW, FORMAT as NLQ_FORMAT
+from ..data.loaders import loader_without
 from ..errors import TanError
 from ..utils import comm
 from ..utils.io import atomic_write_text
@@ -13,14 +14,13 @@ from ..utils.logger import get_logger
 from ..utils.progress import progress
 from ..utils.held_signals import signals_held
 from ..structures.moments import best_window_iou
-from ..config.choices import (DETR_METRIC_NAMES, DETR_METRICS, HIGHLIGHT_METRIC_NAMES, NLQ_FORMAT, NLQ_METRIC_NAMES,
-                              RECALL_AT, metric_names)
+from ..config.choices import (DETR_METRIC_NAMES, DETR_METRICS, HIGHLIGHT_METRIC_NAMES, NLQ_METRIC_NAMES, RECALL_AT,
+                              metric_names)
 from .evaluation import clip_saliency, evaluate_moments, format_table, top_candidates
 from .long_video_metrics import nlq_metrics
 from .precision import autocast
 from .step import forward_batch, move_batch
 from .submission import nlq_submission_name, submission_name, write_nlq_submission, write_submission
-from ..data.loaders import loader_without
 from .window_metrics import (CLIP_SECONDS, MAX_WINDOWS, buckets_with_queries, clip_labels, detr_metrics,
                              highlight_metrics)
 from .wrappers import unwrap

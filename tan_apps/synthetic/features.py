@@ -146,19 +146,28 @@ def generate(root, seed=SEED):
         vector = rng.normal(scale=0.4, size=WORD_DIM)
         lines.append(word + " " + " ".join(f"{x:.5f}" for x in vector))
     atomic_write_text(os.path.join(folder, "word_vectors.txt"), "\n".join(lines) + "\n")
-    # Written last: its presence means every other file is complete.
-    atomic_write_text(os.path.join(folder, "READY"), json.dumps({"version": VERSION, "seed": seed}))
+    mark_complete(folder, {"version": VERSION, "seed": seed})
+
+
+def mark_complete(folder, stamp):
+    """Write ``folder``/READY holding ``stamp`` (its generator's version and seed): written last, its
+    presence means every other file of the folder is complete."""
+    atomic_write_text(os.path.join(folder, "READY"), json.dumps(stamp))
+
+
+def is_complete(folder, stamp):
+    """Whether ``folder`` holds a complete copy written with ``stamp`` (:func:`mark_complete`)."""
+    try:
+        with open(os.path.join(folder, "READY")) as f:
+            return json.load(f) == stamp
+    except (OSError, ValueError):
+        return False
 
 
 @register_generator("synthetic")
 def ensure_synthetic(root):
     """Generate the synthetic dataset under ``root`` unless a complete copy is there."""
-    marker = os.path.join(root, "synthetic", "READY")
-    try:
-        with open(marker) as f:
-            if json.load(f) == {"version": VERSION, "seed": SEED}:
-                return
-    except (OSError, ValueError):
-        pass
+    if is_complete(os.path.join(root, "synthetic"), {"version": VERSION, "seed": SEED}):
+        return
     get_logger("data").info("generating the built-in synthetic dataset under %s", os.path.join(root, "synthetic"))
     generate(root)

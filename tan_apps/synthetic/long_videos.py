@@ -16,7 +16,7 @@ from tan.utils.io import atomic_write_text, replaced_when_done
 from tan.utils.logger import get_logger
 
 from .features import (CLIP_SECONDS, OBJECTS, SEED, SUBJECTS, TILE_GAP, VERBS, action_patterns, clip_features,
-                       ensure_synthetic)
+                       ensure_synthetic, is_complete, mark_complete)
 
 TILE_SECONDS = (4.0, 25.0)  # the other moments' lengths: those of the dataset's (8% of its videos or more)
 
@@ -106,15 +106,10 @@ def ensure_synthetic_long(root):
     """Generate the long synthetic dataset under ``root`` (and the synthetic dataset, whose word
     vectors it uses) unless a complete copy is there."""
     ensure_synthetic(root)
-    folder = os.path.join(root, "synthetic_long")
-    marker = os.path.join(folder, "READY")
-    try:
-        with open(marker) as f:
-            if json.load(f) == {"version": LONG_VERSION, "seed": LONG_SEED}:
-                return
-    except (OSError, ValueError):
-        pass
+    folder, stamp = os.path.join(root, "synthetic_long"), {"version": LONG_VERSION, "seed": LONG_SEED}
+    if is_complete(folder, stamp):
+        return
     get_logger("data").info("generating the long synthetic dataset under %s", folder)
     write_long_dataset(folder, {split: count for split, (count, _) in LONG_SPLITS.items()},
                        {split: span for split, (_, span) in LONG_SPLITS.items()}, seed=LONG_SEED)
-    atomic_write_text(marker, json.dumps({"version": LONG_VERSION, "seed": LONG_SEED}))  # last: all is written
+    mark_complete(folder, stamp)

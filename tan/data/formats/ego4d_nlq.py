@@ -16,11 +16,12 @@ counted ("query without text", EMPTY_WINDOW); tan-test's NLQ figures count the l
 """
 import math
 
-# What a query whose window has no length is counted under (the NLQ figures score these as misses).
-EMPTY_WINDOW = "query window of no length"
-
 from ...errors import TanError
 from .common import Dropped, Query, json_number, read_json, register_format, sentence_text
+
+FORMAT = "ego4d_nlq"
+# What a query whose window has no length is counted under (the NLQ figures score these as misses).
+EMPTY_WINDOW = "query window of no length"
 
 
 def _number(record, key, what):
@@ -76,7 +77,7 @@ def _has_windows(data):
                for q in a.get("language_queries") or [] if isinstance(q, dict))
 
 
-@register_format("ego4d_nlq")
+@register_format(FORMAT)
 def read(path, durations, counts):
     """The queries of an NLQ file, clip by clip in the file's order; ``durations`` is not used."""
     data = read_json(path)
