@@ -165,6 +165,14 @@ def test_a_video_batch_keeps_the_sentences_whose_moments_its_window_holds(synthe
         assert all(not window.holds(dataset.moments[q]) for q in left)
         assert item["feats"].shape == (cfg.INPUT.NUM_PRE_CLIPS, 128)
     assert kept_others > 0
+    # a video longer than the window gives an item anchored on each of its sentences, a shorter one one item
+    anchors = {}
+    for video, anchor in groups.groups:
+        anchors.setdefault(video, []).append(anchor)
+    for video, (_, queries) in enumerate(groups.videos):
+        long = float(dataset.durations[queries[0]]) > 20.0
+        assert anchors[video] == (queries.tolist() if long else [-1])
+    assert len(groups) > len(groups.videos)
 
 
 @pytest.fixture(scope="module")

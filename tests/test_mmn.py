@@ -312,8 +312,8 @@ def test_batches_of_videos_and_sampled_sentences(synthetic_root):
     loader = data.train_loader(distributed=False, by_video=True)
     groups = loader.dataset
     dataset = groups.by_query
-    assert sum(len(g) for _, g in groups.groups) == len(dataset)  # every query in exactly one video
-    for _, queries in groups.groups:
+    assert sum(len(g) for _, g in groups.videos) == len(dataset)  # every query in exactly one video
+    for _, queries in groups.videos:
         assert len({dataset.video_ids[q] for q in queries}) == 1
     loader.sampler.set_epoch(1)
     batch = next(iter(loader))
@@ -327,8 +327,8 @@ def test_batches_of_videos_and_sampled_sentences(synthetic_root):
     assert len(set.union(*videos_of_rows.values())) == 4  # four different videos
     video = dataset.videos[next(iter(videos_of_rows[0]))]
     torch.testing.assert_close(batch["feats"][0], torch.from_numpy(dataset.video_features(video)))
-    many = max(range(len(groups)), key=lambda p: len(groups.groups[p][1]))
-    assert len(groups.groups[many][1]) > 2
+    many = max(range(len(groups)), key=lambda p: len(groups.videos[p][1]))
+    assert len(groups.videos[many][1]) > 2 and groups.groups[many] == (many, -1)
     negative = load_config(MMN_SYNTHETIC, ["DATASETS.ROOT", synthetic_root, "DATALOADER.SENTENCES_PER_VIDEO", "2",
                                            "SEED", "-1"])
     assert len(RunData(negative).train_loader(False, by_video=True).dataset.sentences(many, 1)) == 2

@@ -61,7 +61,8 @@ class RunLoaders:
             datasets = self.run_data.datasets(self.run_data.cfg.DATASETS.TRAIN)
             _refuse_unlabeled(datasets, "DATASETS.TRAIN", "trained on")
             if by_video:  # all of a video's sentences, or a sample of them (DATALOADER.SENTENCES_PER_VIDEO)
-                dataset = VideoGroups(datasets, self.run_data.cfg.DATALOADER.SENTENCES_PER_VIDEO, self.run_data.cfg.SEED)
+                dataset = VideoGroups(datasets, self.run_data.cfg.DATALOADER.SENTENCES_PER_VIDEO, self.run_data.cfg.SEED,
+                                      windowed=self.run_data.train_windows is not None)
             else:
                 dataset = datasets[0] if len(datasets) == 1 else KeyedConcatDataset(datasets)
             self._train[key] = self._loader(dataset, "SOLVER.BATCH_SIZE", True, distributed, by_video)

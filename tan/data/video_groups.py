@@ -19,18 +19,33 @@ class VideoGroups(Dataset):
     :class:`~tan.data.dataset.MomentDataset`. A key is a video's position, or (position, epoch) from a
     sampler that names the epoch: with ``max_sentences`` > 0 a video with more
     sentences gives a sample of that many, drawn from (seed, epoch, video), so
-    a resumed run draws what an uninterrupted one would, in any worker."""
+    a resumed run draws what an uninterrupted one would, in any worker.
 
-    def __init__(self, datasets, max_sentences=0, seed=0):
+    ``windowed`` (training by INPUT.TRAIN_WINDOW): a video long enough to be trained on by windows
+    gives an item per sentence instead, anchored on it: the window holds the anchor's moment and
+    keeps the video's other sentences whose moments it holds. An epoch so takes every sentence of a
+    long video as a window's own, as a model trained on queries does, rather than one window of the
+    video with the few sentences it happens to hold."""
+
+    def __init__(self, datasets, max_sentences=0, seed=0, windowed=False):
         self.datasets, self.max_sentences, self.seed = list(datasets), max_sentences, seed
         self.name = "+".join(d.name for d in self.datasets)
-        self.groups = [(k, g) for k, d in enumerate(self.datasets)
+        self.videos = [(k, g) for k, d in enumerate(self.datasets)
                        for g in sentences_of_videos(d.video_ids, len(d.videos)) if len(g)]
+        # (video, anchor query or -1): the video's own item, or one per sentence of a long video
+        self.groups = []
+        for v, (k, g) in enumerate(self.videos):
+            windows = self.datasets[k].train_windows
+            if windowed and windows is not None and windows.applies_to(float(self.datasets[k].durations[g[0]])):
+                self.groups += [(v, int(q)) for q in g]
+            else:
+                self.groups.append((v, -1))
 
     def without(self, queries):
         """These groups without the videos all of whose sentences are in ``queries`` (a set of indices)."""
         other = object.__new__(VideoGroups)
-        other.__dict__ = dict(self.__dict__, groups=[(k, g) for k, g in self.groups if not set(g.tolist()) <= queries])
+        kept = [(v, a) for v, a in self.groups if not set(self.videos[v][1].tolist()) <= queries]
+        other.__dict__ = dict(self.__dict__, groups=kept)
         return other
 
     @property
@@ -43,7 +58,15 @@ class VideoGroups(Dataset):
         return len(self.groups)
 
     def sentences(self, position, epoch=0):
-        queries = self.groups[position][1]
+        """The item's sentences (query indices): the anchor first, where it has one."""
+        video, anchor = self.groups[position]
+        queries = self.videos[video][1]
+        if anchor >= 0:
+            others = queries[queries != anchor]
+            if self.max_sentences and len(others) > self.max_sentences - 1:
+                rng = np.random.default_rng([self.seed % 2 ** 32, epoch, position])
+                others = np.sort(rng.choice(others, self.max_sentences - 1, replace=False))
+            return np.concatenate([[anchor], others]).astype(queries.dtype)
         if self.max_sentences and len(queries) > self.max_sentences:
             rng = np.random.default_rng([self.seed % 2 ** 32, epoch, position])  # SEED may be negative
             queries = np.sort(rng.choice(queries, self.max_sentences, replace=False))
@@ -52,11 +75,11 @@ class VideoGroups(Dataset):
     def __getitem__(self, key):
         position, epoch = key if isinstance(key, tuple) else (key, 0)
         queries = self.sentences(position, epoch)
-        dataset = self.datasets[self.groups[position][0]]
+        dataset = self.datasets[self.videos[self.groups[position][0]][0]]
         video = dataset.videos[dataset.video_ids[queries[0]]]
         moments, windows, durations = dataset.moments[queries], dataset.windows[queries], dataset.durations[queries]
-        # A long video (INPUT.TRAIN_WINDOW) gives a window holding its first sentence's moment, with
-        # the sentences whose moments it holds too, placed in its seconds.
+        # A long video (INPUT.TRAIN_WINDOW) gives a window holding its first sentence's (its anchor's)
+        # moment, with the sentences whose moments it holds too, placed in its seconds.
         window = dataset.item_window(queries[0], epoch if isinstance(key, tuple) else None, rng_key=position)
         if window is not None:
             queries = np.asarray([q for q in queries if q == queries[0] or window.holds(dataset.moments[q])])
