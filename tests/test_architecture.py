@@ -120,7 +120,8 @@ def test_the_dataset_catalog_keeps_no_class_level_state():
 # above the library.
 LAYERS = [("tan.errors", "tan.version"), ("tan.utils",), ("tan.config",), ("tan.structures",), ("tan.data",),
           ("tan.video",), ("tan.modeling",), ("tan.solver", "tan.engine"), ("tan.api",),
-          ("tan_apps.synthetic", "tan_apps.converters", "tan_apps.standin", "tan_apps.nlq_standin"), ("tan_apps.cli",),
+          ("tan_apps.synthetic", "tan_apps.converters", "tan_apps.standin", "tan_apps.nlq_standin",
+           "tan_apps.mad_standin"), ("tan_apps.cli",),
           ("tan_apps.seeds", "tan_apps.demo"), ("tan_apps.commands",)]
 
 

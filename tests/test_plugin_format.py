@@ -18,7 +18,7 @@ from conftest import REPO, SYNTHETIC_CONFIG, run_tool
 
 PLUGIN = os.path.join(REPO, "tests", "plugins", "toy_format.py")
 # tan's formats, and those of its built-in plug-in (the readings of MS-2D-TAN's data layout)
-BUILTIN_FORMATS = ("charades_txt", "charades_txt_trimmed", "ego4d_nlq", "jsonl", "seconds", "tacos",
+BUILTIN_FORMATS = ("charades_txt", "charades_txt_trimmed", "ego4d_nlq", "jsonl", "mad", "seconds", "tacos",
                    "tacos_video_stems")
 VIDEOS = {"train": 60, "val": 10, "test": 20}  # the first videos of each split: a small run
 FAST = ["MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0"]

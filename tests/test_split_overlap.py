@@ -108,11 +108,12 @@ def test_training_warns_once_at_start(planted, tmp_path):
 
 
 def shipped_configs():
-    """The shipped configs of benchmarks whose real annotation files data/annotations holds (QVHighlights'
-    and Ego4D NLQ's are generated stand-ins here: tests/test_ego4d_nlq.py checks NLQ's)."""
+    """The shipped configs of benchmarks whose real annotation files data/annotations holds (QVHighlights',
+    Ego4D NLQ's and MAD's are generated stand-ins here: tests/test_ego4d_nlq.py and tests/test_mad.py
+    check the last two)."""
     return sorted(os.path.relpath(p, os.path.join(REPO, "configs")) for pattern in ("*.yaml", "lighthouse/*.yaml")
                   for p in glob.glob(os.path.join(REPO, "configs", pattern))
-                  if "qvhighlight" not in p and "ego4d_nlq" not in p)
+                  if not any(generated in p for generated in ("qvhighlight", "ego4d_nlq", "_mad")))
 
 
 @functools.lru_cache(maxsize=None)  # each real file parsed once for all the configs

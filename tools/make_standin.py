@@ -22,11 +22,19 @@ Examples:
       MODEL.TAN.FEATPOOL.INPUT_SIZE 96 INPUT.PRE_QUERY_SIZE 64
   python tools/make_standin.py --benchmark qvhighlight --layout lighthouse --root datasets_lh --videos 500
   python tools/make_standin.py --benchmark ego4d_nlq --root datasets_nlq --dim 256 --videos 100
+  python tools/make_standin.py --benchmark mad --root datasets_mad --dim 32 --videos 4 \
+      --queries-per-movie train=100,val=5,test=10 --minutes 60 65
 
 --benchmark ego4d_nlq (reference layout) generates Ego4D NLQ as a whole, its
 queries too: nlq_{train,val}.json in the release's layout, per-video SlowFast-rate
 features (.pt), the clips cut from them and word vectors (tan_apps/nlq_standin.py);
 --videos is then the number of clips per split (default about the release's).
+--benchmark mad (reference layout) generates MAD as a whole: MAD_{train,val,test}.json
+in the release's layout, movies of one to two and a half hours, CLIP-rate features
+(5 rows a second) in one HDF5 file and word vectors (tan_apps/mad_standin.py);
+--videos is the number of movies per split (default a tenth of the release's),
+--queries-per-movie the queries of each (default the release's, 574 to 1000),
+--minutes the range of a movie's length (default 60 to 150).
 """
 import argparse
 import os
@@ -37,6 +45,7 @@ from tan_apps.cli.exit_codes import run_cli
 from tan_apps.standin import (BENCHMARKS, LIGHTHOUSE, LIGHTHOUSE_DIMS, QVHIGHLIGHTS_QUERIES, make_lighthouse_standin,
                          make_qvhighlights_standin, make_standin, write_charades_text_form)
 from tan.utils.logger import setup_logger
+from tan_apps.mad_standin import DIM as MAD_DIM, MAD_MOVIES, MINUTES as MAD_MINUTES, make_mad_standin
 from tan_apps.nlq_standin import DIM as NLQ_DIM, NLQ_CLIPS, make_nlq_standin
 
 # The real annotation files this checkout holds (data/annotations/README.md says where each comes from).
@@ -44,15 +53,18 @@ ANNOTATIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__fil
 LAYOUTS = ("reference", "lighthouse")
 QVHIGHLIGHT = "qvhighlight"
 NLQ = "ego4d_nlq"
+MAD = "mad"
+GENERATED = (NLQ, MAD)  # generated as a whole, in the reference layout only
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--benchmark", required=True, choices=sorted(BENCHMARKS) + [QVHIGHLIGHT, NLQ, "all"],
-                        help=f"{QVHIGHLIGHT}: generated, lighthouse layout only; {NLQ}: generated, reference "
-                             f"layout only; all: every benchmark of the layout")
+    parser.add_argument("--benchmark", required=True, choices=sorted(BENCHMARKS) + [QVHIGHLIGHT, NLQ, MAD, "all"],
+                        help=f"{QVHIGHLIGHT}: generated, lighthouse layout only; {NLQ} and {MAD}: generated, "
+                             f"reference layout only; all: every benchmark of the layout taken from real "
+                             f"annotation files")
     parser.add_argument("--layout", choices=LAYOUTS, default="reference",
                         help="reference: 2D-TAN's files (default); lighthouse: the *_lighthouse_* datasets' files")
     parser.add_argument("--annotations", default=ANNOTATIONS,
@@ -73,11 +85,29 @@ def parse_args(argv=None):
                              f"(default: all), for a quick stand-in; {QVHIGHLIGHT}: N videos (one query each) per "
                              f"split (default: the release's {', '.join(f'{s} {n}' for s, n in QVHIGHLIGHTS_QUERIES.items())}); "
                              f"{NLQ}: N clips (9 queries each) per split (default "
-                             f"{', '.join(f'{s} {n}' for s, n in NLQ_CLIPS.items())})")
+                             f"{', '.join(f'{s} {n}' for s, n in NLQ_CLIPS.items())}); {MAD}: N movies per split "
+                             f"(default {', '.join(f'{s} {n}' for s, n in MAD_MOVIES.items())})")
+    parser.add_argument("--queries-per-movie", type=_per_split, default=None, metavar="N or SPLIT=N,...",
+                        help=f"{MAD} only: queries of each movie, for every split or per split (train=100,test=10; "
+                             f"default the release's: 574 train, 641 val, 1000 test)")
+    parser.add_argument("--minutes", type=float, nargs=2, default=None, metavar=("SHORTEST", "LONGEST"),
+                        help=f"{MAD} only: the range of a movie's length in minutes (default "
+                             f"{MAD_MINUTES[0]:g} to {MAD_MINUTES[1]:g})")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     _check_layout_options(parser, args)
     return args
+
+
+def _per_split(text):
+    """--queries-per-movie: "N" (every split) or "split=N,..." -> {split: N} or N."""
+    try:
+        if "=" not in text:
+            return int(text)
+        counts = dict(part.split("=") for part in text.split(","))
+        return {split.strip(): int(n) for split, n in counts.items()}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected N or SPLIT=N,... (train=100,val=5,test=10)") from None
 
 
 def _check_layout_options(parser, args):
@@ -90,16 +120,34 @@ def _check_layout_options(parser, args):
         parser.error("--dim-clip, --dim-slowfast and --dim-text are for --layout lighthouse; use --dim")
     if args.benchmark == QVHIGHLIGHT and args.layout != "lighthouse":
         parser.error(f"--benchmark {QVHIGHLIGHT} exists in the lighthouse layout only: add --layout lighthouse")
-    if args.benchmark == NLQ and args.layout != "reference":
-        parser.error(f"--benchmark {NLQ} exists in the reference layout only")
+    if args.benchmark in GENERATED and args.layout != "reference":
+        parser.error(f"--benchmark {args.benchmark} exists in the reference layout only")
     if args.benchmark == NLQ and args.clips_per_second is not None:
         parser.error(f"--clips-per-second: {NLQ}'s features are at SlowFast's rate, 30/16 rows a second")
+    if args.benchmark == MAD and args.clips_per_second is not None:
+        parser.error(f"--clips-per-second: {MAD}'s features are at its CLIP frames' rate, 5 rows a second")
+    queries = args.queries_per_movie
+    if queries is not None:
+        given = queries.values() if isinstance(queries, dict) else [queries]
+        if args.benchmark != MAD or any(n < 1 for n in given) or (isinstance(queries, dict)
+                                                                 and not set(queries) <= set(MAD_MOVIES)):
+            parser.error(f"--queries-per-movie: positive numbers, for every split or for some of "
+                         f"{', '.join(MAD_MOVIES)}, with --benchmark {MAD} only")
+    if args.minutes is not None and (args.benchmark != MAD or not 0 < args.minutes[0] <= args.minutes[1]):
+        parser.error(f"--minutes SHORTEST LONGEST: 0 < SHORTEST <= LONGEST, for --benchmark {MAD} only")
     if args.videos is not None and args.videos < 1:
         parser.error(f"--videos: expected a positive number of videos, got {args.videos}")
     args.lighthouse_dims = lighthouse_dims
 
 
 def write(benchmark, args):
+    if benchmark == MAD:
+        movies = None if args.videos is None else {split: args.videos for split in MAD_MOVIES}
+        queries = args.queries_per_movie
+        if isinstance(queries, int):
+            queries = {split: queries for split in MAD_MOVIES}
+        make_mad_standin(args.root, args.dim or MAD_DIM, args.seed, movies, queries, args.minutes or MAD_MINUTES)
+        return
     if benchmark == NLQ:
         sizes = None if args.videos is None else {split: args.videos for split in NLQ_CLIPS}
         make_nlq_standin(args.root, args.dim or NLQ_DIM, args.seed, sizes)

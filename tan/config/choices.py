@@ -31,6 +31,12 @@ HIGHLIGHT_METRIC_NAMES = tuple(f"HL-min-{level}-{what}" for level in ("Fair", "G
 
 # Ego4D NLQ's figures (tan/engine/long_video_metrics.py), reported on datasets of its format.
 NLQ_METRIC_NAMES = ("NLQ-R@1,IoU@0.3", "NLQ-R@1,IoU@0.5", "NLQ-R@5,IoU@0.3", "NLQ-R@5,IoU@0.5", "NLQ-mIoU")
+# MAD's (tan/engine/long_video_metrics.py), reported on datasets of its format, from each query's top
+# MAD_PREDICTED moments.
+MAD_RECALL_AT = (1, 5, 10, 50, 100)
+MAD_IOU_THRESHOLDS = (0.1, 0.3, 0.5, 0.7)
+MAD_METRIC_NAMES = tuple(f"MAD-R@{k},IoU@{t}" for k in MAD_RECALL_AT for t in MAD_IOU_THRESHOLDS)
+MAD_PREDICTED = MAD_RECALL_AT[-1]
 
 
 def metric_names():
@@ -39,5 +45,7 @@ def metric_names():
 
 
 def best_metric_names():
-    """The metrics TEST.BEST_METRIC may name: ours, and Moment-DETR's where TEST.DETR_METRICS reports them."""
-    return metric_names() + list(DETR_METRIC_NAMES) + list(HIGHLIGHT_METRIC_NAMES) + list(NLQ_METRIC_NAMES)
+    """The metrics TEST.BEST_METRIC may name: ours, Moment-DETR's where TEST.DETR_METRICS reports them,
+    and the long-video benchmarks' on their datasets."""
+    return (metric_names() + list(DETR_METRIC_NAMES) + list(HIGHLIGHT_METRIC_NAMES) + list(NLQ_METRIC_NAMES)
+            + list(MAD_METRIC_NAMES))

@@ -54,6 +54,11 @@ BUILTIN_DATASETS = {
     "ego4d_nlq": (("train", "val", "test_unannotated"), {
         "annotations": "ego4d/annotations/nlq_{split}.json", "features": "ego4d/features/nlq_clips.hdf5",
         "format": "ego4d_nlq"}),
+    # MAD (docs/long_videos.md): audio-description sentences in movies of one to three hours, every movie's
+    # CLIP frame features at 5 rows a second in one file, a dataset per movie.
+    "mad": (("train", "val", "test"), {
+        "annotations": "mad/annotations/MAD_{split}.json", "features": "mad/features/CLIP_frames_features_5fps.h5",
+        "format": "mad"}),
     "charades": (("train", "test"), {
         "annotations": "charades_sta/annotations/charades_{split}.json",
         "features": "charades_sta/features/vgg_rgb_features.hdf5", "format": "seconds"}),

@@ -1,7 +1,8 @@
 """Score maps -> top moments (greedy NMS) -> recall and mIoU (docs/metric.md §2, §3)."""
 import torch
 
-from ..config.choices import (DETR_METRIC_NAMES, HIGHLIGHT_METRIC_NAMES, IOU_THRESHOLDS, NLQ_METRIC_NAMES, NMS_UNITS,
+from ..config.choices import (DETR_METRIC_NAMES, HIGHLIGHT_METRIC_NAMES, IOU_THRESHOLDS, MAD_METRIC_NAMES,
+                              NLQ_METRIC_NAMES, NMS_UNITS,
                               RECALL_AT, metric_names)
 from ..structures.candidates import map_candidates
 from ..structures.moments import best_window_iou, temporal_iou
@@ -111,7 +112,7 @@ def format_table(results, title=""):
         lines.append(f"R@{k:<5}" + "".join(f"{results[f'R@{k},IoU@{m}']:<10.2f}" for m in IOU_THRESHOLDS))
     lines.append(f"mIoU   {results['mIoU']:.2f}")
     for label, names in (("Moment-DETR", DETR_METRIC_NAMES), ("highlights", HIGHLIGHT_METRIC_NAMES),
-                         ("Ego4D NLQ", NLQ_METRIC_NAMES)):
+                         ("Ego4D NLQ", NLQ_METRIC_NAMES), ("MAD", MAD_METRIC_NAMES)):
         present = [n for n in names if n in results]
         if present:
             lines.append(f"{label}: " + "  ".join(f"{n} {results[n]:.2f}" for n in present))

@@ -6,6 +6,7 @@ import time
 import torch
 
 from ..data.formats.ego4d_nlq import EMPTY_WINDOW as NLQ_EMPTY_WINDOW, FORMAT as NLQ_FORMAT
+from ..data.formats.mad import FORMAT as MAD_FORMAT
 from ..data.loaders import loader_without
 from ..errors import TanError
 from ..utils import comm
@@ -14,10 +15,10 @@ from ..utils.logger import get_logger
 from ..utils.progress import progress
 from ..utils.held_signals import signals_held
 from ..structures.moments import best_window_iou
-from ..config.choices import (DETR_METRIC_NAMES, DETR_METRICS, HIGHLIGHT_METRIC_NAMES, NLQ_METRIC_NAMES, RECALL_AT,
-                              metric_names)
+from ..config.choices import (DETR_METRIC_NAMES, DETR_METRICS, HIGHLIGHT_METRIC_NAMES, MAD_METRIC_NAMES, MAD_PREDICTED,
+                              NLQ_METRIC_NAMES, RECALL_AT, metric_names)
 from .evaluation import clip_saliency, evaluate_moments, format_table, top_candidates
-from .long_video_metrics import nlq_metrics
+from .long_video_metrics import mad_metrics, nlq_metrics
 from .precision import autocast
 from .step import forward_batch, move_batch
 from .submission import nlq_submission_name, submission_name, write_nlq_submission, write_submission
@@ -83,7 +84,17 @@ def reported_metrics(mode, dataset):
         names += list(HIGHLIGHT_METRIC_NAMES) if dataset.saliency is not None else []
     if dataset.annotation_format == NLQ_FORMAT and dataset.labeled:
         names += list(NLQ_METRIC_NAMES)
+    if dataset.annotation_format == MAD_FORMAT and dataset.labeled:
+        names += list(MAD_METRIC_NAMES)
     return names
+
+
+def predicted_per_query(dataset, detr):
+    """How many moments inference keeps for each query of ``dataset``: as many as its figures read
+    (MAD's R@100, Moment-DETR's mAP over up to MAX_WINDOWS, else R@5)."""
+    if dataset.annotation_format == MAD_FORMAT:
+        return MAD_PREDICTED
+    return MAX_WINDOWS if detr else max(RECALL_AT)
 
 
 def inference(model, data_loader, dataset_name, nms_thresh, device, output_folder=None, checkpoint=None, amp="off",
@@ -99,7 +110,7 @@ def inference(model, data_loader, dataset_name, nms_thresh, device, output_folde
     highlights = detr and (dataset.saliency is not None or not dataset.labeled)
     logger.info("evaluating on %s (%d queries)", dataset_name, len(dataset))
     start = time.perf_counter()
-    topk = MAX_WINDOWS if detr else max(RECALL_AT)
+    topk = predicted_per_query(dataset, detr)
     chosen = windows.long_videos(dataset) if windows is not None else {}
     # the queries grounded by windows skip the whole-video pass, but for the clip saliency of highlights
     whole = data_loader if highlights or not chosen else loader_without(
@@ -120,6 +131,8 @@ def inference(model, data_loader, dataset_name, nms_thresh, device, output_folde
     results = evaluate_moments(kept, filled, gt)
     if dataset.annotation_format == NLQ_FORMAT:
         results.update(nlq_results(dataset, predictions, order))
+    if dataset.annotation_format == MAD_FORMAT:
+        results.update(mad_results(dataset, predictions, order))
     buckets = {}
     if detr:
         results.update(detr_results(dataset, predictions, order, highlights))
@@ -222,6 +235,16 @@ def nlq_results(dataset, predictions, order):
     figures = nlq_metrics(listed, [dataset.moments[i] for i in order], empty_windows=empty)
     result = {f"NLQ-{name}": figures[name] for name in (n[len("NLQ-"):] for n in NLQ_METRIC_NAMES)}
     result["NLQ-queries"] = figures["evaluated"]
+    return result
+
+
+def mad_results(dataset, predictions, order):
+    """MAD's figures (its baselines' evaluation arithmetic, tan.engine.long_video_metrics) of each
+    query's top MAD_PREDICTED kept moments, named MAD-*; MAD-queries: how many queries they are over."""
+    listed = [predictions[i][0][predictions[i][1]].double().numpy() for i in order]
+    figures = mad_metrics(listed, [dataset.moments[i] for i in order])
+    result = {name: figures[name[len("MAD-"):]] for name in MAD_METRIC_NAMES}
+    result["MAD-queries"] = figures["evaluated"]
     return result
 
 

@@ -27,10 +27,10 @@ Values are percent; NLQ's rounded to two decimals as its table prints them, MAD'
 """
 import numpy as np
 
+from ..config.choices import MAD_IOU_THRESHOLDS as MAD_THRESHOLDS, MAD_RECALL_AT as MAD_TOPK
+
 NLQ_THRESHOLDS = (0.3, 0.5)
 NLQ_TOPK = (1, 5)
-MAD_THRESHOLDS = (0.1, 0.3, 0.5, 0.7)
-MAD_TOPK = (1, 5, 10, 50, 100)
 
 
 def _percent(value):

@@ -1,0 +1,80 @@
+"""The "mad" format: MAD's per-split files (``MAD_{train,val,test}.json``; docs/data.md §1,
+docs/long_videos.md, "MAD").
+
+The file is one object keyed by query id; each query names its ``movie`` (the key of the movie's
+features), the movie's length (``movie_duration``, seconds), its ``sentence`` and its moment in
+the movie's seconds, twice: ``timestamps`` as aligned from the audio description and
+``ext_timestamps``, the window the benchmark's baselines train and are scored on. This reader
+takes ``ext_timestamps`` where a query has them, as those baselines do, and ``timestamps``
+otherwise; the moment is clipped to the movie, and a query whose moment has no length is left
+out and counted (EMPTY_WINDOW).
+"""
+import math
+
+from ...errors import TanError
+from .common import Dropped, Query, json_number, read_json, register_format, sentence_text
+
+FORMAT = "mad"
+# The moment the baselines read first; the other is taken where a query lacks it.
+MOMENT_KEYS = ("ext_timestamps", "timestamps")
+EMPTY_WINDOW = "query window of no length"
+
+
+def _moment(record):
+    for key in MOMENT_KEYS:
+        value = record.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, list) or len(value) != 2:
+            raise Dropped(f"{key} not two numbers")
+        start, end = (json_number(v) for v in value)
+        if start is None or end is None or not (math.isfinite(start) and math.isfinite(end)):
+            raise Dropped(f"{key} not two numbers")
+        return start, end
+    raise Dropped("query without timestamps")
+
+
+def _query(qid, record, counts):
+    if not isinstance(record, dict):
+        raise Dropped("query not an object")
+    movie = record.get("movie")
+    if not isinstance(movie, str) or not movie:
+        raise Dropped("query without movie")
+    sentence = record.get("sentence")
+    if not isinstance(sentence, str) or not sentence.strip():
+        raise Dropped("query without text")
+    duration = json_number(record.get("movie_duration"))
+    if duration is None or not 0 < duration < math.inf:
+        raise Dropped("movie_duration not a positive number")
+    start, end = _moment(record)
+    if end <= start:
+        raise Dropped(EMPTY_WINDOW)
+    if end <= 0 or start >= duration:
+        raise Dropped("query window outside its movie")
+    if start < 0 or end > duration:
+        counts["moment clipped to the video"] += 1
+    return Query(movie, duration, max(start, 0.0), min(end, duration), sentence_text(sentence), qid=str(qid),
+                 qid_written=qid)
+
+
+@register_format(FORMAT)
+def read(path, durations, counts):
+    """The queries of a MAD file in the file's order; ``durations`` is not used (each query has its
+    movie's). One movie's queries must agree on its duration."""
+    data = read_json(path)
+    if not isinstance(data, dict) or not data or not all(isinstance(v, dict) for v in list(data.values())[:10]):
+        raise TanError(f"annotation file {path!r}: expected MAD's layout, an object of query id -> "
+                       f"{{movie, sentence, timestamps, ext_timestamps, movie_duration}}")
+    queries, lengths = [], {}
+    for qid, record in data.items():
+        try:
+            query = _query(qid, record, counts)
+        except Dropped as dropped:
+            counts[str(dropped)] += 1
+            continue
+        known = lengths.setdefault(query.video, query.duration)
+        if abs(known - query.duration) > 1e-3:
+            raise TanError(f"annotation file {path!r}: query {qid!r} gives movie {query.video!r} a duration of "
+                           f"{query.duration} s, an earlier query {known} s; a movie has one duration")
+        queries.append(query)
+    return queries
