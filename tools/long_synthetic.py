@@ -4,13 +4,21 @@
 (tan_apps/synthetic/long_videos.py), each video scored whole (resampled to the model's clips) and
 by windows (TEST.WINDOW). Prints R@1 and R@5 at IoU 0.5 and the mean IoU of the first moment.
 
-Examples (after the README's quick start):
+With --video-files DIR the long videos are video files instead, of the synthetic video
+dataset's stage (tan-synthetic-videos --long-video: one asked moment among others of other
+shapes), written to DIR and grounded from the file (its features made by the checkpoint's
+recorded extractors) by a model trained on that dataset (docs/quickstart.md, "From video files").
+
+Examples (after the README's quick start; the third after docs/quickstart.md's video block):
   python tools/long_synthetic.py --ckpt outputs/synthetic/model_final.pth --seconds 300 3600 --queries 40
   python tools/long_synthetic.py --write long_video.npy --seconds 3600 --seed 0   # one video, for tan-predict
+  python tools/long_synthetic.py --ckpt outputs/mmn_synthetic_videos/model_final.pth --video-files long_videos \
+      --seconds 3600 --queries 5
 """
 import argparse
 import json
 import logging
+import os
 import sys
 
 import numpy as np
@@ -21,20 +29,37 @@ import torch
 import tan
 from tan.structures.moments import temporal_iou
 from tan_apps.synthetic.long_videos import long_video
+from tan_apps.synthetic.videos import write_long_video
 
 
-def evaluate(model, seconds, queries, moment_seconds):
-    """(R@1, R@5 at IoU 0.5 in percent, mean IoU of the first moment) over ``queries`` videos (seeds 0..)."""
+def feature_videos(seconds, queries, moment_seconds):
+    """(features, duration, sentence, moment) of ``queries`` long videos of clip features (seeds 0..)."""
+    return [long_video(seconds, moment_seconds, seed) for seed in range(queries)]
+
+
+def file_videos(featurize, folder, seconds, queries, moment_seconds):
+    """The same of ``queries`` long video files written to ``folder`` (seeds 0..), their features made
+    by ``featurize`` (the checkpoint's recorded extractors) once for both ways of grounding."""
+    videos = []
+    for seed in range(queries):
+        written = write_long_video(os.path.join(folder, f"synvid_long_{seconds:g}s_{seed}.mp4"), seconds,
+                                   moment_seconds, seed)
+        features, duration = featurize(written["video"])
+        videos.append((features, duration, written["sentence"], written["moment"]))
+    return videos
+
+
+def evaluate(model, videos):
+    """(R@1, R@5 at IoU 0.5 in percent, mean IoU of the first moment) over ``videos`` (one query each)."""
     top1 = top5 = 0
     first_ious = []
-    for seed in range(queries):
-        feats, duration, sentence, moment = long_video(seconds, moment_seconds, seed)
+    for feats, duration, sentence, moment in videos:
         moments = model.ground(model.encode_video(feats, duration), [sentence], topk=5)[0]
         ious = [float(temporal_iou(torch.tensor([[m.start, m.end]]), torch.tensor([moment]))) for m in moments]
         first_ious.append(ious[0] if ious else 0.0)
         top1 += bool(ious) and ious[0] >= 0.5
         top5 += any(i >= 0.5 for i in ious)
-    return 100.0 * top1 / queries, 100.0 * top5 / queries, sum(first_ious) / queries
+    return 100.0 * top1 / len(videos), 100.0 * top5 / len(videos), sum(first_ious) / len(videos)
 
 
 def build_parser():
@@ -48,6 +73,9 @@ def build_parser():
     parser.add_argument("--seconds", type=float, nargs="+", default=[300.0, 3600.0], help="video lengths")
     parser.add_argument("--queries", type=int, default=40, help="videos (one query each) per length")
     parser.add_argument("--moment-seconds", type=float, default=10.0, help="the asked moment's length")
+    parser.add_argument("--video-files", metavar="DIR",
+                        help="video files of the synthetic video dataset's stage, written to DIR, instead of clip "
+                             "features (--ckpt: a model trained on that dataset)")
     parser.add_argument("opts", nargs=argparse.REMAINDER, metavar="KEY VALUE", help="config overrides")
     return parser
 
@@ -65,8 +93,15 @@ def main(argv=None):
     models = {way: tan.load_model(args.ckpt, overrides=[*args.opts, "TEST.WINDOW.ENABLED", str(way == "windows")])
               for way in ("whole", "windows")}
     print("| video | queries | whole: R@1 | R@5 | mIoU@1 | windows: R@1 | R@5 | mIoU@1 |\n|---|---|---|---|---|---|---|---|")
+    if args.video_files:
+        from tan.video.featurize import VideoFeaturizer
+
+        os.makedirs(args.video_files, exist_ok=True)
+        featurize = VideoFeaturizer(models["windows"].extractors, models["windows"].device)
     for seconds in args.seconds:
-        row = [evaluate(models[way], seconds, args.queries, args.moment_seconds) for way in ("whole", "windows")]
+        videos = (file_videos(featurize, args.video_files, seconds, args.queries, args.moment_seconds)
+                  if args.video_files else feature_videos(seconds, args.queries, args.moment_seconds))
+        row = [evaluate(models[way], videos) for way in ("whole", "windows")]
         cells = " | ".join(f"{r1:.1f} | {r5:.1f} | {iou:.3f}" for r1, r5, iou in row)
         print(f"| {seconds:g} s | {args.queries} | {cells} |", flush=True)
 

@@ -3,10 +3,14 @@ acting out the moments of their sentences, their annotations (JSON lines)
 and a catalog naming the feature folders that tan-extract-features fills
 (docs/video.md).
 
-Example (the first run from video files, docs/quickstart.md):
+Examples (the first run from video files, docs/quickstart.md; a one-hour video
+of the same stage with one 10-second moment to ask about, docs/long_videos.md):
   tan-synthetic-videos --output datasets/synthetic_videos
+  tan-synthetic-videos --output datasets/synthetic_videos --long-video 3600
 """
 import argparse
+import json
+import os
 
 from tan.errors import TanError
 from tan_apps.cli import signal_exits
@@ -24,7 +28,13 @@ def build_parser():
                         help=f"videos in the train split (default {SPLITS['train']})")
     parser.add_argument("--test-videos", type=int, default=SPLITS["test"],
                         help=f"videos in the test split (default {SPLITS['test']})")
-    parser.add_argument("--seed", type=int, default=None, help="random seed (default: the built-in one)")
+    parser.add_argument("--seed", type=int, default=None, help="random seed (default: the built-in one; 0 "
+                                                                "for --long-video)")
+    parser.add_argument("--long-video", type=float, default=None, metavar="SECONDS",
+                        help="instead: write one video of SECONDS of the same stage to DIR/videos/"
+                             "synvid_long_{SECONDS}s_{seed}.mp4, with one moment of --moment-seconds among "
+                             "others of other shapes, and print its sentence and moment as JSON")
+    parser.add_argument("--moment-seconds", type=float, default=10.0, help="--long-video: the asked moment's length")
     return parser
 
 
@@ -32,6 +42,8 @@ def main(argv=None):
     from tan_apps.synthetic.videos import SEED, generate
 
     args = build_parser().parse_args(argv)
+    if args.long_video is not None:
+        return write_long(args)
     for name in ("train_videos", "test_videos"):
         if getattr(args, name) < 1:
             raise TanError(f"--{name.replace('_', '-')} {getattr(args, name)}: expected at least 1")
@@ -40,6 +52,19 @@ def main(argv=None):
                       {"train": args.train_videos, "test": args.test_videos})
     print(f"wrote {args.train_videos + args.test_videos} videos and "
           f"{', '.join(f'{n} {split} queries' for split, n in counts.items())} to {args.output}", flush=True)
+
+
+def write_long(args):
+    from tan_apps.synthetic.videos import write_long_video
+
+    seed = 0 if args.seed is None else args.seed
+    if not 0 < 2 * args.moment_seconds <= args.long_video:
+        raise TanError(f"--long-video {args.long_video:g} with --moment-seconds {args.moment_seconds:g}: expected a "
+                       f"positive moment at most half the video's length")
+    path = os.path.join(args.output, "videos", f"synvid_long_{args.long_video:g}s_{seed}.mp4")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    signal_exits.now_doing("writing a long synthetic video", f"{path} is complete or absent")
+    print(json.dumps(write_long_video(path, args.long_video, args.moment_seconds, seed)), flush=True)
 
 
 def cli():

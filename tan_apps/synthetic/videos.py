@@ -85,38 +85,88 @@ def _actors(rng, count):
 
 def render(rng, duration, moments, actors):
     """The frames [F, SIZE, SIZE, 3] uint8 of one video."""
+    return np.stack(list(frames_of(rng, duration, moments, actors)))
+
+
+def frames_of(rng, duration, moments, actors):
+    """The frames of one video, one [SIZE, SIZE, 3] uint8 array at a time (a long video is never
+    held whole): the stage's grain, and each moment's shape on its way across."""
     count = int(round(duration * FPS))
-    frames = np.empty((count, SIZE, SIZE, 3), np.uint8)
     base = rng.integers(20, 50, size=3)
     noise = np.clip(base + rng.normal(0, 4, size=(8, SIZE, SIZE, 3)), 0, 255)  # the stage's grain, 8 versions
+    order = np.argsort([start for start, _ in moments], kind="stable")
+    moments, actors = [moments[i] for i in order], [actors[i] for i in order]
+    first = 0  # moments before this one have ended
     for k in range(count):
         time = (k + 0.5) / FPS
         frame = noise[rng.integers(len(noise))].copy()
-        for (start, end), (colour, shape, direction) in zip(moments, actors):
-            if start <= time < end:
-                radius = RADIUS
-                cx, cy = _path(direction, (time - start) / (end - start), radius)
-                frame[_mask(shape, cx, cy, radius)] = COLOURS[colour]
-        frames[k] = frame.astype(np.uint8)
-    return frames
+        while first < len(moments) and moments[first][1] <= time:
+            first += 1
+        for (start, end), (colour, shape, direction) in zip(moments[first:], actors[first:]):
+            if start > time:
+                break
+            if time < end:
+                cx, cy = _path(direction, (time - start) / (end - start), RADIUS)
+                frame[_mask(shape, cx, cy, RADIUS)] = COLOURS[colour]
+        yield frame.astype(np.uint8)
 
 
-def write_video(path, frames, fps=FPS):
-    """``frames`` [F, H, W, 3] uint8 as a video file, atomically (H.264 if the FFmpeg at hand has it)."""
+def write_video(path, frames, fps=FPS, size=None):
+    """``frames`` (an array [F, H, W, 3] uint8, or any iterable of [H, W, 3] frames with ``size``
+    (H, W)) as a video file, atomically (H.264 if the FFmpeg at hand has it)."""
     import av
     from fractions import Fraction
 
     fps = Fraction(fps).limit_denominator(1001)
     codec = "libx264" if "libx264" in av.codecs_available else "mpeg4"
+    height, width = size if size is not None else frames.shape[1:3]
     with replaced_when_done(path) as tmp:
         with av.open(tmp, "w", format="mp4") as container:
             stream = container.add_stream(codec, rate=fps)
-            stream.width, stream.height, stream.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
+            stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
             for frame in frames:
                 for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
                     container.mux(packet)
             for packet in stream.encode():
                 container.mux(packet)
+
+
+def long_video(seconds, moment_seconds=10.0, seed=0, every=30.0):
+    """A long video of the dataset's stage: one queried moment of ``moment_seconds`` somewhere in it,
+    and other moments (2 to 7 s, one about every ``every`` seconds) of every other colour and shape,
+    some of them the queried one's colour or shape. Returns (duration, moments, actors, sentence, moment);
+    :func:`write_long_video` writes it."""
+    rng = np.random.default_rng([SEED, seed])
+    if not 2 * moment_seconds <= seconds:
+        raise ValueError(f"a long video of {seconds} s cannot hold a moment of {moment_seconds} s well inside it")
+    colour, shape = list(COLOURS)[rng.integers(len(COLOURS))], SHAPES[rng.integers(len(SHAPES))]
+    direction = list(DIRECTIONS)[rng.integers(len(DIRECTIONS))]
+    start = round(float(rng.uniform(moment_seconds / 2, seconds - 1.5 * moment_seconds)), 2)
+    moment = (start, round(start + moment_seconds, 2))
+    others = [(c, s) for c in COLOURS for s in SHAPES if (c, s) != (colour, shape)]
+    moments, actors, time = [moment], [(colour, shape, direction)], 0.0
+    while True:
+        time += float(rng.uniform(0.5, 1.5)) * every
+        length = float(rng.uniform(2.0, 7.0))
+        if time + length > seconds:
+            break
+        if time + length > moment[0] - 1.0 and time < moment[1] + 1.0:  # the queried moment's stage is its own
+            continue
+        c, s = others[rng.integers(len(others))]
+        moments.append((round(time, 2), round(time + length, 2)))
+        actors.append((c, s, list(DIRECTIONS)[rng.integers(len(DIRECTIONS))]))
+    sentence = TEMPLATES[rng.integers(len(TEMPLATES))].format(colour=colour, shape=shape, direction=direction)
+    return float(seconds), moments, actors, sentence, moment
+
+
+def write_long_video(path, seconds, moment_seconds=10.0, seed=0):
+    """Write :func:`long_video`'s video to ``path`` (rendered and encoded a frame at a time); returns
+    {"video", "duration", "sentence", "moment", "other_moments"}."""
+    duration, moments, actors, sentence, moment = long_video(seconds, moment_seconds, seed)
+    frames = frames_of(np.random.default_rng([SEED, seed, 1]), duration, moments, actors)
+    write_video(path, frames, size=(SIZE, SIZE))
+    return {"video": path, "duration": duration, "sentence": sentence, "moment": list(moment),
+            "other_moments": len(moments) - 1}
 
 
 def catalog(root_relative=True):
