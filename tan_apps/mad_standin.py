@@ -62,8 +62,9 @@ def make_mad_standin(root, dim=DIM, seed=0, movies_per_split=None, queries_per_m
     movies = _counts("movies", MAD_MOVIES, movies_per_split)
     per_movie = _counts("queries per movie", QUERIES_PER_MOVIE, queries_per_movie)
     low, high = (float(m) for m in minutes)
-    if not 0 < low <= high:
-        raise TanError(f"MAD stand-in: minutes {minutes!r}; expected 0 < shortest <= longest")
+    if not 1 <= low <= high < float("inf"):
+        raise TanError(f"MAD stand-in: minutes {minutes!r}; expected 1 <= shortest <= longest (a movie holds "
+                       f"moments of up to 30 s)")
     rng = np.random.default_rng(seed)
     entries = builtin_entries()
     videos, sentences, total = {}, [], 0

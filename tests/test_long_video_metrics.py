@@ -59,6 +59,10 @@ def test_mad_recalls_by_hand():
             hits = 1 + (k >= 5 and t <= 0.5) + (k >= 100)
             expected[f"R@{k},IoU@{t}"] = 100 * hits / 4
     assert result == {**expected, "evaluated": 4}
+    # a fifth query, whose window has no length, is a miss everywhere
+    with_miss = mad_metrics(predictions, windows, misses=1)
+    assert with_miss.pop("evaluated") == 5
+    assert with_miss == pytest.approx({k: v * 4 / 5 for k, v in expected.items()}, abs=1e-9)
 
 
 def test_mad_counts_an_iou_at_the_threshold_where_nlq_does_not():

@@ -175,6 +175,27 @@ def test_a_video_batch_keeps_the_sentences_whose_moments_its_window_holds(synthe
     assert len(groups) > len(groups.videos)
 
 
+def test_sampled_sentences_of_a_window_are_drawn_among_those_it_holds(synthetic_root):
+    """DATALOADER.SENTENCES_PER_VIDEO with windows: the anchor and a sample of the sentences the window
+    holds, not of the whole video's (most of which lie outside it)."""
+    cfg = load_config(os.path.join(REPO, "configs", "mmn_synthetic.yaml"),
+                      ["DATASETS.ROOT", synthetic_root, "MODEL.DEVICE", "cpu", "INPUT.TRAIN_WINDOW.LENGTH", "40.0",
+                       "DATALOADER.SENTENCES_PER_VIDEO", "2"])
+    groups = RunData(cfg).train_loader(False, by_video=True).dataset
+    dataset = groups.datasets[0]
+    pairs = 0
+    for position, (_, anchor) in enumerate(groups.groups[:300]):
+        if anchor < 0:
+            continue
+        item = groups[(position, 3)]
+        queries = item["indices"].tolist()
+        window = dataset.item_window(anchor, 3, rng_key=position)
+        held = [anchor] + [q for q in groups.sentences(position)[1:] if window.holds(dataset.moments[q])]
+        assert queries[0] == anchor and len(queries) == min(2, len(held)) and set(queries) <= set(held)
+        pairs += len(queries) == 2
+    assert pairs > 0
+
+
 @pytest.fixture(scope="module")
 def windowed_run(long_root, tmp_path_factory):
     """A short 2D-TAN run on long_train by windows of 50 s, tested by windows on long_test."""

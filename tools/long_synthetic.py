@@ -87,6 +87,9 @@ def main(argv=None):
         np.save(args.write, feats)
         print(json.dumps({"features": args.write, "duration": duration, "sentence": sentence, "moment": moment}))
         return 0
+    if args.video_files and any(2 * args.moment_seconds > seconds for seconds in args.seconds):
+        raise SystemExit(f"--seconds: a long video file must last at least twice --moment-seconds "
+                         f"({args.moment_seconds:g} s)")
     if not args.ckpt:
         raise SystemExit("give --ckpt (a model trained on the synthetic dataset), or --write FILE.npy")
     logging.disable(logging.WARNING)  # one line per unknown word of the templates; the table is the output

@@ -37,6 +37,7 @@ in the release's layout, movies of one to two and a half hours, CLIP-rate featur
 --minutes the range of a movie's length (default 60 to 150).
 """
 import argparse
+import math
 import os
 import time
 
@@ -133,8 +134,8 @@ def _check_layout_options(parser, args):
                                                                  and not set(queries) <= set(MAD_MOVIES)):
             parser.error(f"--queries-per-movie: positive numbers, for every split or for some of "
                          f"{', '.join(MAD_MOVIES)}, with --benchmark {MAD} only")
-    if args.minutes is not None and (args.benchmark != MAD or not 0 < args.minutes[0] <= args.minutes[1]):
-        parser.error(f"--minutes SHORTEST LONGEST: 0 < SHORTEST <= LONGEST, for --benchmark {MAD} only")
+    if args.minutes is not None and (args.benchmark != MAD or not 1 <= args.minutes[0] <= args.minutes[1] < math.inf):
+        parser.error(f"--minutes SHORTEST LONGEST: 1 <= SHORTEST <= LONGEST, for --benchmark {MAD} only")
     if args.videos is not None and args.videos < 1:
         parser.error(f"--videos: expected a positive number of videos, got {args.videos}")
     args.lighthouse_dims = lighthouse_dims

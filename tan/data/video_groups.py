@@ -58,15 +58,12 @@ class VideoGroups(Dataset):
         return len(self.groups)
 
     def sentences(self, position, epoch=0):
-        """The item's sentences (query indices): the anchor first, where it has one."""
+        """The item's sentences (query indices): the anchor first, then the video's others, where it
+        has one (its window keeps those it holds, and samples them); else the video's, or a sample."""
         video, anchor = self.groups[position]
         queries = self.videos[video][1]
         if anchor >= 0:
-            others = queries[queries != anchor]
-            if self.max_sentences and len(others) > self.max_sentences - 1:
-                rng = np.random.default_rng([self.seed % 2 ** 32, epoch, position])
-                others = np.sort(rng.choice(others, self.max_sentences - 1, replace=False))
-            return np.concatenate([[anchor], others]).astype(queries.dtype)
+            return np.concatenate([[anchor], queries[queries != anchor]]).astype(queries.dtype)
         if self.max_sentences and len(queries) > self.max_sentences:
             rng = np.random.default_rng([self.seed % 2 ** 32, epoch, position])  # SEED may be negative
             queries = np.sort(rng.choice(queries, self.max_sentences, replace=False))
@@ -83,6 +80,10 @@ class VideoGroups(Dataset):
         window = dataset.item_window(queries[0], epoch if isinstance(key, tuple) else None, rng_key=position)
         if window is not None:
             queries = np.asarray([q for q in queries if q == queries[0] or window.holds(dataset.moments[q])])
+            if self.max_sentences and len(queries) > self.max_sentences:  # the anchor and a sample of the rest
+                rng = np.random.default_rng([self.seed % 2 ** 32, epoch, position])
+                queries = np.concatenate([queries[:1], np.sort(rng.choice(queries[1:], self.max_sentences - 1,
+                                                                          replace=False))])
             moments, windows = window.placed(dataset.moments[queries]), window.placed(dataset.windows[queries])
             durations = np.full(len(queries), window.duration, dtype=np.float32)
         return {

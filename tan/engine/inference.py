@@ -6,7 +6,7 @@ import time
 import torch
 
 from ..data.formats.ego4d_nlq import EMPTY_WINDOW as NLQ_EMPTY_WINDOW, FORMAT as NLQ_FORMAT
-from ..data.formats.mad import FORMAT as MAD_FORMAT
+from ..data.formats.mad import EMPTY_WINDOW as MAD_EMPTY_WINDOW, FORMAT as MAD_FORMAT
 from ..data.loaders import loader_without
 from ..errors import TanError
 from ..utils import comm
@@ -240,9 +240,11 @@ def nlq_results(dataset, predictions, order):
 
 def mad_results(dataset, predictions, order):
     """MAD's figures (its baselines' evaluation arithmetic, tan.engine.long_video_metrics) of each
-    query's top MAD_PREDICTED kept moments, named MAD-*; MAD-queries: how many queries they are over."""
+    query's top MAD_PREDICTED kept moments, named MAD-*, with the queries whose window has no length
+    (which the reader leaves out) scored as misses; MAD-queries: how many queries they are over."""
     listed = [predictions[i][0][predictions[i][1]].double().numpy() for i in order]
-    figures = mad_metrics(listed, [dataset.moments[i] for i in order])
+    figures = mad_metrics(listed, [dataset.moments[i] for i in order],
+                          misses=int(dataset.dropped.get(MAD_EMPTY_WINDOW, 0)))
     result = {name: figures[name[len("MAD-"):]] for name in MAD_METRIC_NAMES}
     result["MAD-queries"] = figures["evaluated"]
     return result

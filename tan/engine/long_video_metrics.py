@@ -16,12 +16,13 @@ at IoU 0.3 and 0.5, and mIoU.
   the count of both is reported beside them.
 
 MAD (Soldelli/MAD, its VLG-Net evaluation): R@{1, 5, 10, 50, 100} at IoU {0.1, 0.3,
-0.5, 0.7}.
+0.5} (its evaluate() computes 0.7 too, which tan reports beside them).
 
 * the IoU is the intersection (at least 0) over the hull, in float32;
 * a hit is an IoU *at or above* the threshold in the first k predictions;
 * a query with fewer than 100 predictions counts the missing ones as IoU 0;
-* the means are over every query evaluated.
+* the means are over every query evaluated; a query whose window has no length (which the
+  readers leave out) is counted as a miss.
 
 Values are percent; NLQ's rounded to two decimals as its table prints them, MAD's too.
 """
@@ -89,10 +90,11 @@ def mad_iou(predicted, window):
         return (inter / hull).astype(np.float32)
 
 
-def mad_metrics(predictions, windows):
+def mad_metrics(predictions, windows, misses=0):
     """MAD's R@k at IoU t, percent. ``predictions``: per query, its windows [P, 2] (seconds,
     best first, any number: beyond 100 unused, missing ones IoU 0); ``windows``: per query,
-    (start, end). Returns {"R@k,IoU@t": ..., "evaluated": Q}."""
+    (start, end); ``misses``: more queries, each scored a miss at every k and t (those whose
+    window has no length). Returns {"R@k,IoU@t": ..., "evaluated": Q + misses}."""
     if len(predictions) != len(windows):
         raise ValueError(f"{len(predictions)} predictions for {len(windows)} query windows")
     most = MAD_TOPK[-1]
@@ -105,8 +107,8 @@ def mad_metrics(predictions, windows):
         hit = iou[:, None] >= thresholds[None, :]  # [100, T]
         for r, k in enumerate(MAD_TOPK):
             counts[r] += hit[:k].any(axis=0)
-    counts /= max(len(windows), 1)
+    counts /= max(len(windows) + misses, 1)
     result = {f"R@{k},IoU@{t}": _percent(counts[r, c]) for r, k in enumerate(MAD_TOPK)
               for c, t in enumerate(MAD_THRESHOLDS)}
-    result["evaluated"] = len(windows)
+    result["evaluated"] = len(windows) + misses
     return result

@@ -10,6 +10,7 @@ of the same stage with one 10-second moment to ask about, docs/long_videos.md):
 """
 import argparse
 import json
+import math
 import os
 
 from tan.errors import TanError
@@ -58,7 +59,9 @@ def write_long(args):
     from tan_apps.synthetic.videos import write_long_video
 
     seed = 0 if args.seed is None else args.seed
-    if not 0 < 2 * args.moment_seconds <= args.long_video:
+    if seed < 0:
+        raise TanError(f"--seed {seed}: expected a number of 0 or more")
+    if not (math.isfinite(args.long_video) and 0 < 2 * args.moment_seconds <= args.long_video):
         raise TanError(f"--long-video {args.long_video:g} with --moment-seconds {args.moment_seconds:g}: expected a "
                        f"positive moment at most half the video's length")
     path = os.path.join(args.output, "videos", f"synvid_long_{args.long_video:g}s_{seed}.mp4")

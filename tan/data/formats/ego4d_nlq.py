@@ -17,11 +17,10 @@ counted ("query without text", EMPTY_WINDOW); tan-test's NLQ figures count the l
 import math
 
 from ...errors import TanError
-from .common import Dropped, Query, json_number, read_json, register_format, sentence_text
+from .common import EMPTY_WINDOW, Dropped, Query, json_number, read_json, register_format, sentence_text
 
 FORMAT = "ego4d_nlq"
-# What a query whose window has no length is counted under (the NLQ figures score these as misses).
-EMPTY_WINDOW = "query window of no length"
+__all__ = ["EMPTY_WINDOW", "FORMAT", "read"]
 
 
 def _number(record, key, what):

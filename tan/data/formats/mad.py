@@ -7,17 +7,19 @@ the movie's seconds, twice: ``timestamps`` as aligned from the audio description
 ``ext_timestamps``, the window the benchmark's baselines train and are scored on. This reader
 takes ``ext_timestamps`` where a query has them, as those baselines do, and ``timestamps``
 otherwise; the moment is clipped to the movie, and a query whose moment has no length is left
-out and counted (EMPTY_WINDOW).
+out and counted (EMPTY_WINDOW); tan-test's MAD figures count it as a miss. (VLG-Net's loader keeps
+such a query with the moment of the query before it, a slip of its loop; a miss is what a
+prediction of no window can score.)
 """
 import math
 
 from ...errors import TanError
-from .common import Dropped, Query, json_number, read_json, register_format, sentence_text
+from .common import EMPTY_WINDOW, Dropped, Query, json_number, read_json, register_format, sentence_text
 
 FORMAT = "mad"
+__all__ = ["EMPTY_WINDOW", "FORMAT", "MOMENT_KEYS", "read"]
 # The moment the baselines read first; the other is taken where a query lacks it.
 MOMENT_KEYS = ("ext_timestamps", "timestamps")
-EMPTY_WINDOW = "query window of no length"
 
 
 def _moment(record):
