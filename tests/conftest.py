@@ -114,6 +114,19 @@ def validated_run(synthetic_root, tmp_path_factory):
     return load_config(SYNTHETIC_CONFIG, opts), out, proc
 
 
+# The long-video benchmarks' configs (tests/test_ego4d_nlq.py, tests/test_mad.py) at a width that trains
+# in seconds on a CPU, on their stand-ins' 32-d features.
+SMALL_2DTAN = ["MODEL.TAN.FEATPOOL.INPUT_SIZE", "32", "MODEL.TAN.FEATPOOL.HIDDEN_SIZE", "32",
+               "MODEL.TAN.INTEGRATOR.QUERY_HIDDEN_SIZE", "32", "MODEL.TAN.INTEGRATOR.LSTM.NUM_LAYERS", "1",
+               "MODEL.TAN.PREDICTOR.HIDDEN_SIZE", "32", "MODEL.TAN.PREDICTOR.KERNEL_SIZE", "5",
+               "MODEL.TAN.PREDICTOR.NUM_STACK_LAYERS", "2"]
+SMALL_MMN = ["MODEL.MMN.FEATPOOL.INPUT_SIZE", "32", "MODEL.MMN.FEATPOOL.HIDDEN_SIZE", "32",
+             "MODEL.MMN.JOINT_SPACE_SIZE", "32", "MODEL.MMN.TEXT_ENCODER.LSTM.HIDDEN_SIZE", "32",
+             "MODEL.MMN.PREDICTOR.HIDDEN_SIZE", "32", "MODEL.MMN.PREDICTOR.KERNEL_SIZE", "5",
+             "MODEL.MMN.PREDICTOR.NUM_STACK_LAYERS", "2"]
+STANDIN_RUN = ["MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0", "SOLVER.LR", "0.001"]
+
+
 # Video files in (tests/test_video_features.py, tests/test_demo.py): tiny random backbones, a small
 # synthetic video dataset with its features, and a 2D-TAN trained on them briefly.
 TAN_VIDEOS = os.path.join(REPO, "configs", "video", "2dtan_synthetic_videos.yaml")

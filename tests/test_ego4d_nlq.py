@@ -15,20 +15,10 @@ from tan.errors import TanError
 from tan_apps.converters.ego4d_nlq import SLOWFAST_RATE, cut_nlq_clips
 from tan_apps.nlq_standin import make_nlq_standin
 
-from conftest import REPO, run_main
+from conftest import REPO, SMALL_2DTAN, SMALL_MMN, STANDIN_RUN as RUN, run_main
 
 NLQ_2DTAN = os.path.join(REPO, "configs", "2dtan_ego4d_nlq.yaml")
 NLQ_MMN = os.path.join(REPO, "configs", "mmn_ego4d_nlq.yaml")
-# the configs' model at a width that trains in seconds on a CPU, on the stand-in's 32-d features
-SMALL_2DTAN = ["MODEL.TAN.FEATPOOL.INPUT_SIZE", "32", "MODEL.TAN.FEATPOOL.HIDDEN_SIZE", "32",
-               "MODEL.TAN.INTEGRATOR.QUERY_HIDDEN_SIZE", "32", "MODEL.TAN.INTEGRATOR.LSTM.NUM_LAYERS", "1",
-               "MODEL.TAN.PREDICTOR.HIDDEN_SIZE", "32", "MODEL.TAN.PREDICTOR.KERNEL_SIZE", "5",
-               "MODEL.TAN.PREDICTOR.NUM_STACK_LAYERS", "2"]
-SMALL_MMN = ["MODEL.MMN.FEATPOOL.INPUT_SIZE", "32", "MODEL.MMN.FEATPOOL.HIDDEN_SIZE", "32",
-             "MODEL.MMN.JOINT_SPACE_SIZE", "32", "MODEL.MMN.TEXT_ENCODER.LSTM.HIDDEN_SIZE", "32",
-             "MODEL.MMN.PREDICTOR.HIDDEN_SIZE", "32", "MODEL.MMN.PREDICTOR.KERNEL_SIZE", "5",
-             "MODEL.MMN.PREDICTOR.NUM_STACK_LAYERS", "2"]
-RUN = ["MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0", "SOLVER.LR", "0.001"]
 
 
 def _query(query, start, end, **extra):

@@ -14,19 +14,10 @@ from tan.engine.long_video_metrics import mad_metrics
 from tan.errors import TanError
 from tan_apps.mad_standin import ROWS_PER_SECOND, make_mad_standin
 
-from conftest import REPO, run_main
+from conftest import REPO, SMALL_2DTAN, SMALL_MMN, STANDIN_RUN as RUN, run_main
 
 MAD_2DTAN = os.path.join(REPO, "configs", "2dtan_mad.yaml")
 MAD_MMN = os.path.join(REPO, "configs", "mmn_mad.yaml")
-SMALL_2DTAN = ["MODEL.TAN.FEATPOOL.INPUT_SIZE", "32", "MODEL.TAN.FEATPOOL.HIDDEN_SIZE", "32",
-               "MODEL.TAN.INTEGRATOR.QUERY_HIDDEN_SIZE", "32", "MODEL.TAN.INTEGRATOR.LSTM.NUM_LAYERS", "1",
-               "MODEL.TAN.PREDICTOR.HIDDEN_SIZE", "32", "MODEL.TAN.PREDICTOR.KERNEL_SIZE", "5",
-               "MODEL.TAN.PREDICTOR.NUM_STACK_LAYERS", "2"]
-SMALL_MMN = ["MODEL.MMN.FEATPOOL.INPUT_SIZE", "32", "MODEL.MMN.FEATPOOL.HIDDEN_SIZE", "32",
-             "MODEL.MMN.JOINT_SPACE_SIZE", "32", "MODEL.MMN.TEXT_ENCODER.LSTM.HIDDEN_SIZE", "32",
-             "MODEL.MMN.PREDICTOR.HIDDEN_SIZE", "32", "MODEL.MMN.PREDICTOR.KERNEL_SIZE", "5",
-             "MODEL.MMN.PREDICTOR.NUM_STACK_LAYERS", "2"]
-RUN = ["MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0", "SOLVER.LR", "0.001"]
 MAD_NAMES = [f"R@{k},IoU@{t}" for k in (1, 5, 10, 50, 100) for t in (0.1, 0.3, 0.5, 0.7)]
 
 

@@ -157,6 +157,17 @@ def clip_moment(start, end, duration, counts, clipped="moment clipped to the vid
     return start, end
 
 
+def query_window(start, end, duration, outside):
+    """A long-video benchmark's query window (start, end) in its video of ``duration`` s, clipped to it:
+    Dropped(EMPTY_WINDOW) for a window of no length, Dropped(``outside``) for one wholly outside the
+    video. Returns (start, end, clipped)."""
+    if end <= start:
+        raise Dropped(EMPTY_WINDOW)
+    if end <= 0 or start >= duration:
+        raise Dropped(outside)
+    return max(start, 0.0), min(end, duration), start < 0 or end > duration
+
+
 # The per-video JSON layout: {video: {<its duration fields>, "timestamps": [...], "sentences": [...]}}.
 
 def _queries_of(info):

@@ -17,7 +17,8 @@ counted ("query without text", EMPTY_WINDOW); tan-test's NLQ figures count the l
 import math
 
 from ...errors import TanError
-from .common import EMPTY_WINDOW, Dropped, Query, json_number, read_json, register_format, sentence_text
+from .common import (EMPTY_WINDOW, Dropped, Query, json_number, query_window, read_json, register_format,
+                     sentence_text)
 
 FORMAT = "ego4d_nlq"
 __all__ = ["EMPTY_WINDOW", "FORMAT", "read"]
@@ -59,14 +60,11 @@ def _query(clip_uid, duration, annotation_uid, index, record, labeled, counts):
     qid = f"{annotation_uid}_{index}"
     if not labeled:
         return Query(clip_uid, duration, 0.0, duration, sentence, qid=qid, labeled=False)
-    start, end = _number(record, "clip_start_sec", "query"), _number(record, "clip_end_sec", "query")
-    if end <= start:
-        raise Dropped(EMPTY_WINDOW)
-    if end <= 0 or start >= duration:
-        raise Dropped("query window outside its clip")
-    if start < 0 or end > duration:
+    start, end, clipped = query_window(_number(record, "clip_start_sec", "query"),
+                                       _number(record, "clip_end_sec", "query"), duration, "query window outside its clip")
+    if clipped:
         counts["moment clipped to the video"] += 1
-    return Query(clip_uid, duration, max(start, 0.0), min(end, duration), sentence, qid=qid)
+    return Query(clip_uid, duration, start, end, sentence, qid=qid)
 
 
 def _has_windows(data):

@@ -14,7 +14,8 @@ prediction of no window can score.)
 import math
 
 from ...errors import TanError
-from .common import EMPTY_WINDOW, Dropped, Query, json_number, read_json, register_format, sentence_text
+from .common import (EMPTY_WINDOW, Dropped, Query, json_number, query_window, read_json, register_format,
+                     sentence_text)
 
 FORMAT = "mad"
 __all__ = ["EMPTY_WINDOW", "FORMAT", "MOMENT_KEYS", "read"]
@@ -48,15 +49,10 @@ def _query(qid, record, counts):
     duration = json_number(record.get("movie_duration"))
     if duration is None or not 0 < duration < math.inf:
         raise Dropped("movie_duration not a positive number")
-    start, end = _moment(record)
-    if end <= start:
-        raise Dropped(EMPTY_WINDOW)
-    if end <= 0 or start >= duration:
-        raise Dropped("query window outside its movie")
-    if start < 0 or end > duration:
+    start, end, clipped = query_window(*_moment(record), duration, "query window outside its movie")
+    if clipped:
         counts["moment clipped to the video"] += 1
-    return Query(movie, duration, max(start, 0.0), min(end, duration), sentence_text(sentence), qid=str(qid),
-                 qid_written=qid)
+    return Query(movie, duration, start, end, sentence_text(sentence), qid=str(qid), qid_written=qid)
 
 
 @register_format(FORMAT)
