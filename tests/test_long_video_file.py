@@ -57,3 +57,8 @@ def test_the_tool_writes_the_video_and_says_what_to_ask(tmp_path):
     assert coloured(quiet) < 20  # an empty stage
     bad = run_main("synthetic_videos", "--output", str(tmp_path), "--long-video", "15")
     assert bad.returncode == 2 and "at most half the video's length" in bad.stdout + bad.stderr
+    endless = run_main("synthetic_videos", "--output", str(tmp_path), "--long-video", "inf")
+    assert endless.returncode == 2 and "--long-video inf" in endless.stdout + endless.stderr
+    negative = run_main("synthetic_videos", "--output", str(tmp_path), "--long-video", "90", "--seed", "-1")
+    assert negative.returncode == 2 and "--seed -1: expected a number of 0 or more" in negative.stdout + negative.stderr
+    assert sorted(os.listdir(tmp_path / "videos")) == ["synvid_long_90s_3.mp4"]  # nothing else written
