@@ -107,6 +107,40 @@ def test_the_default_dataset_is_the_documented_one_and_options_change_only_their
         assert len(json.loads((tmp_path / "small" / "tacos" / "annotations" / f"{split}.json").read_text())) == videos
 
 
+def test_one_phrasing_per_test_moment_makes_the_test_split_a_figure_over_its_moments(tmp_path):
+    """--test-videos / --test-phrasings change the test split only: the training data stay the
+    documented ones, and every test moment is asked once, so queries and moments are as many."""
+    make_dataset.write(str(tmp_path / "fine"), 7, test_videos=40, test_phrasings=1)
+    make_dataset.write(str(tmp_path / "documented"), 7)
+    annotations = tmp_path / "fine" / "tacos" / "annotations"
+    assert (annotations / "train.json").read_bytes() == (
+        tmp_path / "documented" / "tacos" / "annotations" / "train.json").read_bytes()
+    test = json.loads((annotations / "test.json").read_text())
+    assert len(test) == 40
+    queries, moments = compare.test_moments(str(tmp_path / "fine"))
+    assert queries == moments == sum(len(a["sentences"]) for a in test.values())
+    # the documented test split asks each of its moments ten times
+    queries, moments = compare.test_moments(str(tmp_path / "documented"))
+    assert queries == 10 * moments
+
+
+@pytest.mark.parametrize("model", sorted(compare.MODELS))
+def test_tans_side_evaluates_whole_as_the_references_do(model):
+    """The references score every test video whole: tan's side must not ground its longer test
+    videos by windows, which would score it another way (dataset A, seed 1: 52.61 against 50.00)."""
+    from tan.config import load_config
+    cfg = load_config(os.path.join(REPO, "tools", "seed_comparison", compare.MODELS[model]["config"]))
+    assert cfg.TEST.WINDOW.IN_EVALUATION is False
+
+
+def test_the_comparisons_criteria_by_hand():
+    c = compare.summary([70.0, 72.0, 74.0], [69.0, 71.0, 67.0])
+    assert c["gap"] == pytest.approx(3.0)  # 72 - 69
+    assert c["welch_t"] == pytest.approx(3.0 / ((4 / 3 + 4 / 3) ** 0.5))  # both variances 4
+    assert c["sd_ratio"] == pytest.approx(1.0)
+    assert c["lowest_below"] == pytest.approx(5.0)  # 72 - 67
+
+
 def test_videox_layout_is_what_its_tacos_reader_and_tans_ms2dtan_datasets_read(tmp_path):
     make_dataset.write(str(tmp_path), 7)
     root = videox_cpu.lay_out(str(tmp_path))

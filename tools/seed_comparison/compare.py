@@ -73,6 +73,29 @@ def tan_result(folder):
         return float(json.load(f)[RECALL])
 
 
+def test_moments(data):
+    """(queries, moments) of the dataset's test split: a moment asked in several phrasings counts once.
+    A model reads a moment's phrasings alike, so a test figure moves in steps of moments: over M
+    moments, which of them a run gets right spreads its figure by about 100 * sqrt(p (1 - p) / M)
+    from seed to seed, whatever the training."""
+    with open(os.path.join(data, "tacos", "annotations", "test.json")) as f:
+        annotations = json.load(f)
+    queries = sum(len(a["timestamps"]) for a in annotations.values())
+    moments = sum(len({tuple(t) for t in a["timestamps"]}) for a in annotations.values())
+    return queries, moments
+
+
+def summary(reference, ours):
+    """The criteria of a comparison, tan against the reference (lists of per-seed figures): the
+    gap of the means, Welch's t of it, the ratio of the standard deviations, and how far tan's
+    lowest seed falls below the reference's mean."""
+    gap = statistics.mean(reference) - statistics.mean(ours)
+    error = (statistics.variance(reference) / len(reference) + statistics.variance(ours) / len(ours)) ** 0.5
+    return dict(gap=gap, welch_t=gap / error if error else float("inf"),
+                sd_ratio=statistics.stdev(ours) / statistics.stdev(reference),
+                lowest_below=statistics.mean(reference) - min(ours))
+
+
 def run(command, log):
     with open(log, "w") as f:
         subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, check=True, cwd=REPO)
@@ -120,6 +143,16 @@ def main(argv=None):
             continue
         stats = (f"{statistics.mean(got):.2f} | {statistics.stdev(got) if len(got) > 1 else 0:.2f} | {min(got):.2f}")
         print(f"{side} | " + " | ".join("-" if v is None else f"{v:.2f}" for v in values.values()) + f" | {stats}")
+    reference, ours = ([v for v in table[side].values() if v is not None] for side in ("reference", "tan"))
+    if len(reference) > 1 and len(ours) > 1:
+        c = summary(reference, ours)
+        print(f"tan against the reference: means {c['gap']:+.2f} apart (reference - tan; Welch t {c['welch_t']:.2f}), "
+              f"sd ratio {c['sd_ratio']:.2f}, tan's lowest seed {c['lowest_below']:.2f} under the reference's mean")
+    queries, moments = test_moments(args.data)
+    if reference:
+        p = statistics.mean(reference) / 100
+        print(f"test split: {queries} queries of {moments} moments; which moments a run gets right alone spreads "
+              f"a figure near {100 * p:.1f} by about {100 * (p * (1 - p) / moments) ** 0.5:.2f} points between seeds")
 
 
 if __name__ == "__main__":

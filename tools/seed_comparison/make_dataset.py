@@ -26,13 +26,19 @@ def build_parser():
     parser.add_argument("--seed", type=int, default=7, help="the generator's seed (default 7: the documented data)")
     parser.add_argument("--train-videos", type=int, default=VIDEOS["train"],
                         help="training videos (default %(default)s)")
+    parser.add_argument("--test-videos", type=int, default=VIDEOS["test"], help="test videos (default %(default)s)")
+    parser.add_argument("--test-phrasings", type=int, default=PHRASINGS,
+                        help="sentences asked of each test moment (default %(default)s). A model reads a moment's "
+                             "phrasings alike, so the test figure moves in steps of moments, not queries: one "
+                             "phrasing over many videos makes it a figure over that many independent moments")
     parser.add_argument("--pattern-norm", type=float, default=PATTERN_NORM,
                         help="norm of each verb's and object's pattern against the clips' noise of norm about 8: "
                              "larger is easier (default %(default)s)")
     return parser
 
 
-def write(root, seed, train_videos=VIDEOS["train"], pattern_norm=PATTERN_NORM):
+def write(root, seed, train_videos=VIDEOS["train"], pattern_norm=PATTERN_NORM, test_videos=VIDEOS["test"],
+          test_phrasings=PHRASINGS):
     """Write ROOT/tacos/{annotations,features} and ROOT/glove/glove.840B.300d.txt (50-d, the name its loader reads)."""
     rng = np.random.default_rng(seed)
     verb_patterns = rng.normal(size=(len(VERBS), DIM))
@@ -42,7 +48,8 @@ def write(root, seed, train_videos=VIDEOS["train"], pattern_norm=PATTERN_NORM):
     for folder in ("tacos/annotations", "tacos/features", "glove"):
         os.makedirs(os.path.join(root, folder), exist_ok=True)
     with h5py.File(f"{root}/tacos/features/tall_c3d_features.hdf5", "w") as h5:
-        for split, n in {**VIDEOS, "train": train_videos}.items():
+        for split, n in {**VIDEOS, "train": train_videos, "test": test_videos}.items():
+            phrasings = test_phrasings if split == "test" else PHRASINGS
             annos = {}
             for i in range(n):
                 vid = f"s{split}-d{i:02d}.avi"
@@ -59,7 +66,7 @@ def write(root, seed, train_videos=VIDEOS["train"], pattern_norm=PATTERN_NORM):
                     s, e = int(np.floor(s)), max(int(np.ceil(e)), int(np.floor(s)) + 1)
                     v, o = int(rng.integers(len(VERBS))), int(rng.integers(len(OBJECTS)))
                     feats[s:e] += verb_patterns[v] + object_patterns[o]
-                    for _ in range(PHRASINGS):
+                    for _ in range(phrasings):
                         t = TEMPLATES[int(rng.integers(len(TEMPLATES)))]
                         subject = SUBJECTS[int(rng.integers(len(SUBJECTS)))]
                         sentences.append(t.format(s=subject, v=VERBS[v], o=OBJECTS[o]))
@@ -79,7 +86,7 @@ def write(root, seed, train_videos=VIDEOS["train"], pattern_norm=PATTERN_NORM):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    write(args.root, args.seed, args.train_videos, args.pattern_norm)
+    write(args.root, args.seed, args.train_videos, args.pattern_norm, args.test_videos, args.test_phrasings)
 
 
 if __name__ == "__main__":
