@@ -17,6 +17,7 @@ from tan.data.collate import BatchCollator
 from tan.engine.step import run_step
 from tan.modeling import build_model
 from tan.solver import build_lr_scheduler, build_optimizer
+from tan.utils.io import atomic_torch_save
 from tan.utils.rng import seed_everything
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -63,6 +64,7 @@ def main():
     args, opts = parser.parse_known_args()  # the rest: KEY VALUE overrides of tan.yaml (SEED, ...)
     if any(o.startswith("--") for o in opts):
         parser.error(f"unknown options: {[o for o in opts if o.startswith('--')]}")
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)  # before the training, not after it
     dump = torch.load(args.dump, weights_only=False)
     cfg = load_config(os.path.join(HERE, "tan.yaml"), ["DATASETS.ROOT", args.data, "OUTPUT_DIR",
                                                        os.path.dirname(os.path.abspath(args.out))] + opts)
@@ -103,7 +105,7 @@ def main():
     final = model.state_dict()
     if len(losses) == len(dump["losses"]):  # the whole training on both sides
         print("final weights: max |difference|", max(float((final[k] - dump["final"][k]).abs().max()) for k in final))
-    torch.save({"model": final, "losses": losses}, args.out)
+    atomic_torch_save({"model": final, "losses": losses}, args.out)
 
 
 if __name__ == "__main__":
