@@ -62,3 +62,48 @@ def test_the_tool_writes_the_video_and_says_what_to_ask(tmp_path):
     negative = run_main("synthetic_videos", "--output", str(tmp_path), "--long-video", "90", "--seed", "-1")
     assert negative.returncode == 2 and "--seed -1: expected a number of 0 or more" in negative.stdout + negative.stderr
     assert sorted(os.listdir(tmp_path / "videos")) == ["synvid_long_90s_3.mp4"]  # nothing else written
+
+
+def test_the_long_training_videos_ask_each_moment_once_and_no_two_alike(tmp_path, monkeypatch):
+    """tan-synthetic-videos --long: videos of minutes with a moment about every 25 s, each moment asked
+    once and described by its sentence alone (no two of a video share colour and shape)."""
+    from tan_apps.synthetic import videos
+
+    monkeypatch.setattr(videos, "LONG_SECONDS", (60.0, 90.0))  # minutes of video take seconds to encode
+    counts = videos.generate(str(tmp_path), seed=5, splits={"train": 2, "test": 1}, long=True)
+    records = {split: [json.loads(line) for line in open(tmp_path / "data" / f"{split}.jsonl")]
+               for split in ("train", "test")}
+    assert counts == {split: len(r) for split, r in records.items()}
+    assert sorted(os.listdir(tmp_path / "videos")) == [
+        "synvid_long_test_0000.mp4", "synvid_long_train_0000.mp4", "synvid_long_train_0001.mp4"]
+    catalog = (tmp_path / "catalog.yaml").read_text()
+    assert "synthetic_long_videos_train:" in catalog and "synthetic_long_videos_test:" in catalog
+    for split, lines in records.items():
+        by_video = {}
+        for r in lines:
+            by_video.setdefault(r["vid"], []).append(r)
+        for video, queries in by_video.items():
+            duration = queries[0]["duration"]
+            assert 60.0 <= duration <= 90.0
+            assert len(queries) >= duration / 25.0 / 1.5 - 1  # about one every 25 s
+            spans = sorted(tuple(q["relevant_windows"][0]) for q in queries)
+            assert all(a[1] + 1.0 <= b[0] + 1e-6 for a, b in zip(spans, spans[1:]))  # a second of stage between
+            assert all(2.0 <= e - s <= 12.0 and e <= duration - 1.0 for s, e in spans)
+            described = [tuple(w for w in q["query"].split() if w in COLOURS or w.strip(".") in videos.SHAPES)
+                         for q in queries]
+            assert len(set(described)) == len(described)  # colour and shape name one moment of the video
+            frames = _frames(str(tmp_path / "videos" / f"{video}.mp4"))
+            assert len(frames) == int(round(duration * FPS))
+    again = tmp_path / "again"
+    videos.generate(str(again), seed=5, splits={"train": 2, "test": 1}, long=True)
+    assert (again / "data" / "train.jsonl").read_text() == (tmp_path / "data" / "train.jsonl").read_text()
+
+
+def test_the_tool_writes_long_training_videos_or_refuses_both_kinds_at_once(tmp_path):
+    both = run_main("synthetic_videos", "--output", str(tmp_path), "--long", "--long-video", "90")
+    assert both.returncode == 2 and "give one of them" in both.stdout + both.stderr
+    assert not os.path.exists(tmp_path / "videos")
+    proc = run_main("synthetic_videos", "--output", str(tmp_path), "--long", "--train-videos", "1", "--test-videos", "1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(os.listdir(tmp_path / "videos")) == ["synvid_long_test_0000.mp4", "synvid_long_train_0000.mp4"]
+    assert "synthetic_long_videos_test:" in (tmp_path / "catalog.yaml").read_text()

@@ -3,9 +3,11 @@ acting out the moments of their sentences, their annotations (JSON lines)
 and a catalog naming the feature folders that tan-extract-features fills
 (docs/video.md).
 
-Examples (the first run from video files, docs/quickstart.md; a one-hour video
+Examples (the first run from video files, docs/quickstart.md; videos of 2 to 5
+minutes with a moment about every 25 s, to train by windows on; a one-hour video
 of the same stage with one 10-second moment to ask about, docs/long_videos.md):
   tan-synthetic-videos --output datasets/synthetic_videos
+  tan-synthetic-videos --output datasets/synthetic_long_videos --long
   tan-synthetic-videos --output datasets/synthetic_videos --long-video 3600
 """
 import argparse
@@ -19,16 +21,19 @@ from tan_apps.cli.exit_codes import run_cli
 
 
 def build_parser():
-    from tan_apps.synthetic.videos import SPLITS
+    from tan_apps.synthetic.videos import LONG_SPLITS, SPLITS
 
     parser = argparse.ArgumentParser(description="Write the synthetic video dataset (videos, annotations, catalog).",
                                      epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", required=True, metavar="DIR", help="the dataset's folder (its DATASETS.ROOT)")
-    parser.add_argument("--train-videos", type=int, default=SPLITS["train"],
-                        help=f"videos in the train split (default {SPLITS['train']})")
-    parser.add_argument("--test-videos", type=int, default=SPLITS["test"],
-                        help=f"videos in the test split (default {SPLITS['test']})")
+    parser.add_argument("--train-videos", type=int, default=None,
+                        help=f"videos in the train split (default {SPLITS['train']}; {LONG_SPLITS['train']} with --long)")
+    parser.add_argument("--test-videos", type=int, default=None,
+                        help=f"videos in the test split (default {SPLITS['test']}; {LONG_SPLITS['test']} with --long)")
+    parser.add_argument("--long", action="store_true",
+                        help="videos of 2 to 5 minutes, a moment of 2 to 12 s about every 25 s, each asked once "
+                             "(catalog entries synthetic_long_videos_train and _test), to train by windows on")
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: the built-in one; 0 "
                                                                 "for --long-video)")
     parser.add_argument("--long-video", type=float, default=None, metavar="SECONDS",
@@ -40,17 +45,22 @@ def build_parser():
 
 
 def main(argv=None):
-    from tan_apps.synthetic.videos import SEED, generate
+    from tan_apps.synthetic.videos import LONG_SPLITS, SEED, SPLITS, generate
 
     args = build_parser().parse_args(argv)
     if args.long_video is not None:
+        if args.long:
+            raise TanError("--long writes a dataset of long videos, --long-video one video: give one of them")
         return write_long(args)
+    defaults = LONG_SPLITS if args.long else SPLITS
+    args.train_videos = defaults["train"] if args.train_videos is None else args.train_videos
+    args.test_videos = defaults["test"] if args.test_videos is None else args.test_videos
     for name in ("train_videos", "test_videos"):
         if getattr(args, name) < 1:
             raise TanError(f"--{name.replace('_', '-')} {getattr(args, name)}: expected at least 1")
     signal_exits.now_doing("writing synthetic videos", f"each file in {args.output} is complete or absent")
     counts = generate(args.output, SEED if args.seed is None else args.seed,
-                      {"train": args.train_videos, "test": args.test_videos})
+                      {"train": args.train_videos, "test": args.test_videos}, long=args.long)
     print(f"wrote {args.train_videos + args.test_videos} videos and "
           f"{', '.join(f'{n} {split} queries' for split, n in counts.items())} to {args.output}", flush=True)
 

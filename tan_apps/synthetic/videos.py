@@ -29,6 +29,11 @@ SIZE = 64
 FPS = 10
 RADIUS = 18  # of a shape, in pixels: about a quarter of the frame, so that it dominates what a backbone sees
 SPLITS = {"train": 400, "test": 100}
+# The long videos (generate(long=True)): 2 to 5 minutes, a moment of 2 to 12 s about every 25 s
+LONG_SPLITS = {"train": 120, "test": 12}
+LONG_SECONDS = (120.0, 300.0)
+LONG_EVERY = 25.0
+LONG_MOMENT_SECONDS = (2.0, 12.0)
 COLOURS = {"red": (220, 40, 40), "green": (40, 200, 60), "blue": (50, 90, 230), "yellow": (230, 210, 40)}
 SHAPES = ("circle", "square", "triangle")
 DIRECTIONS = {"left": (-1, 0), "right": (1, 0), "up": (0, -1), "down": (0, 1)}
@@ -169,27 +174,58 @@ def write_long_video(path, seconds, moment_seconds=10.0, seed=0):
             "other_moments": len(moments) - 1}
 
 
-def catalog(root_relative=True):
+def _long_layout(rng, duration):
+    """A long training video's moments and actors: one about every LONG_EVERY seconds (LONG_MOMENT_SECONDS
+    long, at least a second of empty stage between two), no two of the same colour and shape, so that
+    each sentence describes one moment of its video."""
+    combos = [(c, s) for c in COLOURS for s in SHAPES]
+    moments, actors, time = [], [], 0.0
+    while len(moments) < len(combos):
+        time += float(rng.uniform(0.5, 1.5)) * LONG_EVERY
+        length = float(rng.uniform(*LONG_MOMENT_SECONDS))
+        if time + length > duration - 1.0:
+            break
+        free = [combo for combo in combos if combo not in [a[:2] for a in actors]]
+        colour, shape = free[rng.integers(len(free))]
+        moments.append((round(time, 2), round(time + length, 2)))
+        actors.append((colour, shape, list(DIRECTIONS)[rng.integers(len(DIRECTIONS))]))
+        time += length + 1.0
+    return moments, actors
+
+
+def catalog(root_relative=True, long=False):
     """The catalog entries of the two splits (paths relative to DATASETS.ROOT = the dataset's folder)."""
-    return {f"synthetic_videos_{split}": {"annotations": f"data/{split}.jsonl", "format": "jsonl",
-                                          "features": list(FEATURE_FOLDERS), "text_features": TEXT_FOLDER}
+    name = "synthetic_long_videos" if long else "synthetic_videos"
+    return {f"{name}_{split}": {"annotations": f"data/{split}.jsonl", "format": "jsonl",
+                                "features": list(FEATURE_FOLDERS), "text_features": TEXT_FOLDER}
             for split in SPLITS}
 
 
-def generate(root, seed=SEED, splits=None):
-    """Write the videos, annotations and catalog under ``root``; returns {split: number of queries}."""
+def generate(root, seed=SEED, splits=None, long=False):
+    """Write the videos, annotations and catalog under ``root``; returns {split: number of queries}.
+
+    ``long``: instead of the 8-20 s videos of two or three moments, videos of LONG_SECONDS with a
+    moment about every LONG_EVERY seconds (the same stage, colours, shapes and sentences), for
+    training by windows (INPUT.TRAIN_WINDOW) and grounding in hour-long videos."""
     rng = np.random.default_rng(seed)
-    splits = dict(SPLITS if splits is None else splits)
+    splits = dict((LONG_SPLITS if long else SPLITS) if splits is None else splits)
     os.makedirs(os.path.join(root, "videos"), exist_ok=True)
     counts, qid = {}, 0
     for split, videos in splits.items():
         lines = []
         for v in range(videos):
-            video = f"synvid_{split}_{v:04d}"
-            duration = round(float(rng.uniform(8, 20)), 1)
-            count = int(rng.integers(2, 4))
-            moments, actors = _place(rng, duration, count), _actors(rng, count)
-            write_video(os.path.join(root, "videos", f"{video}.mp4"), render(rng, duration, moments, actors))
+            if long:
+                video = f"synvid_long_{split}_{v:04d}"
+                duration = round(float(rng.uniform(*LONG_SECONDS)), 1)
+                moments, actors = _long_layout(rng, duration)
+                frames = frames_of(rng, duration, moments, actors)
+                write_video(os.path.join(root, "videos", f"{video}.mp4"), frames, size=(SIZE, SIZE))
+            else:
+                video = f"synvid_{split}_{v:04d}"
+                duration = round(float(rng.uniform(8, 20)), 1)
+                count = int(rng.integers(2, 4))
+                moments, actors = _place(rng, duration, count), _actors(rng, count)
+                write_video(os.path.join(root, "videos", f"{video}.mp4"), render(rng, duration, moments, actors))
             for (start, end), (colour, shape, direction) in zip(moments, actors):
                 sentence = TEMPLATES[rng.integers(len(TEMPLATES))].format(colour=colour, shape=shape,
                                                                           direction=direction)
@@ -198,7 +234,7 @@ def generate(root, seed=SEED, splits=None):
                 qid += 1
         atomic_write_text(os.path.join(root, "data", f"{split}.jsonl"), "\n".join(lines) + "\n")
         counts[split] = len(lines)
-    entries = {name: entry for name, entry in catalog().items() if name.rsplit("_", 1)[1] in splits}
+    entries = {name: entry for name, entry in catalog(long=long).items() if name.rsplit("_", 1)[1] in splits}
     atomic_write_text(os.path.join(root, "catalog.yaml"), _yaml(entries))
     return counts
 
