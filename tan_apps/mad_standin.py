@@ -13,6 +13,9 @@ DATASETS.ROOT:
 * ``mad/features/CLIP_frames_features_5fps.h5``: a dataset per movie of 5 rows a second, noise
   with each query's words' patterns planted in its moment (the stand-ins' signal,
   tan_apps/standin.py);
+* ``mad/features/CLIP_language_tokens_features.h5``: a dataset per query id, one row per word of
+  its sentence (a vector of the word's own, of the frames' width), the layout of the release's CLIP
+  token features (INPUT.SENTENCE_FEATURES True);
 * ``glove/glove.840B.300d.txt``: word vectors of the sentences' words.
 
 By default a tenth of the release's movies with its queries per movie; ``movies_per_split`` and
@@ -21,12 +24,14 @@ By default a tenth of the release's movies with its queries per movie; ``movies_
 import json
 import os
 
+import h5py
 import numpy as np
 
 from tan.data.catalog import builtin_entries
 from tan.data.formats.common import Query
+from tan.data.tokens import tokenize
 from tan.errors import TanError
-from tan.utils.io import atomic_write_text
+from tan.utils.io import atomic_write_text, replaced_when_done
 from tan.utils.logger import get_logger
 
 from .standin import WORD_VECTORS, _pattern, _signal_words, _word_vector, _write_features
@@ -67,7 +72,7 @@ def make_mad_standin(root, dim=DIM, seed=0, movies_per_split=None, queries_per_m
                        f"moments of up to 30 s)")
     rng = np.random.default_rng(seed)
     entries = builtin_entries()
-    videos, sentences, total = {}, [], 0
+    videos, sentences, total = {}, {}, 0
     for split in RELEASE_MOVIES:
         records = {}
         for m in range(movies[split]):
@@ -77,13 +82,14 @@ def make_mad_standin(root, dim=DIM, seed=0, movies_per_split=None, queries_per_m
             for _ in range(per_movie[split]):
                 qid = str(total)
                 records[qid] = _query(rng, movie, duration, videos[movie]["moments"])
-                sentences.append(records[qid]["sentence"])
+                sentences[qid] = records[qid]["sentence"]
                 total += 1
         atomic_write_text(os.path.join(root, entries[f"mad_{split}"]["annotations"]), json.dumps(records))
-    counter, signal_words = _signal_words(sentences)
+    counter, signal_words = _signal_words(sentences.values())
     patterns = {w: _pattern(w, dim) for w in signal_words}
     _write_features(os.path.join(root, entries["mad_train"]["features"]), videos, None, dim, ROWS_PER_SECOND,
                     np.random.default_rng([seed, 1]), patterns)
+    _write_token_features(os.path.join(root, entries["mad_train"]["text_features"]), sentences, dim)
     lines = [w + " " + " ".join(f"{x:.4f}" for x in _word_vector(w)) for w in sorted(counter)]
     atomic_write_text(os.path.join(root, WORD_VECTORS), "\n".join(lines) + "\n")
     summary = {"benchmark": "mad", "movies": movies, "queries_per_movie": per_movie, "queries": total,
@@ -92,6 +98,15 @@ def make_mad_standin(root, dim=DIM, seed=0, movies_per_split=None, queries_per_m
     atomic_write_text(os.path.join(root, "mad_standin.json"), json.dumps(summary, indent=2))
     get_logger("standin").info("MAD stand-in: %d movies, %d queries, in %s", len(videos), total, root)
     return summary
+
+
+def _write_token_features(path, sentences, dim):
+    """{query id: sentence} -> one HDF5 file, a dataset [words, dim] float32 per query id."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with replaced_when_done(path) as tmp, h5py.File(tmp, "w") as h5:
+        for qid, sentence in sentences.items():
+            words = tokenize(sentence) or ["."]
+            h5.create_dataset(qid, data=np.stack([_pattern(w, dim, salt="token") for w in words]).astype(np.float32))
 
 
 def _counts(what, defaults, given):

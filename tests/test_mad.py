@@ -99,6 +99,9 @@ def test_the_stand_in_is_in_the_release_layout(mad_root):
         assert sorted(h5) == ["test-movie-0000", "train-movie-0000", "train-movie-0001", "val-movie-0000"]
         duration = data["0"]["movie_duration"]
         assert h5[data["0"]["movie"]].shape == (round(duration * ROWS_PER_SECOND), 32)
+    with h5py.File(os.path.join(mad_root, "mad", "features", "CLIP_language_tokens_features.h5")) as h5:
+        assert len(h5) == summary["queries"]  # every query of every split, by its id
+        assert h5["0"].shape == (len(record["sentence"].split()) + 1, 32)  # a row per word and the full stop
 
 
 @pytest.fixture(scope="module")
@@ -156,19 +159,23 @@ def larger_mad_root(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("config, small, extra", [
     (MAD_2DTAN, SMALL_2DTAN, ["SOLVER.BATCH_SIZE", "16", "SOLVER.MAX_EPOCH", "20", "SOLVER.MILESTONES", "(15,)"]),
+    (MAD_2DTAN, SMALL_2DTAN, ["SOLVER.BATCH_SIZE", "16", "SOLVER.MAX_EPOCH", "20", "SOLVER.MILESTONES", "(15,)",
+                              "INPUT.SENTENCE_FEATURES", "True", "INPUT.PRE_QUERY_SIZE", "32"]),
     (MAD_MMN, SMALL_MMN, ["SOLVER.BATCH_SIZE", "16", "SOLVER.MAX_EPOCH", "20", "SOLVER.MILESTONES", "(15,)",
-                          "SOLVER.ONLY_IOU", "5"])], ids=["2dtan", "mmn"])
+                          "SOLVER.ONLY_IOU", "5"])], ids=["2dtan", "2dtan_clip_tokens", "mmn"])
 def test_both_mad_configs_train_on_hour_long_movies_and_learn_their_queries(config, small, extra, larger_mad_root,
                                                                              tmp_path):
     """Each config at a small width, trained by windows of 25.6 s and tested by windows over hour-long
-    movies: well above what the untrained model finds among each movie's some 280 windows."""
+    movies: well above what the untrained model finds among each movie's some 280 windows. 2D-TAN also
+    reads the sentences as the baseline does, from the CLIP token features' file."""
     root, out = larger_mad_root, str(tmp_path / "run")
     proc = run_main("train_net", "--config-file", config, "DATASETS.ROOT", root, "OUTPUT_DIR", out, *small, *RUN,
                     *extra, "SOLVER.TEST_PERIOD", "0", "SOLVER.CHECKPOINT_PERIOD", "1000")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     trained = json.load(open(os.path.join(out, "inference", "model_final", "mad_test", "metrics.json")))
+    tokens = ["INPUT.SENTENCE_FEATURES", "True", "INPUT.PRE_QUERY_SIZE", "32"] if "INPUT.SENTENCE_FEATURES" in extra else []
     untrained = run_main("test_net", "--config-file", config, "DATASETS.ROOT", root, "OUTPUT_DIR",
-                         str(tmp_path / "untrained"), *small, *RUN)
+                         str(tmp_path / "untrained"), *small, *RUN, *tokens)
     assert untrained.returncode == 0, untrained.stderr[-3000:]
     before = json.load(open(tmp_path / "untrained" / "inference" / "untrained" / "mad_test" / "metrics.json"))
     # of 20 queries; the mean of R@100 at IoU 0.3, 0.5 and 0.7 (on an AVX-512 EPYC: 2D-TAN 60.0 trained,

@@ -51,6 +51,59 @@ def test_an_empty_sentence_feature_file_is_an_error(tmp_path):
         dataset(tmp_path, {"qid0": np.ones((0, 4))})
 
 
+def mad_records(path):
+    """A MAD annotation file of three queries (ids "7", "8", "9") in one movie."""
+    path.write_text(json.dumps({qid: {"movie": "m", "sentence": "Someone cuts the onion.", "ext_timestamps": [1, 3],
+                                      "movie_duration": 10.0} for qid in ("7", "8", "9")}))
+    return str(path)
+
+
+def test_one_hdf5_file_keyed_by_query_id_as_mad_ships_its_clip_tokens(tmp_path):
+    """MAD's CLIP_language_tokens_features.h5: a dataset [L, E] per query id, read as a folder's files are
+    (rows normalised; a query without one left out and counted), and a worker opens its own handle."""
+    import pickle
+
+    import h5py
+
+    rows = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
+    with h5py.File(tmp_path / "tokens.h5", "w") as h5:
+        h5.create_dataset("7", data=rows)
+        h5.create_dataset("9", data=2 * rows[:2])
+        h5.create_group("not_a_query")
+    (tmp_path / "f").mkdir()
+    np.save(tmp_path / "f" / "m.npy", np.ones((10, 2), np.float32))
+    text = SentenceFeatures(str(tmp_path / "tokens.h5"), size=4)
+    ds = MomentDataset.from_files("mad_s", mad_records(tmp_path / "mad.json"), str(tmp_path / "f"), "mad", text, 4, 2)
+    assert len(ds) == 2 and ds.dropped == {"query without sentence features": 1}
+    normalised = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    np.testing.assert_allclose(ds[0]["query"].numpy(), normalised, rtol=1e-6)
+    np.testing.assert_allclose(ds[1]["query"].numpy(), normalised[:2], rtol=1e-6)
+    copy = pickle.loads(pickle.dumps(text))  # as a spawned loader worker gets it: no open handle travels
+    assert copy._h5 is None and np.array_equal(copy.lookup(np.asarray([0])), text.lookup(np.asarray([0])))
+    with h5py.File(tmp_path / "wide.h5", "w") as h5:
+        h5.create_dataset("8", data=np.ones((2, 5), np.float32))
+    with pytest.raises(TanError, match=r"wide.h5', query '8' holds sentence features of shape \(2, 5\); "
+                                       r"expected \[L, 4\]"):
+        MomentDataset.from_files("mad_s", mad_records(tmp_path / "mad.json"), str(tmp_path / "f"), "mad",
+                                 SentenceFeatures(str(tmp_path / "wide.h5"), size=4), 4, 2)
+    (tmp_path / "broken.h5").write_text("not HDF5")
+    with pytest.raises(TanError, match="broken.h5' cannot be read as HDF5"):
+        SentenceFeatures(str(tmp_path / "broken.h5"), size=4).files()
+    with pytest.raises(TanError, match="an HDF5 file \\(.h5, .hdf5\\) keyed by query id"):
+        SentenceFeatures(str(tmp_path / "mad.json"), size=4)
+
+
+def test_the_catalog_takes_sentence_features_where_the_format_has_query_ids(tmp_path):
+    from tan.data.catalog import DatasetCatalog
+
+    catalog = DatasetCatalog(str(tmp_path))
+    for fmt in ("jsonl", "mad", "ego4d_nlq"):
+        catalog.register(f"d_{fmt}", {"annotations": "a", "features": "f", "format": fmt, "text_features": "t.h5"})
+    with pytest.raises(TanError, match="text_features are found by query id, which the 'tacos' format does not "
+                                       "give its queries \\(formats with query ids: ego4d_nlq, jsonl, mad\\)"):
+        catalog.register("d_tacos", {"annotations": "a", "features": "f", "format": "tacos", "text_features": "t"})
+
+
 def test_the_config_refuses_sentence_features_with_distilbert_and_a_bad_tolerance():
     with pytest.raises(TanError, match="INPUT.SENTENCE_FEATURES.*MODEL.MMN.TEXT_ENCODER.NAME LSTM"):
         load_config(MMN_SYNTHETIC, ["INPUT.SENTENCE_FEATURES", "True", "MODEL.MMN.TEXT_ENCODER.NAME", "BERT"])

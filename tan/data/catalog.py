@@ -14,7 +14,8 @@ maps names to entries with the same fields, e.g.::
       feature_key: c3d_features  # the array's name: in an HDF5 group per video, or in .npz
                                  # files (default features); one, or a list of one per stream
       durations: Charades_v1_train.csv  # only for charades_txt
-      text_features: mydata/clip_text   # per-query sentence features (INPUT.SENTENCE_FEATURES)
+      text_features: mydata/clip_text   # per-query sentence features (INPUT.SENTENCE_FEATURES): a folder
+                                        # of per-query files, or one HDF5 file keyed by query id
       text_feature_key: last_hidden_state
 
 Field meanings: docs/data.md §3 (features) and §9 (the JSON-lines layout); formats: §1, §11.
@@ -24,7 +25,7 @@ import os
 
 from ..errors import TanError
 from ..utils.yaml_files import read_yaml_file
-from .formats import ANNOTATION_FORMATS, format_names
+from .formats import ANNOTATION_FORMATS, FORMATS_WITH_QUERY_IDS, format_names
 
 _FIELDS = {"annotations", "features", "format", "feature_key", "durations", "generator", "text_features",
            "text_feature_key"}
@@ -55,10 +56,11 @@ BUILTIN_DATASETS = {
         "annotations": "ego4d/annotations/nlq_{split}.json", "features": "ego4d/features/nlq_clips.hdf5",
         "format": "ego4d_nlq"}),
     # MAD (docs/long_videos.md): audio-description sentences in movies of one to three hours, every movie's
-    # CLIP frame features at 5 rows a second in one file, a dataset per movie.
+    # CLIP frame features at 5 rows a second in one file, a dataset per movie; CLIP's token features of every
+    # query in one file, a dataset per query id (read with INPUT.SENTENCE_FEATURES True).
     "mad": (("train", "val", "test"), {
         "annotations": "mad/annotations/MAD_{split}.json", "features": "mad/features/CLIP_frames_features_5fps.h5",
-        "format": "mad"}),
+        "text_features": "mad/features/CLIP_language_tokens_features.h5", "format": "mad"}),
     "charades": (("train", "test"), {
         "annotations": "charades_sta/annotations/charades_{split}.json",
         "features": "charades_sta/features/vgg_rgb_features.hdf5", "format": "seconds"}),
@@ -137,9 +139,10 @@ class DatasetCatalog:
         for key in _FIELDS - {"generator"}:
             if key in entry:
                 _check_field(name, key, entry[key])
-        if entry.get("text_features") and entry.get("format", "seconds") != "jsonl":
-            raise TanError(f"dataset {name!r}: text_features are read per query id, which only the jsonl format "
-                           f"has (format is {entry.get('format', 'seconds')!r})")
+        if entry.get("text_features") and entry.get("format", "seconds") not in FORMATS_WITH_QUERY_IDS:
+            raise TanError(f"dataset {name!r}: text_features are found by query id, which the "
+                           f"{entry.get('format', 'seconds')!r} format does not give its queries (formats with "
+                           f"query ids: {', '.join(sorted(FORMATS_WITH_QUERY_IDS))})")
         # A copy, so later changes to the caller's dict do not reach the catalog.
         self._entries[name] = copy.deepcopy({"format": "seconds", **entry})
 

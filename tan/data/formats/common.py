@@ -49,8 +49,16 @@ NOT_DROPPED = ("moment clipped to the video", "window clipped to the video", "wi
 ANNOTATION_FORMATS = Registry("annotation format")
 
 
-def register_format(name):
-    """Decorator: register a reader ``read(path, durations, counts)`` as annotation format ``name``."""
+# The formats whose queries carry an id of the file's own (Query.qid), by which per-query
+# sentence features (a catalog entry's "text_features") are found.
+FORMATS_WITH_QUERY_IDS = set()
+
+
+def register_format(name, query_ids=False):
+    """Decorator: register a reader ``read(path, durations, counts)`` as annotation format ``name``;
+    ``query_ids``: its queries carry the file's ids (Query.qid)."""
+    if query_ids:
+        FORMATS_WITH_QUERY_IDS.add(name)
     return ANNOTATION_FORMATS.register(name)
 
 

@@ -74,7 +74,7 @@ def _has_windows(data):
                for q in a.get("language_queries") or [] if isinstance(q, dict))
 
 
-@register_format(FORMAT)
+@register_format(FORMAT, query_ids=True)
 def read(path, durations, counts):
     """The queries of an NLQ file, clip by clip in the file's order; ``durations`` is not used."""
     data = read_json(path)

@@ -90,7 +90,7 @@ def _saliency(record, counts):
     return tuple(ids), tuple(tuple(float(x) for x in s) for s in scores)
 
 
-@register_format("jsonl")
+@register_format("jsonl", query_ids=True)
 def read(path, durations, counts):
     """The queries of a JSON-lines file; a line that is not JSON is counted, not fatal. ``durations``
     is not used (each record has its own). A file where no record has relevant_windows is a split

@@ -55,7 +55,7 @@ def _query(qid, record, counts):
     return Query(movie, duration, start, end, sentence_text(sentence), qid=str(qid), qid_written=qid)
 
 
-@register_format(FORMAT)
+@register_format(FORMAT, query_ids=True)
 def read(path, durations, counts):
     """The queries of a MAD file in the file's order; ``durations`` is not used (each query has its
     movie's). One movie's queries must agree on its duration."""

@@ -1,14 +1,16 @@
 """Precomputed sentence features (INPUT.SENTENCE_FEATURES, docs/data.md §9.3):
-one file per query in a folder, the [L, E] token features of a text encoder
-(CLIP's ``last_hidden_state`` as Moment-DETR and lighthouse store them), so a
-run needs no word-vector file.
+the [L, E] token features of a text encoder for each query, so a run needs no
+word-vector file: one file per query in a folder (CLIP's ``last_hidden_state``
+as Moment-DETR and lighthouse store them), or one HDF5 file with a dataset per
+query id (MAD's ``CLIP_language_tokens_features.h5``).
 
 The encoder interface of tan/data/text/inputs.py: a query's "ids" are one
-row index into this object's list of query files, and ``lookup`` reads that
-file. Rows are L2-normalised per token, as lighthouse feeds them.
+row index into this object's list of query sources, and ``lookup`` reads that
+one. Rows are L2-normalised per token, as lighthouse feeds them.
 """
 import os
 
+import h5py
 import numpy as np
 
 from ...errors import TanError
@@ -17,35 +19,56 @@ from ..features.rows import l2_normalize_rows
 from .inputs import TextInput, register_text_input
 
 TEXT_KEY = "last_hidden_state"
+HDF5_SUFFIXES = (".h5", ".hdf5")
 MISSING = "query without sentence features"
 
 
 class SentenceFeatures:
-    """Sentence features of one dataset's queries: ``qid{qid}.npz`` (lighthouse's
-    name) or ``{qid}.npz`` / ``{qid}.npy`` in ``folder``, array ``key`` in .npz files."""
+    """Sentence features of one dataset's queries: ``qid{qid}.npz`` (lighthouse's name) or
+    ``{qid}.npz`` / ``{qid}.npy`` in folder ``source``, array ``key`` in .npz files; or, when
+    ``source`` is an HDF5 file (.h5, .hdf5), its top-level dataset named by the query id."""
 
-    def __init__(self, folder, key=None, size=None):
-        """``size``: the width every file must have (INPUT.PRE_QUERY_SIZE), checked by :meth:`check_encoded`."""
-        if not folder or not os.path.isdir(folder):
-            raise TanError(f"sentence feature folder {folder!r} not found (catalog field 'text_features')")
-        self.folder = folder
+    def __init__(self, source, key=None, size=None):
+        """``size``: the width every query's features must have (INPUT.PRE_QUERY_SIZE), checked by
+        :meth:`check_encoded`."""
+        self.hdf5 = bool(source) and os.path.isfile(source) and source.lower().endswith(HDF5_SUFFIXES)
+        if not source or not (self.hdf5 or os.path.isdir(source)):
+            raise TanError(f"sentence features {source!r} not found (catalog field 'text_features': a folder of "
+                           f"per-query files, or an HDF5 file ({', '.join(HDF5_SUFFIXES)}) keyed by query id)")
+        self.folder = source
         self.size = size
         self.key = key or TEXT_KEY
-        self.paths = []  # row -> file, for the queries encoded so far
+        self.paths = []  # row -> file (a folder) or query id (an HDF5 file), for the queries encoded so far
         self._files = None
+        self._h5 = None  # (process id, open file): a handle is not shared with loader workers
 
     def __repr__(self):
         return f"sentence features {self.folder!r}"
 
+    def __getstate__(self):  # an open HDF5 handle does not travel to a loader worker; it opens its own
+        return {**self.__dict__, "_h5": None}
+
     def files(self):
-        """{file name without suffix: path}, from one listing of the folder."""
+        """{file name without suffix (a folder) or query id (an HDF5 file): what to read}, listed once."""
         if self._files is None:
-            self._files = list_array_files(self.folder, "sentence feature folder")
+            if self.hdf5:
+                try:
+                    with h5py.File(self.folder, "r") as f:
+                        self._files = {name: name for name, item in f.items() if isinstance(item, h5py.Dataset)}
+                except OSError as e:
+                    raise TanError(f"sentence feature file {self.folder!r} cannot be read as HDF5 ({e})") from None
+            else:
+                self._files = list_array_files(self.folder, "sentence feature folder")
         return self._files
 
     def path_of(self, qid):
         files = self.files()
-        return files.get(f"qid{qid}") or files.get(str(qid))
+        return (files.get(f"qid{qid}") if not self.hdf5 else None) or files.get(str(qid))
+
+    def _h5_dataset(self, name):
+        if self._h5 is None or self._h5[0] != os.getpid():
+            self._h5 = (os.getpid(), h5py.File(self.folder, "r"))
+        return self._h5[1][name]
 
     # The interface the datasets use.
     def encode_query(self, query):
@@ -64,6 +87,10 @@ class SentenceFeatures:
     def coverage(self, unknown, total):
         return "sentences from precomputed features"
 
+    def _where(self, ids):
+        name = self.paths[int(ids[0])]
+        return f"{self.folder!r}, query {name!r}" if self.hdf5 else repr(name)
+
     def check_encoded(self, ids_list, dataset):
         """Every kept query's features are [L >= 1, size] (file headers only)."""
         if self.size is None:
@@ -71,22 +98,29 @@ class SentenceFeatures:
         for ids in ids_list:
             shape = self.shape(ids)
             if len(shape) != 2 or shape[0] < 1 or shape[1] != self.size:
-                raise TanError(f"dataset {dataset!r}: {self.paths[int(ids[0])]!r} holds sentence "
+                raise TanError(f"dataset {dataset!r}: {self._where(ids)} holds sentence "
                                f"features of shape {shape}; expected [L, {self.size}] (INPUT.PRE_QUERY_SIZE)")
 
     def shape(self, ids):
-        """(L, E) of an encoded query's file, from its header."""
+        """(L, E) of an encoded query's features, from its header."""
+        if self.hdf5:
+            return tuple(self._h5_dataset(self.paths[int(ids[0])]).shape)
         return array_shape(self.paths[int(ids[0])], self.key, "text_feature_key")
 
     def lookup(self, ids):
         """[L, E] token features of an encoded query, rows L2-normalised."""
-        return l2_normalize_rows(read_array(self.paths[int(ids[0])], self.key, "text_feature_key"))
+        if self.hdf5:
+            values = np.asarray(self._h5_dataset(self.paths[int(ids[0])])[()], dtype=np.float32)
+        else:
+            values = read_array(self.paths[int(ids[0])], self.key, "text_feature_key")
+        return l2_normalize_rows(values)
 
 
 @register_text_input("sentence_features")
 class SentenceFeatureFiles(TextInput):
-    """INPUT.SENTENCE_FEATURES: each dataset's own folder of per-query files (catalog field
-    "text_features"), [L, INPUT.PRE_QUERY_SIZE] each (docs/data.md §9.3)."""
+    """INPUT.SENTENCE_FEATURES: each dataset's own sentence features (catalog field "text_features":
+    a folder of per-query files or an HDF5 file keyed by query id), [L, INPUT.PRE_QUERY_SIZE] each
+    (docs/data.md §9.3)."""
 
     READS_BACKBONE_FEATURES = True
 
@@ -95,9 +129,9 @@ class SentenceFeatureFiles(TextInput):
         self._encoders = {}
 
     def folder(self, entry):
-        """The sentence-feature folder of catalog ``entry``; an error when it names none."""
+        """The sentence features (folder or HDF5 file) of catalog ``entry``; an error when it names none."""
         if not entry.get("text_features"):
-            raise TanError(f"dataset {entry['name']!r} has no text_features folder in its catalog entry, and "
+            raise TanError(f"dataset {entry['name']!r} has no text_features in its catalog entry, and "
                            f"INPUT.SENTENCE_FEATURES is True (docs/data.md §9.3)")
         return entry["text_features"]
 
