@@ -371,6 +371,44 @@ def test_a_resumed_sampler_continues_the_epoch_s_order(shuffle, replicas, batch)
         assert (list(sampler) != full) == shuffle
 
 
+@pytest.mark.parametrize("size,replicas", [(103, 1), (103, 3), (64, 2), (5, 4)])
+def test_seed_0_shuffles_as_distributed_sampler_does(size, replicas):
+    """SEED 0 keeps the orders of torch's DistributedSampler (seeded 0 + epoch), the split between
+    processes included: the runs and checkpoints made before each SEED had its own stream stay valid."""
+    from torch.utils.data import DistributedSampler
+
+    for rank in range(replicas):
+        ours, torchs = (ResumableDistributedSampler(list(range(size)), replicas, rank, True, 0, 4),
+                        DistributedSampler(list(range(size)), num_replicas=replicas, rank=rank, shuffle=True, seed=0))
+        for epoch in (0, 1, 2, 7):
+            ours.set_epoch(epoch)
+            torchs.set_epoch(epoch)
+            assert list(ours) == list(torchs)
+
+
+def test_each_seed_draws_its_epochs_orders_from_a_stream_of_its_own():
+    """Consecutive seeds share no epoch's order (DistributedSampler's seed + epoch gives SEED 2's first
+    epoch SEED 1's second), and a seed's epochs all differ."""
+    from tan.data.samplers import epoch_order_seed
+
+    def orders(seed, epochs=range(1, 9)):
+        sampler = ResumableDistributedSampler(list(range(50)), 1, 0, True, seed, 16)
+        drawn = []
+        for epoch in epochs:
+            sampler.set_epoch(epoch)
+            drawn.append(tuple(sampler))
+        return drawn
+
+    seen = {}
+    for seed in range(0, 21):
+        for epoch, order in zip(range(1, 9), orders(seed)):
+            assert order not in seen, f"SEED {seed} epoch {epoch} repeats {seen.get(order)}"
+            seen[order] = (seed, epoch)
+    generator_seeds = {epoch_order_seed(seed, epoch) for seed in range(-50, 2000) for epoch in range(500)}
+    assert len(generator_seeds) == 2050 * 500  # no two (seed, epoch) of a long sweep share a generator seed
+    assert orders(3) == orders(3)  # and a seed's orders are its own every time
+
+
 def test_prediction_inputs_without_configured_datasets(tmp_path):
     (tmp_path / "glove.txt").write_text("cut 1 2 3\nonion 4 5 6\n")
     np.save(tmp_path / "v.npy", np.ones((5, 3), np.float64))

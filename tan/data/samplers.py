@@ -1,5 +1,21 @@
 """Samplers."""
+import torch
 from torch.utils.data import DistributedSampler
+
+# Epoch e of SEED s is shuffled by torch's generator seeded with s * ORDER_STRIDE + e
+# (torch keeps the low 32 bits), so each SEED draws its epochs' orders from a stretch of
+# generator seeds of its own. DistributedSampler's s + e gives SEED 2's first epoch the
+# order of SEED 1's second: a sweep over consecutive seeds would train on shifted copies of
+# the same few orders and show less of the spread that training over seeds has, and two
+# datasets of one size would share them. SEED 0 keeps DistributedSampler's orders.
+# Odd, and for every pair of seeds fewer than 100,000 apart their stretches start at least
+# 11,000 generator seeds apart: no two runs of fewer epochs share an order.
+ORDER_STRIDE = 2654435761
+
+
+def epoch_order_seed(seed, epoch):
+    """The generator seed of epoch ``epoch``'s order under config SEED ``seed``."""
+    return (int(seed) * ORDER_STRIDE + int(epoch)) % 2 ** 32
 
 
 class ResumableDistributedSampler(DistributedSampler):
@@ -33,16 +49,24 @@ class ResumableDistributedSampler(DistributedSampler):
         super().set_epoch(epoch)
         self.start = iteration * self.batch_size
 
-    def _ordered(self):
-        """DistributedSampler's unshuffled split, over ``order``: padded by repeating it (or cut,
-        with drop_last) to a multiple of num_replicas, then every num_replicas-th from this rank's."""
-        order = list(self.order[:self.total_size])
-        while len(order) < self.total_size:
-            order += self.order[:self.total_size - len(order)]
-        return order[self.rank:self.total_size:self.num_replicas]
+    def _split(self, order):
+        """DistributedSampler's split of ``order``: padded by repeating it (or cut, with
+        drop_last) to a multiple of num_replicas, then every num_replicas-th from this rank's."""
+        kept = list(order[:self.total_size])
+        while len(kept) < self.total_size:
+            kept += order[:self.total_size - len(kept)]
+        return kept[self.rank:self.total_size:self.num_replicas]
+
+    def _shuffled(self):
+        generator = torch.Generator()
+        generator.manual_seed(epoch_order_seed(self.seed, self.epoch))
+        return self._split(torch.randperm(len(self.dataset), generator=generator).tolist())
 
     def __iter__(self):
-        indices = (self._ordered() if self.order is not None and not self.shuffle else list(super().__iter__()))
+        if self.shuffle:
+            indices = self._shuffled()
+        else:
+            indices = self._split(self.order if self.order is not None else list(range(len(self.dataset))))
         indices = indices[self.start:]
         return iter([(i, self.epoch) for i in indices] if self.keyed_by_epoch else indices)
 
