@@ -27,7 +27,9 @@ import checkout_path  # noqa: F401  (this checkout's tan first on sys.path)
 import torch
 
 import tan
+from tan.errors import TanError
 from tan.structures.moments import temporal_iou
+from tan_apps.commands.predict import extractor_models
 from tan_apps.synthetic.long_videos import long_video
 from tan_apps.synthetic.videos import write_long_video
 
@@ -76,6 +78,9 @@ def build_parser():
     parser.add_argument("--video-files", metavar="DIR",
                         help="video files of the synthetic video dataset's stage, written to DIR, instead of clip "
                              "features (--ckpt: a model trained on that dataset)")
+    parser.add_argument("--extractor-model", action="append", default=[], metavar="NAME=FOLDER",
+                        help="with --video-files: where a recorded extractor model (its recorded name or folder "
+                             "name) is now, as for tan-predict")
     parser.add_argument("opts", nargs=argparse.REMAINDER, metavar="KEY VALUE", help="config overrides")
     return parser
 
@@ -93,14 +98,19 @@ def main(argv=None):
     if not args.ckpt:
         raise SystemExit("give --ckpt (a model trained on the synthetic dataset), or --write FILE.npy")
     logging.disable(logging.WARNING)  # one line per unknown word of the templates; the table is the output
-    models = {way: tan.load_model(args.ckpt, overrides=[*args.opts, "TEST.WINDOW.ENABLED", str(way == "windows")])
+    try:
+        moved = extractor_models(args.extractor_model)
+    except TanError as e:
+        raise SystemExit(str(e)) from None
+    models = {way: tan.load_model(args.ckpt, overrides=[*args.opts, "TEST.WINDOW.ENABLED", str(way == "windows")],
+                                  extractor_models=moved)
               for way in ("whole", "windows")}
     print("| video | queries | whole: R@1 | R@5 | mIoU@1 | windows: R@1 | R@5 | mIoU@1 |\n|---|---|---|---|---|---|---|---|")
     if args.video_files:
         from tan.video.featurize import VideoFeaturizer
 
         os.makedirs(args.video_files, exist_ok=True)
-        featurize = VideoFeaturizer(models["windows"].extractors, models["windows"].device)
+        featurize = VideoFeaturizer(models["windows"].extractors, models["windows"].device, moved)
     for seconds in args.seconds:
         videos = (file_videos(featurize, args.video_files, seconds, args.queries, args.moment_seconds)
                   if args.video_files else feature_videos(seconds, args.queries, args.moment_seconds))
