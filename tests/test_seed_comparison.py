@@ -127,7 +127,8 @@ def test_one_phrasing_per_test_moment_makes_the_test_split_a_figure_over_its_mom
 @pytest.mark.parametrize("model", sorted(compare.MODELS))
 def test_tans_side_evaluates_whole_as_the_references_do(model):
     """The references score every test video whole: tan's side must not ground its longer test
-    videos by windows, which would score it another way (dataset A, seed 1: 52.61 against 50.00)."""
+    videos by windows, which would score the same weights another way (on dataset A, one run's 50.00 whole
+    was 52.61 by windows)."""
     from tan.config import load_config
     cfg = load_config(os.path.join(REPO, "tools", "seed_comparison", compare.MODELS[model]["config"]))
     assert cfg.TEST.WINDOW.IN_EVALUATION is False
