@@ -307,7 +307,7 @@ def test_a_stream_without_rows_drops_its_video_like_one_source(tmp_path):
     ({"annotations": "a.json", "features": ["f", ""]}, "field 'features' must be"),
     ({"annotations": "a.jsonl", "format": "jsonl", "features": "f", "text_features": ["t"]},
      "field 'text_features' must be a non-empty string"),
-    ({"annotations": "a.json", "features": "f", "text_features": "t"}, "only the jsonl format has"),
+    ({"annotations": "a.json", "features": "f", "text_features": "t"}, "which the 'seconds' format does not give its queries"),
 ])
 def test_catalog_fields_of_the_wrong_type_are_named(entry, message):
     from tan.data import DatasetCatalog
