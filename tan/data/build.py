@@ -21,7 +21,8 @@ from .dataset import FeatureSettings, MomentDataset
 from .features.provenance import differences, read_extractor, same_extractor
 from .features.sources import streams_of
 from .generated import ALL_SPLITS, write_generated
-from .loaders import RunLoaders, unlabeled_message
+from .loaders import RunLoaders, check_batch_sizes, unlabeled_message
+from .overlap import overlap_warnings, run_overlaps
 from .text.inputs import text_input_class
 from .training_windows import TrainingWindows
 
@@ -78,6 +79,24 @@ class RunData:
         error when the run's text input needs a file that the entry does not name."""
         files = [(key, path) for key in ("annotations", "features", "durations") for path in field_paths(entry.get(key))]
         return files + self.text_input.dataset_files(entry)
+
+    def check_before_work(self):
+        """What set-up checks before it joins the process group or writes anything: the dataset
+        files (:meth:`check_files`), the text input's own (a tokenizer is read here, once, and kept
+        for the datasets) and what the model needs of the environment (``check_environment``)."""
+        self.check_files()
+        self.text_input.prepare()
+        self.declared.model.check_environment(self.cfg)
+
+    def check_run(self, world_size):
+        """What set-up checks once the processes are joined: both batch sizes over ``world_size``
+        processes, labels where the run trains or validates, and for a training run what its training
+        data shares with its evaluation data. Returns the warnings to log (the overlap, if any).
+        Reading a generated dataset's annotations writes it first (rank 0; the others wait)."""
+        check_batch_sizes(self.cfg, world_size)
+        overlaps = run_overlaps(self) if "TRAIN" in self.splits else []
+        self.check_labeled()
+        return overlap_warnings(overlaps)
 
     def check_files(self):
         """Fail before any work if a configured dataset's files or the text input's files are missing."""

@@ -19,7 +19,6 @@ a final full stop.
 import re
 from dataclasses import dataclass, field
 
-from ..utils.logger import get_logger
 
 EXAMPLES = 5
 
@@ -107,13 +106,11 @@ def run_overlaps(run_data):
     return found
 
 
-def warn_about_overlaps(found, logger=None):
-    """Log one warning naming every overlap among ``found`` (:func:`run_overlaps`; nothing when there is
-    none); returns the overlapping pairs."""
-    overlaps = [o for o in found if o.overlaps]
-    if overlaps:
-        lines = [line for o in overlaps for line in o.describe()]
-        (logger or get_logger("data")).warning(
-            "training and evaluation data overlap, so the evaluation figures are not those of unseen data "
-            "(tan-check-data lists it all):\n  - %s", "\n  - ".join(lines))
-    return overlaps
+def overlap_warnings(found):
+    """The warning naming every overlap among ``found`` (:func:`run_overlaps`), as a one-item
+    list; [] when there is none."""
+    lines = [line for o in found if o.overlaps for line in o.describe()]
+    if not lines:
+        return []
+    return ["training and evaluation data overlap, so the evaluation figures are not those of unseen data "
+            "(tan-check-data lists it all):\n  - " + "\n  - ".join(lines)]

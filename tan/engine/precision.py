@@ -1,11 +1,12 @@
 """Numeric precision and backend switches: autocast, gradient scaling, TF32, cuDNN autotuning, the CPU's
 allocator."""
 import contextlib
+import logging
 
 import torch
 
 from ..errors import TanError
-from .cpu_allocator import keep_freed_memory
+from .cpu_allocator import keep_freed_memory, keeps_freed_memory
 
 # SOLVER.AMP -> autocast dtype, for every mode of tan.config.choices.AMP_MODES but "off".
 AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -72,6 +73,24 @@ def slow_amp_warning(amp):
     return (f"SOLVER.AMP bf16 on a CPU without bfloat16 instructions (none of {', '.join(BF16_CPU_FLAGS)}): "
             f"bfloat16 is emulated and runs many times slower than float32 here; SOLVER.AMP off is faster on "
             f"this machine")
+
+
+def prepare_backends(cfg, device):
+    """SOLVER.AMP checked against the device, then the backends set (:func:`configure_backends`)."""
+    check_amp_support(cfg.SOLVER.AMP, device)
+    configure_backends(cfg, device)
+
+
+def backend_warnings(cfg, device):
+    """(logging level, message) for what the run's precision and allocator settings cannot do here:
+    a SOLVER.AMP that is emulated on this CPU, a C library whose allocator cannot keep freed memory."""
+    found = []
+    if amp_is_emulated(cfg.SOLVER.AMP, device):
+        found.append((logging.WARNING, slow_amp_warning(cfg.SOLVER.AMP)))
+    if device.type == "cpu" and cfg.CPU_KEEP_FREED_MEMORY and not keeps_freed_memory():
+        found.append((logging.INFO, "CPU_KEEP_FREED_MEMORY: the C library's allocator cannot be set here (it is not "
+                                    "glibc's, or mallopt refused); it is left as it is"))
+    return found
 
 
 def configure_backends(cfg, device):

@@ -49,6 +49,25 @@ class RunFolder:
         self.lock.release()
         _remove_if_empty(self.path, self.created)
 
+    def record(self, cfg, state, logger):
+        """config.yml becomes the config the next step trains with (``state``: the run's
+        TrainingState); the history says from where: its first line for a fresh folder, a change
+        line for accepted changes. Nothing is written for a resumed run with the same config."""
+        if self.fresh:
+            logger.info("saved the merged config to %s", commit_config(cfg, start_record(cfg, state.epoch)))
+            return
+        if not self.changes:
+            return
+        reason = "runtime settings" if all(not c.affects_results for c in self.changes) else "accepted"
+        commit_config(cfg, change_record(self.changes, state.epoch, state.iter_in_epoch, reason))
+        logger.info("config.yml updated; the change is recorded in %s from epoch %d", HISTORY_FILE, state.epoch)
+
+    def withdraw(self):
+        """A run that started this folder stopped before it saved anything to resume from: the
+        folder holds no run again (:func:`withdraw_config`). A folder that held a run keeps it."""
+        if self.fresh:
+            withdraw_config(self.path)
+
     def describe(self, logger):
         """The log lines about the folder, once logging is set up."""
         if self.lock.taken_over:

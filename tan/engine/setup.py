@@ -1,19 +1,16 @@
-"""What train and test do first: assemble the config, check the data, join the
-process group, pick the device, prepare OUTPUT_DIR (for training: lock it and
-check its config) and logging, seed."""
+"""What train and test do first, in this order: assemble the config, check it and the data,
+join the process group, pick the device and its backends, prepare OUTPUT_DIR (for training:
+lock it and check its config), start logging, seed. The result is one :class:`Session`."""
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from ..config import load_config
-from ..data import ALL_SPLITS, RunData, check_batch_sizes
-from ..data.overlap import run_overlaps, warn_about_overlaps
-from .cpu_allocator import keeps_freed_memory
+from ..data import ALL_SPLITS, RunData
 from .trainer import trainer_class
-from .precision import amp_is_emulated, check_amp_support, configure_backends, slow_amp_warning
+from .precision import backend_warnings, prepare_backends
 from ..errors import TanError
-from ..solver import check_names as check_solver_names
 from ..utils import comm
 from ..utils.events import check_tensorboard
 from ..utils.io import read_named_text
@@ -29,14 +26,14 @@ EVALUATION_SPLITS = ("TEST",)
 @dataclass
 class Session:
     """A tool's run: the frozen config, the device, whether several processes
-    take part, and the run's data (datasets are built once, on first use)."""
+    take part, the run's data (datasets are built once, on first use) and, for
+    training on rank 0, the locked run folder (tan/engine/run_folder.py: its
+    accepted config changes, whether this run starts it)."""
     cfg: object
     device: torch.device
     distributed: bool
     data: RunData
-    config_changes: list = field(default_factory=list)  # vs OUTPUT_DIR/config.yml, accepted (training only)
-    new_folder: bool = False  # OUTPUT_DIR has no config.yml yet (training only; written once training starts)
-    folder: object = None  # the locked run folder (tan/engine/run_folder.py; training only)
+    folder: object = None
 
     def close(self):
         """Give the run folder's lock back (also done at exit): the run is over, however it ended."""
@@ -105,9 +102,8 @@ def _log_run(logger, args, cfg, device):
         text = read_named_text(args.config_file, f"config file {args.config_file!r}")
         logger.info("config file %s:\n%s", args.config_file, text.rstrip())
     logger.info("running with config:\n%s", cfg.dump().rstrip())
-    if device.type == "cpu" and cfg.CPU_KEEP_FREED_MEMORY and not keeps_freed_memory():
-        logger.info("CPU_KEEP_FREED_MEMORY: the C library's allocator cannot be set here (it is not glibc's, or "
-                    "mallopt refused); it is left as it is")
+    for level, message in backend_warnings(cfg, device):
+        logger.log(level, "%s", message)
 
 
 def default_setup(args, training=True, cfg=None):
@@ -124,31 +120,24 @@ def default_setup(args, training=True, cfg=None):
     local_rank = args.local_rank if args.local_rank is not None else int(os.environ.get("LOCAL_RANK", "0"))
     cfg = cfg if cfg is not None else load_config(args.config_file, args.opts)
     data = RunData(cfg, splits=ALL_SPLITS if training else EVALUATION_SPLITS)
-    data.check_files()
+    data.check_before_work()  # files, the text input (e.g. a tokenizer, read once and kept), the model's needs
     check_tensorboard(cfg)
-    data.declared.model.check_environment(cfg)
-    if training:  # names no plug-in registered fail here, before anything is written
-        trainer_class(cfg)
-        check_solver_names(cfg, data.declared.recipe)
-    data.text_input.prepare()  # e.g. a tokenizer, read before anything is written (and kept for the datasets)
+    if training:  # an unregistered trainer, optimizer or schedule fails here, before anything is written
+        trainer_class(cfg).check_config(cfg, data.declared)
     use_cuda = cfg.MODEL.DEVICE != "cpu" and torch.cuda.is_available()
     distributed = comm.init_distributed(local_rank, use_cuda, cfg.DISTRIBUTED.TIMEOUT)
     device = resolve_device(cfg.MODEL.DEVICE, local_rank)
-    check_amp_support(cfg.SOLVER.AMP, device)
-    configure_backends(cfg, device)
-    check_batch_sizes(cfg, comm.get_world_size())
+    prepare_backends(cfg, device)
     # on every rank: reading a generated dataset's annotations writes it first (rank 0, the others wait)
-    overlaps = run_overlaps(data) if training else []
-    data.check_labeled()
+    overlaps = data.check_run(comm.get_world_size())
     folder = _prepare_output_dir(cfg, training, getattr(args, "accept_config_changes", False))
     try:
         logger, log_existed = _start_log(cfg)
         _log_run(logger, args, cfg, device)
-        if amp_is_emulated(cfg.SOLVER.AMP, device):
-            logger.warning("%s", slow_amp_warning(cfg.SOLVER.AMP))
         if comm.is_main_process():
             _check_log(log_existed)
-            warn_about_overlaps(overlaps, logger)
+            for warning in overlaps:
+                logger.warning("%s", warning)
         if folder is not None:
             folder.describe(logger)
     except BaseException:  # a TanError, or Ctrl-C: the run never started
@@ -156,5 +145,4 @@ def default_setup(args, training=True, cfg=None):
             folder.abandon()
         raise
     seed_everything(cfg.SEED)
-    return Session(cfg, device, distributed, data, folder.changes if folder else [], bool(folder and folder.fresh),
-                   folder)
+    return Session(cfg, device, distributed, data, folder)

@@ -19,11 +19,10 @@ import itertools
 import os
 import time
 
-from .run_folder import HISTORY_FILE, change_record, commit_config, start_record, withdraw_config
 from ..config.setup import value_at
 from ..errors import TanError
-from ..modeling import build_model
-from ..solver import LRSchedule, apply_schedule, build_lr_scheduler, build_optimizer, optimizer_name, schedule_keys
+from ..solver import (LRSchedule, apply_schedule, build_lr_scheduler, build_optimizer, check_names as check_solver_names,
+                      optimizer_name, schedule_keys)
 from ..utils import comm
 from ..utils.checkpoint import (FINAL, Checkpointer, last_checkpoint_file, load_model_weights, model_state_from,
                                 read_checkpoint, run_info)
@@ -57,36 +56,45 @@ def trainer_class(cfg):
 
 @register_trainer("default")
 class Trainer:
-    """Train (and test) the model of ``cfg``.
+    """Train (and test) the model of a run: ``run`` is what :func:`tan.engine.setup.default_setup`
+    prepared (the frozen config, the device, whether several processes take part, the run's data
+    and, on rank 0, the locked run folder).
 
-    ``data`` is the run's :class:`tan.data.RunData`: its loaders are built once
-    and shared with the test that follows. ``config_changes``: the accepted
-    differences from OUTPUT_DIR/config.yml (rank 0; tan/engine/run_folder.py),
-    applied and recorded once the checkpoint is restored, so that a change
-    the checkpoint cannot take (another model shape) leaves config.yml as it was.
-    ``new_folder``: OUTPUT_DIR has no config.yml yet; it is written only once
-    everything training could fail on at its start (the datasets, the word
-    vectors, resuming) is behind, so a run that never started leaves none.
+    The run's :class:`tan.data.RunData` builds each loader once, shared with the test that
+    follows. The run folder's accepted config changes (rank 0 knows them) are applied and
+    recorded once the checkpoint is restored, so that a change the checkpoint cannot take
+    (another model shape) leaves config.yml as it was; a folder without config.yml gets one only
+    once everything training could fail on at its start (the datasets, the word vectors,
+    resuming) is behind, so a run that never started leaves none.
 
     After :meth:`train`, ``model`` is the trained model (wrapped for several
     processes) and ``final`` the path of its final checkpoint."""
 
-    def __init__(self, cfg, device, distributed, data, config_changes=(), new_folder=False):
-        self.cfg, self.device, self.distributed, self.data = cfg, device, distributed, data
-        self.config_changes, self.new_folder = list(config_changes), new_folder
-        declared = data.declared  # what the model declares, asked once when the run's data was set up
+    @classmethod
+    def check_config(cls, cfg, declared):
+        """What this trainer cannot train, refused at set-up before anything is written (``declared``:
+        the model's :class:`tan.config.models.Declarations`): the optimizer and schedule names. A
+        subclass that reads keys of its own checks them here too."""
+        check_solver_names(cfg, declared.recipe)
+
+    def __init__(self, run):
+        self.cfg, self.device, self.distributed, self.data = run.cfg, run.device, run.distributed, run.data
+        self.folder = run.folder  # rank 0's locked OUTPUT_DIR (tan/engine/run_folder.py); None on other ranks
+        self.config_changes = list(self.folder.changes) if self.folder else []
+        declared = self.data.declared  # what the model declares, asked once when the run's data was set up
         self.model_class, self.recipe = declared.model, declared.recipe
         self.by_video = declared.batches_by_video  # videos with their sentences, or queries
         self.logger = get_logger("train")
         self.model = self.optimizer = self.schedule = self.grad_scaler = self.checkpointer = None
         self.train_loader = self.val_loaders = self.plan = None
-        self.final = os.path.join(cfg.OUTPUT_DIR, FINAL)
+        self.final = os.path.join(self.cfg.OUTPUT_DIR, FINAL)
 
     # -- what a run is built of: override to change one part ------------------------------------
 
     def build_model(self):
-        """The model on its device, in its memory format (not yet wrapped for several processes)."""
-        return prepare_model(self.cfg, build_model(self.cfg).to(self.device))
+        """The model on its device, in its memory format (not yet wrapped for several processes): the
+        class the run's declarations name (MODEL.ARCHITECTURE), built from the config."""
+        return prepare_model(self.cfg, self.model_class(self.cfg).to(self.device))
 
     def build_optimizer(self, model):
         """SOLVER.OPTIMIZER (or the model's recipe's) over the model's parameter groups."""
@@ -177,8 +185,8 @@ class Trainer:
         try:
             self.train_loop(state)
         except BaseException:
-            if self.new_folder and comm.is_main_process() and not self.checkpointer.last_checkpoint():
-                withdraw_config(cfg.OUTPUT_DIR)  # stopped before its first checkpoint: the folder holds no run yet
+            if self.folder and not self.checkpointer.last_checkpoint():
+                self.folder.withdraw()  # stopped before its first checkpoint: a folder it started holds no run
             raise
         return self.final
 
@@ -270,16 +278,6 @@ class Trainer:
                              ", ".join(f"{key} {value_at(cfg, key)}" for key in keys))
 
     def _record_config(self, state):
-        """config.yml becomes the config the next step trains with; the history says from where
-        (its first line for a new folder)."""
-        cfg, changes = self.cfg, self.config_changes
-        if not comm.is_main_process():
-            return
-        if self.new_folder:
-            self.logger.info("saved the merged config to %s", commit_config(cfg, start_record(cfg, state.epoch)))
-            return
-        if not changes:
-            return
-        reason = "runtime settings" if all(not c.affects_results for c in changes) else "accepted"
-        commit_config(cfg, change_record(changes, state.epoch, state.iter_in_epoch, reason))
-        self.logger.info("config.yml updated; the change is recorded in %s from epoch %d", HISTORY_FILE, state.epoch)
+        """config.yml becomes the config the next step trains with (rank 0, which holds the folder)."""
+        if self.folder:
+            self.folder.record(self.cfg, state, self.logger)

@@ -45,8 +45,7 @@ def main(argv=None):
         # Ctrl-C saves a checkpoint instead (TrainingInterrupted).
         signal_exits.now_doing("preparing to train", "checkpoints saved so far are kept; run the same command again "
                                                      "to resume")
-        trainer = trainer_class(run.cfg)(run.cfg, run.device, run.distributed, run.data, run.config_changes,
-                                         run.new_folder)
+        trainer = trainer_class(run.cfg)(run)
         checkpoint = trainer.train()
         if not args.skip_test:
             signal_exits.now_doing("testing", f"checkpoints and earlier results are kept; test {checkpoint} later "
