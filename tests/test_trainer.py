@@ -1,7 +1,7 @@
 """The Trainer through tan-train: SGD, the cosine schedule and the warm-up each train, log the
 rates they promise and, stopped in the middle of an epoch, resume to the weights of an
-uninterrupted run; a resumed run cannot swap its optimizer; an unknown TRAINER is refused before
-anything is written."""
+uninterrupted run; a resumed run cannot swap its optimizer; an unknown TRAINER, and what a
+subclass's check_config refuses, is refused before anything is written."""
 import json
 import math
 import os
@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from tan.engine import Trainer, register_trainer
+from tan.errors import TanError
 
 from conftest import ONE_THREAD, REPO, SYNTHETIC_CONFIG, run_main, run_tool, with_overrides
 from runs import final_weights, signal_after_record
@@ -165,4 +166,32 @@ def test_a_name_nothing_registered_is_refused_before_anything_is_written(key, va
     assert message in proc.stderr
     if key == "TRAINER":  # tan's own at least (a plug-in imported by another test may have added more)
         assert "default" in proc.stderr.split(message, 1)[1].strip().split(", ")
+    assert not out.exists()
+
+
+@register_trainer("NEEDS_MOMENTUM")
+class NeedsMomentumTrainer(Trainer):
+    """Refuses at set-up what it cannot train, as a subclass reading a key of its own would."""
+    seen = []
+
+    @classmethod
+    def check_config(cls, cfg, declared):
+        super().check_config(cfg, declared)
+        cls.seen.append(declared.recipe.optimizer)
+        if cfg.SOLVER.MOMENTUM < 0.5:
+            raise TanError(f"config key SOLVER.MOMENTUM: this trainer needs 0.5 or more, got {cfg.SOLVER.MOMENTUM}")
+
+
+def test_a_subclass_s_check_config_refuses_before_anything_is_written(synthetic_root, tmp_path):
+    NeedsMomentumTrainer.seen.clear()
+    out = tmp_path / "never"
+    proc = run_main("train_net", *args(synthetic_root, out, "sgd", "TRAINER", "NEEDS_MOMENTUM", "SOLVER.MOMENTUM", "0.1"))
+    assert proc.returncode == 2
+    assert "config key SOLVER.MOMENTUM: this trainer needs 0.5 or more, got 0.1" in proc.stderr
+    assert NeedsMomentumTrainer.seen == ["adam"]  # asked with the model's declarations: 2D-TAN's recipe is Adam
+    assert not out.exists()
+    # the base class's own refusals still come first
+    proc = run_main("train_net", *args(synthetic_root, out, "sgd", "TRAINER", "NEEDS_MOMENTUM",
+                                       "SOLVER.SCHEDULER", "onecycle"))
+    assert proc.returncode == 2 and "SOLVER.SCHEDULER: expected one of" in proc.stderr
     assert not out.exists()
