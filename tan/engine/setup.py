@@ -120,10 +120,10 @@ def default_setup(args, training=True, cfg=None):
     local_rank = args.local_rank if args.local_rank is not None else int(os.environ.get("LOCAL_RANK", "0"))
     cfg = cfg if cfg is not None else load_config(args.config_file, args.opts)
     data = RunData(cfg, splits=ALL_SPLITS if training else EVALUATION_SPLITS)
-    data.check_before_work()  # files, the text input (e.g. a tokenizer, read once and kept), the model's needs
     check_tensorboard(cfg)
     if training:  # an unregistered trainer, optimizer or schedule fails here, before anything is written
         trainer_class(cfg).check_config(cfg, data.declared)
+    data.check_before_work()  # files, the text input (e.g. a tokenizer, read once and kept), the model's needs
     use_cuda = cfg.MODEL.DEVICE != "cpu" and torch.cuda.is_available()
     distributed = comm.init_distributed(local_rank, use_cuda, cfg.DISTRIBUTED.TIMEOUT)
     device = resolve_device(cfg.MODEL.DEVICE, local_rank)
