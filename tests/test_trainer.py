@@ -185,7 +185,8 @@ class NeedsMomentumTrainer(Trainer):
 def test_a_subclass_s_check_config_refuses_before_anything_is_written(synthetic_root, tmp_path):
     NeedsMomentumTrainer.seen.clear()
     out = tmp_path / "never"
-    proc = run_main("train_net", *args(synthetic_root, out, "sgd", "TRAINER", "NEEDS_MOMENTUM", "SOLVER.MOMENTUM", "0.1"))
+    proc = run_main("train_net", *args(synthetic_root, out, "sgd", "TRAINER", "NEEDS_MOMENTUM",
+                                       "SOLVER.MOMENTUM", "0.1"))
     assert proc.returncode == 2
     assert "config key SOLVER.MOMENTUM: this trainer needs 0.5 or more, got 0.1" in proc.stderr
     assert NeedsMomentumTrainer.seen == ["adam"]  # asked with the model's declarations: 2D-TAN's recipe is Adam

@@ -21,8 +21,8 @@ import time
 
 from ..config.setup import value_at
 from ..errors import TanError
-from ..solver import (LRSchedule, apply_schedule, build_lr_scheduler, build_optimizer, check_names as check_solver_names,
-                      optimizer_name, schedule_keys)
+from ..solver import (LRSchedule, apply_schedule, build_lr_scheduler, build_optimizer,
+                      check_names as check_solver_names, optimizer_name, schedule_keys)
 from ..utils import comm
 from ..utils.checkpoint import (FINAL, Checkpointer, last_checkpoint_file, load_model_weights, model_state_from,
                                 read_checkpoint, run_info)
