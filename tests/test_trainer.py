@@ -191,8 +191,10 @@ def test_a_subclass_s_check_config_refuses_before_anything_is_written(synthetic_
     assert "config key SOLVER.MOMENTUM: this trainer needs 0.5 or more, got 0.1" in proc.stderr
     assert NeedsMomentumTrainer.seen == ["adam"]  # asked with the model's declarations: 2D-TAN's recipe is Adam
     assert not out.exists()
-    # the base class's own refusals still come first
+    # the base class's own refusals come first: the subclass is not asked
+    NeedsMomentumTrainer.seen.clear()
     proc = run_main("train_net", *args(synthetic_root, out, "sgd", "TRAINER", "NEEDS_MOMENTUM",
-                                       "SOLVER.SCHEDULER", "onecycle"))
+                                       "SOLVER.MOMENTUM", "0.1", "SOLVER.SCHEDULER", "onecycle"))
     assert proc.returncode == 2 and "SOLVER.SCHEDULER: expected one of" in proc.stderr
+    assert "SOLVER.MOMENTUM" not in proc.stderr and NeedsMomentumTrainer.seen == []
     assert not out.exists()

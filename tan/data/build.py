@@ -82,13 +82,13 @@ class RunData:
 
     def check_before_work(self):
         """What set-up checks before it joins the process group or writes anything: the dataset
-        files (:meth:`check_files`), the text input's own (a tokenizer is read here, once, and kept
-        for the datasets) and what the model needs of the environment (``check_environment``)."""
+        files (:meth:`check_files`), what the model needs of the environment (``check_environment``),
+        then the text input's own (a tokenizer is read here, once, and kept for the datasets)."""
         self.check_files()
+        self.declared.model.check_environment(self.cfg)  # e.g. a missing library, named with the way around it
         self.text_input.prepare()
-        self.declared.model.check_environment(self.cfg)
 
-    def check_run(self, world_size):
+    def check_with_processes(self, world_size):
         """What set-up checks once the processes are joined: both batch sizes over ``world_size``
         processes, labels where the run trains or validates, and for a training run what its training
         data shares with its evaluation data. Returns the warnings to log (the overlap, if any).

@@ -123,20 +123,20 @@ def default_setup(args, training=True, cfg=None):
     check_tensorboard(cfg)
     if training:  # an unregistered trainer, optimizer or schedule fails here, before anything is written
         trainer_class(cfg).check_config(cfg, data.declared)
-    data.check_before_work()  # files, the text input (e.g. a tokenizer, read once and kept), the model's needs
+    data.check_before_work()  # files, the model's needs, the text input (e.g. a tokenizer, read once and kept)
     use_cuda = cfg.MODEL.DEVICE != "cpu" and torch.cuda.is_available()
     distributed = comm.init_distributed(local_rank, use_cuda, cfg.DISTRIBUTED.TIMEOUT)
     device = resolve_device(cfg.MODEL.DEVICE, local_rank)
     prepare_backends(cfg, device)
     # on every rank: reading a generated dataset's annotations writes it first (rank 0, the others wait)
-    overlaps = data.check_run(comm.get_world_size())
+    data_warnings = data.check_with_processes(comm.get_world_size())
     folder = _prepare_output_dir(cfg, training, getattr(args, "accept_config_changes", False))
     try:
         logger, log_existed = _start_log(cfg)
         _log_run(logger, args, cfg, device)
         if comm.is_main_process():
             _check_log(log_existed)
-            for warning in overlaps:
+            for warning in data_warnings:
                 logger.warning("%s", warning)
         if folder is not None:
             folder.describe(logger)

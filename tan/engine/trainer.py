@@ -80,7 +80,6 @@ class Trainer:
     def __init__(self, run):
         self.cfg, self.device, self.distributed, self.data = run.cfg, run.device, run.distributed, run.data
         self.folder = run.folder  # rank 0's locked OUTPUT_DIR (tan/engine/run_folder.py); None on other ranks
-        self.config_changes = list(self.folder.changes) if self.folder else []
         declared = self.data.declared  # what the model declares, asked once when the run's data was set up
         self.model_class, self.recipe = declared.model, declared.recipe
         self.by_video = declared.batches_by_video  # videos with their sentences, or queries
@@ -88,6 +87,11 @@ class Trainer:
         self.model = self.optimizer = self.schedule = self.grad_scaler = self.checkpointer = None
         self.train_loader = self.val_loaders = self.plan = None
         self.final = os.path.join(self.cfg.OUTPUT_DIR, FINAL)
+
+    @property
+    def config_changes(self):
+        """The accepted differences from OUTPUT_DIR/config.yml (rank 0's folder holds them; [] elsewhere)."""
+        return self.folder.changes if self.folder else []
 
     # -- what a run is built of: override to change one part ------------------------------------
 
