@@ -23,6 +23,5 @@ def model_key(cfg, key):
 
 def feature_size(cfg):
     """(width of the clip features the model reads, the full config key that sets it)."""
-    cls = model_class(cfg)
-    relative = cls.INPUT_SIZE_KEY
-    return value_at(cfg.MODEL[cfg.MODEL.ARCHITECTURE], relative), model_key(cfg, relative)
+    relative = model_class(cfg).INPUT_SIZE_KEY
+    return value_at(model_settings(cfg), relative), model_key(cfg, relative)

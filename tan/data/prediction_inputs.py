@@ -4,7 +4,7 @@ the model's text input encodes them (word vectors from the index of the
 word-vector file, or word pieces)."""
 import os
 
-from ..config.models import declarations
+from ..config.models import model_class
 from ..errors import TanError, UnknownVideoError
 from .catalog import field_paths
 from .features.array_files import read_array
@@ -91,10 +91,10 @@ def sentence_encoder(cfg):
     does (word vectors: :class:`SentenceEncoder`; word pieces: the tokenizer). A model
     trained on precomputed sentence features needs the text backbone that made them
     (tan.api uses the one its checkpoint records, see :func:`reads_backbone_features`)."""
-    choice = declarations(cfg).text_input
+    choice = model_class(cfg).text_input(cfg)
     return text_input_class(choice).sentence_encoder(cfg, choice)
 
 
 def reads_backbone_features(cfg):
     """Whether the model of ``cfg`` reads sentences as token features that a text backbone made."""
-    return text_input_class(declarations(cfg).text_input).READS_BACKBONE_FEATURES
+    return text_input_class(model_class(cfg).text_input(cfg)).READS_BACKBONE_FEATURES

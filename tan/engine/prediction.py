@@ -10,7 +10,7 @@ import torch
 from ..config.architecture import feature_size
 from ..data.collate import pad_sentences
 from ..errors import TanError
-from ..config.models import declarations
+from ..config.models import model_class
 from ..modeling import build_model
 from ..utils.checkpoint import load_model_weights, model_state_from, read_checkpoint
 from .evaluation import top_candidates
@@ -49,14 +49,14 @@ def prepare_features(cfg, feats):
     rows), as the datasets prepare an evaluation item (the model's clip input: by default
     L2-normalised rows resampled to NUM_PRE_CLIPS)."""
     feats = checked_features(cfg, feats)
-    clips = declarations(cfg).clip_input
+    clips = model_class(cfg).clip_input(cfg)
     rows, _, count = clips.take(clips.base(feats))
     return torch.from_numpy(np.ascontiguousarray(rows)), count
 
 
 def clip_lengths(cfg, counts, device):
     """{"clip_counts": [V]} for a model whose clip input has a variable length, else {}."""
-    if not declarations(cfg).clip_input.variable_length:
+    if not model_class(cfg).clip_input(cfg).variable_length:
         return {}
     return {"clip_counts": torch.as_tensor(counts, dtype=torch.long, device=device)}
 
