@@ -178,6 +178,47 @@ def test_bf16_autocast_trains_in_bands_close_to_float32():
         torch.testing.assert_close(model.get_parameter(name).grad, grad, rtol=0.1, atol=0.1 * float(grad.abs().max()))
 
 
+@pytest.mark.parametrize("autocast", [None, torch.bfloat16])
+def test_the_first_band_computed_again_gives_the_kept_bands_gradients_bit_for_bit(autocast, monkeypatch):
+    # the fused band is not kept: the first layer's backward computes it again, under the
+    # autocast of the forward (bf16 here) although the backward runs outside autocast
+    import tan.modeling.tan2d.model as tan_module
+    setting = SETTINGS[1]
+    cfg, model = tan_model(setting, torch.float32)
+    batch = tan_batch(cfg, 4, torch.float32)
+
+    def step():
+        with torch.autocast("cpu", dtype=autocast or torch.bfloat16, enabled=autocast is not None):
+            return gradients(model, batch)
+    loss, grads, _ = step()
+    with monkeypatch.context() as m:
+        m.setattr(tan_module, "fused_band_recipe", lambda *inputs: None)  # keep the fused band
+        kept_loss, kept_grads, _ = step()
+    assert torch.equal(loss, kept_loss)
+    assert [n for n in grads if not torch.equal(grads[n], kept_grads[n])] == []
+
+
+def test_training_keeps_one_band_per_layer_and_not_the_fused_input_band():
+    setting = SETTINGS[1]
+    cfg, model = tan_model(setting, torch.float32)
+    batch = tan_batch(cfg, 4, torch.float32)
+    predictor = model.predictor
+    shapes = []
+
+    def pack(tensor):
+        shapes.append(tuple(tensor.shape))
+        return tensor
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        output = forward_batch(model, batch)
+    sum(model.losses(output, batch).values()).backward()
+    widths = [shape[-1] for shape in shapes if shape[:2] == (4, 8)]  # [B, H, cells] tensors
+    layers = [len(getattr(predictor, f"band_{i}")) + 1 for i in range(len(predictor.convs))]
+    input_band = len(predictor.input_cells) + 1
+    assert input_band not in layers
+    assert all(width in widths for width in layers)
+    assert input_band not in widths
+
+
 def kept_for_backward(model, batch):
     def step():
         model.zero_grad(set_to_none=True)

@@ -136,7 +136,8 @@ def test_mixed_precision_training_steps_run_on_cpu_and_learn(amp, strip_rows, mo
     # in training with strips the fused map reaches the predictor as its first band
     forward_band = ProposalConv.forward_band
     monkeypatch.setattr(ProposalConv, "forward_band",
-                        lambda self, band: (seen.__setitem__("fused", band.dtype), forward_band(self, band))[1])
+                        lambda self, band, **kw: (seen.__setitem__("fused", band.dtype),
+                                                  forward_band(self, band, **kw))[1])
     low = {"bf16": torch.bfloat16, "fp16": torch.float16}[amp]
     for _ in range(12):
         with autocast(amp, device):

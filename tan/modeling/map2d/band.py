@@ -137,6 +137,15 @@ def compute_dtype(x):
     return x.dtype
 
 
+def autocast_now(device):
+    """A context factory that puts autocast on ``device`` in the state it is in now (to run
+    later what ran now, such as a recomputation in the backward, which runs outside autocast)."""
+    if _autocast_enabled(device):
+        dtype = _autocast_dtype(device)
+        return lambda: torch.autocast(device, dtype=dtype)
+    return lambda: torch.autocast(device, enabled=False)
+
+
 def _autocast_enabled(device):
     if hasattr(torch, "get_autocast_dtype"):  # torch >= 2.4: one call for every device type
         return torch.is_autocast_enabled(device)
@@ -220,25 +229,32 @@ def conv_strips_backward(grad, band, weight, layer, need_input):
 class BandConv(torch.autograd.Function):
     """in band [B, C_in, M_in + 1] -> the layer's conv at its output band [B, C_out, M_out + 1];
     with ``cell_weights`` (the weight map at the band, slot 0), followed by ReLU and the
-    weight map (2D-TAN's layer)."""
+    weight map (2D-TAN's layer).
+
+    ``rebuild_input``, when given, is a function that computes the input band again, bit
+    for bit: the backward calls it instead of keeping the input band from the forward (for
+    an input that is cheap to compute and wide to keep, such as a fused first band)."""
 
     @staticmethod
-    def forward(ctx, band, weight, bias, cell_weights, layer):
+    def forward(ctx, band, weight, bias, cell_weights, layer, rebuild_input=None):
         dtype = compute_dtype(band)
         activated = cell_weights is not None
         with torch.autocast(band.device.type, enabled=False):
             out = conv_strips(band.to(dtype), weight.to(dtype), bias.to(dtype), layer)
             if activated:
                 out = out.relu_().mul_(cell_weights.to(dtype))
-        ctx.layer, ctx.dtype, ctx.activated = layer, dtype, activated
+        ctx.layer, ctx.dtype, ctx.activated, ctx.rebuild_input = layer, dtype, activated, rebuild_input
         # The output is saved for the ReLU's mask only (its sign); a raw layer needs none.
-        ctx.save_for_backward(band, weight, cell_weights, out if activated else None)
+        ctx.save_for_backward(band if rebuild_input is None else None, weight, cell_weights,
+                              out if activated else None)
         return out
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_out):
         band, weight, cell_weights, out = ctx.saved_tensors
+        if ctx.rebuild_input is not None:
+            band, ctx.rebuild_input = ctx.rebuild_input(), None
         dtype = ctx.dtype
         # In place: the incoming gradient is the next layer's fresh input gradient, used nowhere else.
         grad = grad_out.to(dtype)
@@ -250,7 +266,7 @@ class BandConv(torch.autograd.Function):
                                                  ctx.needs_input_grad[0])
         if grad_band is not None:
             grad_band = grad_band.to(band.dtype)
-        return grad_band, gw.to(weight.dtype), gb.to(weight.dtype), None, None
+        return grad_band, gw.to(weight.dtype), gb.to(weight.dtype), None, None, None
 
 
 def _exact(x):

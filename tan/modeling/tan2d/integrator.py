@@ -4,7 +4,7 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
-from ..map2d.band import CONV_ARGS, cells_of, take, to_dense, with_slot
+from ..map2d.band import CONV_ARGS, autocast_now, cells_of, take, to_dense, with_slot
 from ..map2d.sentence import last_word_states
 
 
@@ -59,12 +59,10 @@ class FusedBand(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, cells, sentence, weight, bias, where):
-        band_cells = where[3]
-        m = take(F.conv2d(_map(cells, where), weight, bias).flatten(2), band_cells)
-        fused = F.normalize(sentence[:, :, None] * m, dim=1).to(m.dtype)
-        ctx.where, ctx.dtype = where, m.dtype
+        band = fused_band(cells, sentence, weight, bias, where)
+        ctx.where, ctx.dtype = where, band.dtype
         ctx.save_for_backward(cells, sentence, weight, bias)
-        return with_slot(fused)
+        return band
 
     @staticmethod
     @once_differentiable
@@ -89,6 +87,24 @@ class FusedBand(torch.autograd.Function):
                                                              [ctx.needs_input_grad[0], True, True])
         grad_cells = _map_backward(gx, where, cells.shape[0]).to(cells.dtype) if gx is not None else None
         return grad_cells, grad_s.view(sentence.shape).to(sentence.dtype), gw, gb, None
+
+
+def fused_band(cells, sentence, weight, bias, where):
+    """:class:`FusedBand`'s output, computed without autograd (its forward, and its recomputation)."""
+    m = take(F.conv2d(_map(cells, where), weight, bias).flatten(2), where[3])
+    return with_slot(F.normalize(sentence[:, :, None] * m, dim=1).to(m.dtype))
+
+
+def fused_band_recipe(cells, sentence, weight, bias, where):
+    """A function that computes :class:`FusedBand`'s output on these inputs again, later, as it
+    is computed now (under the autocast setting in force now)."""
+    inputs = [t.detach() for t in (cells, sentence, weight, bias)]
+    autocast = autocast_now(cells.device.type)
+
+    def rebuild():
+        with autocast():
+            return fused_band(*inputs, where)
+    return rebuild
 
 
 def _map(cells, where):

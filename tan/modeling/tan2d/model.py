@@ -10,7 +10,7 @@ from ..map2d.iou_loss import ScaledIoULoss
 from ..meta_arch import GroundingModel
 from .config import add_tan_config, validate_tan_config
 from ..map2d.definitions import runs_own_definition
-from .integrator import FusedBand, SentenceMapFusion, build_integrator
+from .integrator import FusedBand, SentenceMapFusion, build_integrator, fused_band_recipe
 from .predictor import build_predictor
 
 
@@ -58,8 +58,10 @@ class TAN(GroundingModel):
         if video_index is None and cells.shape[0] == 1 < sentence.shape[0]:  # one video for all sentences
             video_index = torch.zeros(sentence.shape[0], dtype=torch.long, device=cells.device)
         where = (predictor.valid_cells, self.mask2d.shape[-1], video_index, predictor.input_cells)
-        band = FusedBand.apply(cells, sentence, self.integrator.conv.weight, self.integrator.conv.bias, where)
-        return predictor.forward_band(band)
+        inputs = (cells, sentence, self.integrator.conv.weight, self.integrator.conv.bias, where)
+        # The fused band, the first layer's input, is as wide as a layer's band, and the fusion
+        # is cheap beside a layer: the first layer computes it again in its backward.
+        return predictor.forward_band(FusedBand.apply(*inputs), rebuild_input=fused_band_recipe(*inputs))
 
     def scores(self, logits):
         """Inference scores: sigmoid, zero outside the valid cells."""

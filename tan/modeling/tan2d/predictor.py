@@ -91,17 +91,19 @@ class ProposalConv(nn.Module):
         with torch.autocast(x.device.type, enabled=False):
             return self.pred(x.to(self.pred.weight.dtype)).squeeze(1)  # [B, N, N], batch kept for B = 1
 
-    def forward_band(self, band):
+    def forward_band(self, band, rebuild_input=None):
         """The input's band (the input at ``input_cells``, with its slot: [B, H, M + 1]) ->
         logits [B, N, N], storing one band per layer for the backward (or, with
-        ``recompute``, none)."""
-        if self.recompute:
+        ``recompute``, only the input). ``rebuild_input``, a function that computes the input
+        band again, lets the first layer drop the input band too (:class:`BandConv`)."""
+        if self.recompute:  # the recomputation keeps its input: a rebuild would save nothing
             return recomputed(self._stack, band)
-        return self._stack(band)
+        return self._stack(band, rebuild_input)
 
-    def _stack(self, band):
+    def _stack(self, band, rebuild_input=None):
         for index, (conv, layer) in enumerate(zip(self.convs, self.layers.on(band.device))):
-            band = BandConv.apply(band, conv.weight, conv.bias, getattr(self, f"band_weights_{index}"), layer)
+            band = BandConv.apply(band, conv.weight, conv.bias, getattr(self, f"band_weights_{index}"), layer,
+                                  rebuild_input if index == 0 else None)
         # the scoring conv on the dense map it always read, rebuilt in its backward (1 channel out: cheap)
         return ScoredBand.apply(band, self.pred.weight, self.pred.bias, self.valid_cells, self.mask2d_size)
 
