@@ -386,6 +386,21 @@ def test_without_transformers_bert_says_how_to_get_it(monkeypatch):
         WordPieces.from_pretrained("distilbert-base-uncased")
 
 
+def test_training_with_bert_and_no_transformers_is_refused_with_the_way_around_before_any_work(
+        synthetic_root, tmp_path, monkeypatch):
+    # through the command's set-up: the model's environment is asked before the text input
+    # loads a tokenizer (which would fail with a message that does not name LSTM)
+    import sys
+    from conftest import run_main
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    out = tmp_path / "never"
+    proc = run_main("train_net", "--config-file", MMN_SYNTHETIC, "DATASETS.ROOT", synthetic_root, "OUTPUT_DIR", out,
+                    "MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0", "MODEL.MMN.TEXT_ENCODER.NAME", "BERT")
+    assert proc.returncode == 2, proc.stderr
+    assert "pip install 'tan[bert]'" in proc.stderr and "TEXT_ENCODER.NAME LSTM" in proc.stderr
+    assert not out.exists()
+
+
 def test_strips_with_a_dense_first_layer_and_too_many_positives():
     """A layer whose strips would save little runs dense, the first one too (padded once)."""
     cfg = load_config(os.path.join(REPO, "configs", "mmn_16x16_pool_k5l8_charades.yaml"),
