@@ -10,13 +10,12 @@ import torch
 from ..config.architecture import feature_size
 from ..data.collate import pad_sentences
 from ..errors import TanError
-from ..config.models import model_class
 from ..modeling import build_model
 from ..utils.checkpoint import load_model_weights, model_state_from, read_checkpoint
 from .evaluation import top_candidates
 from .precision import autocast
 from .windows import ground_in_windows, window_rows
-from .wrappers import prepare_model
+from .wrappers import prepare_model, unwrap
 
 # Sentences scored against one video per forward pass: bounds the memory of the
 # fused maps ([S, H, N, N]: 32 MB per sentence for the TACoS model in float32).
@@ -44,19 +43,19 @@ def checked_features(cfg, feats):
     return feats
 
 
-def prepare_features(cfg, feats):
+def prepare_features(model, cfg, feats):
     """Raw clip features [T, D_in] (array or tensor) -> (the model's input [P, D_in], its real
-    rows), as the datasets prepare an evaluation item (the model's clip input: by default
-    L2-normalised rows resampled to NUM_PRE_CLIPS)."""
+    rows), as the datasets prepare an evaluation item (the clip input ``model`` declares: by
+    default L2-normalised rows resampled to NUM_PRE_CLIPS)."""
     feats = checked_features(cfg, feats)
-    clips = model_class(cfg).clip_input(cfg)
+    clips = unwrap(model).clip_input(cfg)
     rows, _, count = clips.take(clips.base(feats))
     return torch.from_numpy(np.ascontiguousarray(rows)), count
 
 
-def clip_lengths(cfg, counts, device):
+def clip_lengths(model, cfg, counts, device):
     """{"clip_counts": [V]} for a model whose clip input has a variable length, else {}."""
-    if not model_class(cfg).clip_input(cfg).variable_length:
+    if not unwrap(model).clip_input(cfg).variable_length:
         return {}
     return {"clip_counts": torch.as_tensor(counts, dtype=torch.long, device=device)}
 
@@ -97,9 +96,9 @@ def check_duration(duration):
 @torch.no_grad()
 def encode_video(model, cfg, feats, device):
     """The video's 2D map of candidate moments [1, H, N, N] on ``device``: computed once, asked many times."""
-    rows, count = prepare_features(cfg, feats)
+    rows, count = prepare_features(model, cfg, feats)
     with autocast(cfg.SOLVER.AMP, device):
-        return model.encode_video(rows[None].to(device), **clip_lengths(cfg, [count], device))
+        return model.encode_video(rows[None].to(device), **clip_lengths(model, cfg, [count], device))
 
 
 @torch.no_grad()
@@ -164,7 +163,7 @@ def predict_dataset_queries(model, cfg, dataset, indices, device, topk=5):
         item = dataset[index]
         with autocast(cfg.SOLVER.AMP, device):
             output = model(item["feats"][None].to(device), item["query"][None].to(device),
-                           torch.tensor([len(item["query"])]), **clip_lengths(cfg, [item.get("clip_count")], device))
+                           torch.tensor([len(item["query"])]), **clip_lengths(model, cfg, [item.get("clip_count")], device))
         durations = torch.tensor([item["duration"]], device=device)
         moments, kept, filled = top_candidates(model.candidates(output, durations), cfg.TEST.NMS_THRESH, topk,
                                                units=cfg.TEST.NMS_UNITS)
@@ -185,7 +184,7 @@ def ground_windowed(model, cfg, video, encoded_sentences, device, topk=5, batch_
     def ground_batch(rows, counts, sentences, durations):
         windows = len(counts)
         with autocast(cfg.SOLVER.AMP, device):
-            maps = model.encode_video(rows, **clip_lengths(cfg, counts, device))
+            maps = model.encode_video(rows, **clip_lengths(model, cfg, counts, device))
         chunk = max(1, batch_size // windows)  # sentence x window pairs per forward
         for start in range(0, len(sentences), chunk):
             queries, lengths = pad_sentences(sentences[start:start + chunk], cfg.INPUT.PRE_QUERY_SIZE)
@@ -201,7 +200,7 @@ def ground_windowed(model, cfg, video, encoded_sentences, device, topk=5, batch_
                 yield moments[part].float().cpu(), scores[part].float().cpu(), filled[part].cpu()
 
     return ground_in_windows(model, cfg, video, encoded_sentences, device, topk,
-                             lambda rows: prepare_features(cfg, rows), ground_batch)
+                             lambda rows: prepare_features(model, cfg, rows), ground_batch)
 
 
 @torch.no_grad()
@@ -209,9 +208,9 @@ def window_picture(model, cfg, video, window, encoded_sentence, device):
     """The score map (a ScoreMap of one sentence, on the CPU) of window ``window`` of a
     tan.engine.windows.WindowedVideo, its cells at the video's seconds."""
     first, last, start, end = window_rows(len(video.features), video.duration, *video.spans[window])
-    rows, count = prepare_features(cfg, video.features[first:last])
+    rows, count = prepare_features(model, cfg, video.features[first:last])
     with autocast(cfg.SOLVER.AMP, device):
-        maps = model.encode_video(rows[None].to(device), **clip_lengths(cfg, [count], device))
+        maps = model.encode_video(rows[None].to(device), **clip_lengths(model, cfg, [count], device))
         queries, lengths = pad_sentences([encoded_sentence], cfg.INPUT.PRE_QUERY_SIZE)
         output = model.ground(maps, queries.to(device), lengths)
     picture = one_picture(model.score_map(output, torch.tensor([end - start], device=device)), 0)
