@@ -83,9 +83,16 @@ class FusedBand(torch.autograd.Function):
             del m
             grad_m = to_dense(grad_p.mul_(s3), band_cells, n)
             del grad_p
-            gx, gw, gb = torch.ops.aten.convolution_backward(grad_m, x, weight, [weight.shape[0]], *CONV_ARGS,
-                                                             [ctx.needs_input_grad[0], True, True])
-        grad_cells = _map_backward(gx, where, cells.shape[0]).to(cells.dtype) if gx is not None else None
+            # The input's gradient first, kept at the valid cells only, then the weight's: the
+            # full-map gradient and the weight's workspace are never held together.
+            grad_cells = None
+            if ctx.needs_input_grad[0]:
+                gx, _, _ = torch.ops.aten.convolution_backward(grad_m, x, weight, [weight.shape[0]], *CONV_ARGS,
+                                                               [True, False, False])
+                grad_cells = _map_backward(gx, where, cells.shape[0]).to(cells.dtype)
+                del gx
+            _, gw, gb = torch.ops.aten.convolution_backward(grad_m, x, weight, [weight.shape[0]], *CONV_ARGS,
+                                                            [False, True, True])
         return grad_cells, grad_s.view(sentence.shape).to(sentence.dtype), gw, gb, None
 
 
