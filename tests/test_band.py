@@ -178,24 +178,45 @@ def test_bf16_autocast_trains_in_bands_close_to_float32():
         torch.testing.assert_close(model.get_parameter(name).grad, grad, rtol=0.1, atol=0.1 * float(grad.abs().max()))
 
 
-@pytest.mark.parametrize("autocast", [None, torch.bfloat16])
-def test_the_first_band_computed_again_gives_the_kept_bands_gradients_bit_for_bit(autocast, monkeypatch):
-    # the fused band is not kept: the first layer's backward computes it again, under the
-    # autocast of the forward (bf16 here) although the backward runs outside autocast
+@pytest.mark.parametrize("autocast,backward_inside", [(None, False), (torch.bfloat16, False),
+                                                     (torch.bfloat16, True)])
+def test_the_first_band_computed_again_gives_the_kept_bands_gradients_bit_for_bit(autocast, backward_inside,
+                                                                                  monkeypatch):
+    # The fused band is not kept: the first layer's backward computes it again under the
+    # forward's autocast, whether the backward runs outside autocast (as a training step
+    # runs it) or inside.
     import tan.modeling.tan2d.model as tan_module
     setting = SETTINGS[1]
     cfg, model = tan_model(setting, torch.float32)
     batch = tan_batch(cfg, 4, torch.float32)
 
     def step():
+        model.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=autocast or torch.bfloat16, enabled=autocast is not None):
-            return gradients(model, batch)
-    loss, grads, _ = step()
+            loss = sum(model.losses(forward_batch(model, batch), batch).values())
+            if backward_inside:
+                loss.backward()
+        if not backward_inside:
+            loss.backward()
+        return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    loss, grads = step()
     with monkeypatch.context() as m:
         m.setattr(tan_module, "fused_band_recipe", lambda *inputs: None)  # keep the fused band
-        kept_loss, kept_grads, _ = step()
+        kept_loss, kept_grads = step()
     assert torch.equal(loss, kept_loss)
     assert [n for n in grads if not torch.equal(grads[n], kept_grads[n])] == []
+
+
+def test_a_kept_graph_goes_backward_twice_with_the_first_band_computed_again():
+    setting = SETTINGS[1]
+    cfg, model = tan_model(setting, torch.float32)
+    batch = tan_batch(cfg, 4, torch.float32)
+    loss = sum(model.losses(forward_batch(model, batch), batch).values())
+    loss.backward(retain_graph=True)
+    first = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    loss.backward()
+    assert [n for n, p in model.named_parameters() if p.grad is not None and not torch.equal(p.grad, first[n])] == []
 
 
 def test_training_keeps_one_band_per_layer_and_not_the_fused_input_band():

@@ -231,9 +231,10 @@ class BandConv(torch.autograd.Function):
     with ``cell_weights`` (the weight map at the band, slot 0), followed by ReLU and the
     weight map (2D-TAN's layer).
 
-    ``rebuild_input``, when given, is a function that computes the input band again, bit
-    for bit: the backward calls it instead of keeping the input band from the forward (for
-    an input that is cheap to compute and wide to keep, such as a fused first band)."""
+    ``rebuild_input``, when given, is ``(function, tensors)``: ``function(*tensors)`` computes
+    the input band again, bit for bit. The layer then saves those tensors instead of the
+    input band and its backward calls the function (for an input that is cheap to compute
+    from tensors kept anyway and wide to keep, such as the fused first band)."""
 
     @staticmethod
     def forward(ctx, band, weight, bias, cell_weights, layer, rebuild_input=None):
@@ -243,18 +244,20 @@ class BandConv(torch.autograd.Function):
             out = conv_strips(band.to(dtype), weight.to(dtype), bias.to(dtype), layer)
             if activated:
                 out = out.relu_().mul_(cell_weights.to(dtype))
-        ctx.layer, ctx.dtype, ctx.activated, ctx.rebuild_input = layer, dtype, activated, rebuild_input
-        # The output is saved for the ReLU's mask only (its sign); a raw layer needs none.
-        ctx.save_for_backward(band if rebuild_input is None else None, weight, cell_weights,
-                              out if activated else None)
+        ctx.layer, ctx.dtype, ctx.activated = layer, dtype, activated
+        ctx.rebuild, sources = rebuild_input if rebuild_input is not None else (None, ())
+        # The output is saved for the ReLU's mask only (its sign); a raw layer needs none. Saved
+        # through autograd, the rebuild's tensors get its checks and hooks as the band would.
+        ctx.save_for_backward(band if ctx.rebuild is None else None, weight, cell_weights,
+                              out if activated else None, *sources)
         return out
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_out):
-        band, weight, cell_weights, out = ctx.saved_tensors
-        if ctx.rebuild_input is not None:
-            band, ctx.rebuild_input = ctx.rebuild_input(), None
+        band, weight, cell_weights, out, *sources = ctx.saved_tensors
+        if ctx.rebuild is not None:
+            band = ctx.rebuild(*sources)
         dtype = ctx.dtype
         # In place: the incoming gradient is the next layer's fresh input gradient, used nowhere else.
         grad = grad_out.to(dtype)

@@ -103,15 +103,15 @@ def fused_band(cells, sentence, weight, bias, where):
 
 
 def fused_band_recipe(cells, sentence, weight, bias, where):
-    """A function that computes :class:`FusedBand`'s output on these inputs again, later, as it
-    is computed now (under the autocast setting in force now)."""
-    inputs = [t.detach() for t in (cells, sentence, weight, bias)]
+    """(function, tensors): ``function(*tensors)`` computes :class:`FusedBand`'s output on these
+    inputs again, later, as it is computed now (under the autocast setting in force now);
+    the tensors are those FusedBand keeps anyway (BandConv's ``rebuild_input``)."""
     autocast = autocast_now(cells.device.type)
 
-    def rebuild():
+    def rebuild(*tensors):
         with autocast():
-            return fused_band(*inputs, where)
-    return rebuild
+            return fused_band(*tensors, where)
+    return rebuild, (cells, sentence, weight, bias)
 
 
 def _map(cells, where):

@@ -94,8 +94,8 @@ class ProposalConv(nn.Module):
     def forward_band(self, band, rebuild_input=None):
         """The input's band (the input at ``input_cells``, with its slot: [B, H, M + 1]) ->
         logits [B, N, N], storing one band per layer for the backward (or, with
-        ``recompute``, only the input). ``rebuild_input``, a function that computes the input
-        band again, lets the first layer drop the input band too (:class:`BandConv`)."""
+        ``recompute``, only the input). ``rebuild_input``, how to compute the input band again
+        (:class:`BandConv`), lets the first layer keep that instead of the input band."""
         if self.recompute:  # the recomputation keeps its input: a rebuild would save nothing
             return recomputed(self._stack, band)
         return self._stack(band, rebuild_input)
