@@ -163,7 +163,8 @@ def predict_dataset_queries(model, cfg, dataset, indices, device, topk=5):
         item = dataset[index]
         with autocast(cfg.SOLVER.AMP, device):
             output = model(item["feats"][None].to(device), item["query"][None].to(device),
-                           torch.tensor([len(item["query"])]), **clip_lengths(model, cfg, [item.get("clip_count")], device))
+                           torch.tensor([len(item["query"])]),
+                           **clip_lengths(model, cfg, [item.get("clip_count")], device))
         durations = torch.tensor([item["duration"]], device=device)
         moments, kept, filled = top_candidates(model.candidates(output, durations), cfg.TEST.NMS_THRESH, topk,
                                                units=cfg.TEST.NMS_UNITS)
