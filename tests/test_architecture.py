@@ -167,6 +167,14 @@ def test_no_module_imports_from_a_layer_above_its_own():
     assert not wrong and not unplaced, (wrong, unplaced)
 
 
+def test_set_up_knows_no_trainer():
+    """The run's order descends: the command sets the run up, then builds the trainer; set-up asks
+    for the trainer's refusals through the function the command hands it, never by importing it."""
+    graph = package_imports()
+    above = {name for name in graph if name.startswith(("tan.engine.trainer", "tan.engine.hooks", "tan.engine.step"))}
+    assert not graph["tan.engine.setup"] & above, graph["tan.engine.setup"] & above
+
+
 def with_packages_run(graph):
     """Importing ``a.b.c`` also runs ``a/b/__init__.py``: an edge to each package above a target,
     except those above the importer itself (they are being imported already)."""

@@ -1,14 +1,14 @@
-"""What train and test do first, in this order: assemble the config, check it and the data,
-join the process group, pick the device and its backends, prepare OUTPUT_DIR (for training:
-lock it and check its config), start logging, seed. The result is one :class:`Session`."""
+"""What train and test do first, in this order, once the tool has assembled the config: check
+it and the data (and what the tool itself refuses), join the process group, pick the device
+and its backends, prepare OUTPUT_DIR (for training: lock it and check its config), start
+logging, seed. The result is one :class:`Session`. Nothing here knows which trainer or
+evaluation runs next: the tool passes its own refusals in."""
 import os
 from dataclasses import dataclass
 
 import torch
 
-from ..config import load_config
 from ..data import ALL_SPLITS, RunData
-from .trainer import trainer_class
 from .precision import backend_warnings, prepare_backends
 from ..errors import TanError
 from ..utils import comm
@@ -106,23 +106,23 @@ def _log_run(logger, args, cfg, device):
         logger.log(level, "%s", message)
 
 
-def default_setup(args, training=True, cfg=None):
-    """A :class:`Session`, with the process group joined and logging set up.
+def default_setup(cfg, args, training=True, refuse=None):
+    """A :class:`Session` for the merged config ``cfg`` (:func:`tan.config.load_config`), with the
+    process group joined and logging set up; ``args`` are the tool's parsed arguments.
 
     The config and the data files are checked before any work, so mistakes fail
-    fast on every rank and leave earlier outputs untouched. A training run
-    holds OUTPUT_DIR alone and refuses a config that differs from the folder's
-    own (``--accept-config-changes`` overrides; the change is recorded by
-    :meth:`tan.engine.trainer.Trainer.train` once the checkpoint is restored).
-
-    ``cfg``: the config, when the tool assembled it (from a checkpoint); else
-    ``args.config_file`` and ``args.opts``. Evaluation reads only DATASETS.TEST."""
+    fast on every rank and leave earlier outputs untouched. ``refuse(cfg, declared)``
+    is what the tool itself cannot run, asked then too with the model's declarations
+    (:class:`tan.config.models.Declarations`); tan-train passes its trainer class's
+    ``check_config``. A training run holds OUTPUT_DIR alone and refuses a config that
+    differs from the folder's own (``--accept-config-changes`` overrides; the change is
+    recorded by the trainer once the checkpoint is restored). Evaluation
+    (``training`` False) reads only DATASETS.TEST."""
     local_rank = args.local_rank if args.local_rank is not None else int(os.environ.get("LOCAL_RANK", "0"))
-    cfg = cfg if cfg is not None else load_config(args.config_file, args.opts)
     data = RunData(cfg, splits=ALL_SPLITS if training else EVALUATION_SPLITS)
     check_tensorboard(cfg)
-    if training:  # an unregistered trainer, optimizer or schedule fails here, before anything is written
-        trainer_class(cfg).check_config(cfg, data.declared)
+    if refuse is not None:  # e.g. an unregistered optimizer or schedule: refused before anything is written
+        refuse(cfg, data.declared)
     data.check_before_work()  # files, the model's needs, the text input (e.g. a tokenizer, read once and kept)
     use_cuda = cfg.MODEL.DEVICE != "cpu" and torch.cuda.is_available()
     distributed = comm.init_distributed(local_rank, use_cuda, cfg.DISTRIBUTED.TIMEOUT)

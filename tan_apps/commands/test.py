@@ -70,7 +70,7 @@ def main(argv=None):
     plan = plan_evaluations(args.ckpt, args.config_file, args.opts, args.keep_going)
     if not plan.evaluations:
         raise TanError(_left_out_text(plan, "no checkpoint could be evaluated"))
-    run = default_setup(args, training=False, cfg=plan.evaluations[0].cfg)
+    run = default_setup(plan.evaluations[0].cfg, args, training=False)
     signal_exits.now_doing("testing", "checkpoints and earlier results are kept")
     logger = get_logger()
     several = len(plan.evaluations) + len(plan.left_out) > 1

@@ -9,6 +9,7 @@ Examples:
   torchrun --nproc_per_node=4 tools/train_net.py --config-file FILE SOLVER.BATCH_SIZE 32
   tan-train --config-file configs/2dtan_synthetic.yaml --seeds 1 2 3 4 OUTPUT_DIR outputs/synthetic_seeds
 """
+from tan.config import load_config
 from tan.engine.run_folder import ACCEPT_FLAG
 from tan.engine.setup import default_setup
 from tan.engine.trainer import trainer_class
@@ -39,13 +40,15 @@ def main(argv=None):
                                                  "resume (finished seeds are kept as they are)")
         return run_seeds(args)
     signal_exits.now_doing("preparing the run", "checkpoints and results are kept as they were")
-    run = default_setup(args)
+    cfg = load_config(args.config_file, args.opts)
+    trainer_cls = trainer_class(cfg)  # a plug-in's trainer is registered once the config has loaded its PLUGINS
+    run = default_setup(cfg, args, refuse=trainer_cls.check_config)
     try:
         # Building the model and the datasets, resuming. Once the loop runs, a
         # Ctrl-C saves a checkpoint instead (TrainingInterrupted).
         signal_exits.now_doing("preparing to train", "checkpoints saved so far are kept; run the same command again "
                                                      "to resume")
-        trainer = trainer_class(run.cfg)(run)
+        trainer = trainer_cls(run)
         checkpoint = trainer.train()
         if not args.skip_test:
             signal_exits.now_doing("testing", f"checkpoints and earlier results are kept; test {checkpoint} later "
