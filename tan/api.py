@@ -28,6 +28,7 @@ from .engine.prediction import (SENTENCE_BATCH, check_duration, check_sentences,
                                 ground_and_draw, ground_sentences, ground_windowed, load_trained_model,
                                 window_picture)
 from .engine.windows import WindowedVideo, window_settings, window_spans
+from .engine.wrappers import unwrap
 from .engine.precision import amp_is_emulated, slow_amp_warning
 from .errors import TanError
 from .utils.logger import get_logger
@@ -75,6 +76,7 @@ class Grounder:
         ``trained_span``: what the training videos last (the checkpoint's record), for windows."""
         self.model = model
         self.cfg = cfg
+        self.text_input = unwrap(model).text_input(cfg)  # how the model reads sentences, asked of it once
         self.device = device
         self.checkpoint = checkpoint
         self.extractors = extractors
@@ -113,14 +115,14 @@ class Grounder:
         ids [L]: as the model's text input encodes them."""
         sentences = check_sentences(list(sentences))
         if self._encoder is None:
-            self._encoder = self._recorded_text_encoder() or sentence_encoder(self.cfg)
+            self._encoder = self._recorded_text_encoder() or sentence_encoder(self.cfg, self.text_input)
         return self._encoder(sentences)
 
     def _recorded_text_encoder(self):
         """For a model that reads a text backbone's token features: that backbone, as the checkpoint
         records it (None without a record: the text input says why it cannot encode new text)."""
         record = (self.extractors or {}).get("text_features")
-        if record is None or not reads_backbone_features(self.cfg):
+        if record is None or not reads_backbone_features(self.text_input):
             return None
         from .video.featurize import SentenceFeaturizer  # the video extra, needed only here
 

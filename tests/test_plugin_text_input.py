@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from tan.config.models import declarations
 from tan.config import load_config
 from tan.config.models import TextInputChoice
 from tan.data import RunData
@@ -87,5 +88,5 @@ def test_a_plugin_text_input_feeds_the_datasets_the_checker_the_model_and_predic
     batch = BatchCollator()([dataset[i] for i in range(4)])
     losses = model.losses(model(batch["feats"], batch["queries"], batch["wordlens"]), batch)
     assert torch.isfinite(losses["loss"])
-    [encoded] = sentence_encoder(hashed_tan)(["the cook holds the pan."])
+    [encoded] = sentence_encoder(hashed_tan, declarations(hashed_tan).text_input)(["the cook holds the pan."])
     assert encoded.shape == (6, 64)

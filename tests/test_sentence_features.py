@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from tan.config.models import declarations
 from tan.config import load_config
 from tan.data import sentence_encoder
 from tan.data.dataset import MomentDataset
@@ -114,4 +115,4 @@ def test_the_config_refuses_sentence_features_with_distilbert_and_a_bad_toleranc
 def test_prediction_refuses_new_sentences_for_a_model_on_sentence_features():
     cfg = load_config(TAN_SYNTHETIC, ["INPUT.SENTENCE_FEATURES", "True"])
     with pytest.raises(TanError, match="cannot encode new sentences"):
-        sentence_encoder(cfg)
+        sentence_encoder(cfg, declarations(cfg).text_input)

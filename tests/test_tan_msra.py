@@ -19,6 +19,7 @@ from oracles import reference_tan_msra as ref
 from helpers.missing_keys import unclear_messages
 from helpers.tan_msra_experiments import write_experiments
 from conftest import ONE_THREAD, REPO, run_main
+from tan.config.models import declarations
 from tan_apps.commands.convert_config import main as convert_config
 from tan.engine.setup import EVALUATION_SPLITS
 from tan.config import load_config
@@ -186,7 +187,8 @@ def test_the_whitespace_words_feed_the_datasets(synthetic_root):
     words = dataset.query(index)
     assert words.shape == (len(dataset.sentences[index].split()), 300)
     assert not words[-1].any() and words[0].any()  # "bowl." has no vector; "a" or "the" has one
-    [encoded] = sentence_encoder(cfg)(["The man holds the bowl."])  # prediction splits new text the same way
+    # prediction splits new text the same way
+    [encoded] = sentence_encoder(cfg, declarations(cfg).text_input)(["The man holds the bowl."])
     assert encoded.shape == (5, 300) and not encoded[-1].any() and encoded[0].any()
 
 

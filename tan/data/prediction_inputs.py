@@ -4,7 +4,6 @@ the model's text input encodes them (word vectors from the index of the
 word-vector file, or word pieces)."""
 import os
 
-from ..config.models import model_class
 from ..errors import TanError, UnknownVideoError
 from .catalog import field_paths
 from .features.array_files import read_array
@@ -86,15 +85,16 @@ def _one_video_array(path, key):
         raise TanError(f"--features: {e}") from None
 
 
-def sentence_encoder(cfg):
-    """How prediction encodes sentences for the model of ``cfg``: as its text input
-    does (word vectors: :class:`SentenceEncoder`; word pieces: the tokenizer). A model
-    trained on precomputed sentence features needs the text backbone that made them
-    (tan.api uses the one its checkpoint records, see :func:`reads_backbone_features`)."""
-    choice = model_class(cfg).text_input(cfg)
-    return text_input_class(choice).sentence_encoder(cfg, choice)
+def sentence_encoder(cfg, text_input):
+    """How prediction encodes sentences for a model whose text input is ``text_input`` (what
+    its ``text_input(cfg)`` declares): as that input does (word vectors: :class:`SentenceEncoder`;
+    word pieces: the tokenizer). A model trained on precomputed sentence features needs the
+    text backbone that made them (tan.api uses the one its checkpoint records, see
+    :func:`reads_backbone_features`)."""
+    return text_input_class(text_input).sentence_encoder(cfg, text_input)
 
 
-def reads_backbone_features(cfg):
-    """Whether the model of ``cfg`` reads sentences as token features that a text backbone made."""
-    return text_input_class(model_class(cfg).text_input(cfg)).READS_BACKBONE_FEATURES
+def reads_backbone_features(text_input):
+    """Whether a model whose text input is ``text_input`` reads sentences as token features that a
+    text backbone made."""
+    return text_input_class(text_input).READS_BACKBONE_FEATURES
