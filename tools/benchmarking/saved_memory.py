@@ -125,9 +125,12 @@ def random_inputs(batch, clips, feature_size, query_size, seed=0):
 
 
 def measure_tan(config_file, batch, opts=()):
+    """tan's 2D-TAN with the optimizer training builds (tan.solver, from the model's recipe: the
+    same Adam as the reference's, run by torch's multi-tensor kernels)."""
     from tan.config import load_config
     from tan.engine.step import forward_batch
     from tan.modeling import build_model
+    from tan.solver import build_optimizer
 
     cfg = load_config(config_file, ["MODEL.DEVICE", "cpu", *opts])
     torch.manual_seed(0)
@@ -136,7 +139,7 @@ def measure_tan(config_file, batch, opts=()):
         batch, cfg.INPUT.NUM_PRE_CLIPS, cfg.MODEL.TAN.FEATPOOL.INPUT_SIZE, cfg.INPUT.PRE_QUERY_SIZE)
     inputs = dict(feats=feats, queries=queries, wordlens=wordlens, durations=durations, moments=moments,
                   windows=moments[:, None])
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.SOLVER.LR)
+    optimizer = build_optimizer(cfg, model, model.recipe(cfg))
 
     def forward_loss():
         return sum(model.losses(forward_batch(model, inputs), inputs).values())
