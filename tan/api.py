@@ -105,8 +105,8 @@ class Grounder:
             spans = window_spans(duration, self.windows.length, self.windows.stride)
             get_logger("api").info("a video of %.1f s: grounded in %d windows of %.4g s", duration, len(spans),
                                    self.windows.length)
-            return EncodedVideo(None, duration, WindowedVideo(checked_features(self.cfg, features), duration, spans,
-                                                              self.windows))
+            features = checked_features(self.model, self.cfg, features)
+            return EncodedVideo(None, duration, WindowedVideo(features, duration, spans, self.windows))
         return EncodedVideo(encode_video(self.model, self.cfg, features, self.device), duration)
 
     def encode_sentences(self, sentences):

@@ -140,9 +140,10 @@ def test_every_built_in_model_grounds_a_long_video_in_windows(config, synthetic_
     path = os.path.join(os.path.dirname(SYNTHETIC_CONFIG), config)
     cfg = load_config(path, ["DATASETS.ROOT", synthetic_root, "MODEL.DEVICE", "cpu"])
     torch.manual_seed(0)
-    Checkpointer(build_model(cfg), None, None, str(tmp_path), info=run_info(cfg, None, SPAN)).save("model_final")
+    built = build_model(cfg)
+    Checkpointer(built, None, None, str(tmp_path), info=run_info(cfg, None, SPAN)).save("model_final")
     model = tan.load_model(str(tmp_path / "model_final.pth"), overrides=["DATASETS.ROOT", synthetic_root])
-    feats = np.random.default_rng(2).normal(size=(800, feature_size(cfg)[0])).astype(np.float32)
+    feats = np.random.default_rng(2).normal(size=(800, feature_size(cfg, built)[0])).astype(np.float32)
     video = model.encode_video(feats, 400.0)
     assert video.windows is not None and len(video.windows.spans) == 15
     answers = model.answers(video, ["the person opens the door.", "a man cuts the bowl."], topk=3)

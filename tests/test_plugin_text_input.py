@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from tan.config.models import declarations
 from tan.config import load_config
-from tan.config.models import TextInputChoice
+from tan.config.models import TextInputChoice, declarations
 from tan.data import RunData
 from tan.data.check import check_run
 from tan.data.collate import BatchCollator

@@ -19,11 +19,10 @@ from oracles import reference_tan_msra as ref
 from helpers.missing_keys import unclear_messages
 from helpers.tan_msra_experiments import write_experiments
 from conftest import ONE_THREAD, REPO, run_main
-from tan.config.models import declarations
 from tan_apps.commands.convert_config import main as convert_config
 from tan.engine.setup import EVALUATION_SPLITS
 from tan.config import load_config
-from tan.config.models import MODELS
+from tan.config.models import MODELS, declarations
 from tan.data import RunData, sentence_encoder
 from tan.data.features.clip_inputs import ResampledClips
 from tan.engine.evaluation import evaluate_moments, top_candidates

@@ -227,7 +227,7 @@ class RunData:
     def feature_settings(self, entry):
         """How the datasets read catalog ``entry``'s features (the config's sizes and limits)."""
         cfg = self.cfg
-        input_size, input_size_key = feature_size(cfg)
+        input_size, input_size_key = feature_size(cfg, self.declared.model)
         return FeatureSettings(entry["features"], entry.get("feature_key"), self.declared.clip_input,
                                input_size, input_size_key, cfg.INPUT.FEATURE_CACHE_SIZE,
                                cfg.INPUT.FEATURE_LENGTH_TOLERANCE, cfg.SEED, self.train_windows)

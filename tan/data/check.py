@@ -89,7 +89,7 @@ def _check_streams(report, entry, videos, run_data):
             report.problems.append(f"{stream.kind} {path!r}: {len(stream.not_2d)} videos whose array is not "
                                    f"[T, D]: {', '.join(stream.not_2d[:EXAMPLES])}")
     report.without_features = sorted(set().union(*(s.missing for s in report.streams)))
-    expected, expected_key = feature_size(cfg)
+    expected, expected_key = feature_size(cfg, run_data.declared.model)
     widths = [next(iter(s.widths)) if len(s.widths) == 1 and not s.not_2d else None for s in report.streams]
     if None not in widths and report.streams and sum(widths) != expected:
         parts = " + ".join(f"{w} ({os.path.basename(s.path)})" for w, s in zip(widths, report.streams))

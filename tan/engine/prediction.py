@@ -29,11 +29,11 @@ def load_trained_model(cfg, checkpoint, device):
     return prepare_model(cfg, model.to(device)).eval()
 
 
-def checked_features(cfg, feats):
-    """Raw clip features [T, D_in] (array or tensor) as float32 numpy, refused with what is expected
-    when their shape or values cannot be a video's."""
+def checked_features(model, cfg, feats):
+    """Raw clip features [T, D_in] (array or tensor) as float32 numpy, refused with what ``model``
+    expects when their shape or values cannot be a video's."""
     feats = feats.detach().cpu().numpy() if torch.is_tensor(feats) else np.asarray(feats)
-    expected, expected_key = feature_size(cfg)
+    expected, expected_key = feature_size(cfg, unwrap(model))
     if feats.ndim != 2 or feats.shape[1] != expected or feats.shape[0] == 0:
         raise TanError(f"features of shape {tuple(feats.shape)}; expected [T, {expected}] "
                        f"({expected_key}) with T >= 1")
@@ -47,7 +47,7 @@ def prepare_features(model, cfg, feats):
     """Raw clip features [T, D_in] (array or tensor) -> (the model's input [P, D_in], its real
     rows), as the datasets prepare an evaluation item (the clip input ``model`` declares: by
     default L2-normalised rows resampled to NUM_PRE_CLIPS)."""
-    feats = checked_features(cfg, feats)
+    feats = checked_features(model, cfg, feats)
     clips = unwrap(model).clip_input(cfg)
     rows, _, count = clips.take(clips.base(feats))
     return torch.from_numpy(np.ascontiguousarray(rows)), count
