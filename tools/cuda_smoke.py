@@ -1,6 +1,8 @@
 #!/usr/bin/env python
-"""Check that the model gives the same scores on CUDA as on CPU, and time a
-few training steps at a config's real shapes on random inputs.
+"""Check that the model gives the same scores on CUDA as on CPU, that 2D-TAN's
+training on bands gives, on CUDA, the same loss and gradients bit for bit when
+its backward computes the fused first band again as when it keeps it, and time
+a few training steps at a config's real shapes on random inputs.
 
 Example:
   python tools/cuda_smoke.py --config-file configs/2dtan_128x128_pool_k5l8_tacos.yaml --batch 32
@@ -17,20 +19,59 @@ from tan_apps.cli.exit_codes import run_cli
 from tan.config import load_config
 from tan.config.models import model_class
 from tan.engine.precision import make_grad_scaler
-from tan.engine.step import run_step
+from tan.engine.step import forward_batch, move_batch, run_step
 from tan.errors import TanError
 from tan.modeling import build_model
 from tan.solver import build_optimizer
 
 
-def main():
+def first_band_check(cfg, device, batch):
+    """On ``device``, with deterministic cuDNN: whether a training step whose backward computes
+    the fused first band again (2D-TAN on bands, the default) gives the loss and every gradient
+    of a step that keeps that band, bit for bit, in float32 and under bf16 autocast
+    ({"float32": bool, "bf16": bool}); None for a config that does not train on bands."""
+    import tan.modeling.tan2d.model as tan2d
+
+    if cfg.MODEL.ARCHITECTURE != "TAN" or cfg.MODEL.TAN.PREDICTOR.STRIP_ROWS == 0:
+        return None
+    deterministic, torch.backends.cudnn.deterministic = torch.backends.cudnn.deterministic, True
+    torch.manual_seed(cfg.SEED)
+    model = build_model(cfg).to(device).train()
+    moved = move_batch(batch, device)
+
+    def step(amp):
+        model.zero_grad(set_to_none=True)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+            loss = sum(model.losses(forward_batch(model, moved), moved).values())
+        loss.backward()
+        return [loss.detach()] + [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    result = {}
+    for name, amp in (("float32", False), ("bf16", True)):
+        again = step(amp)
+        recipe = tan2d.fused_band_recipe
+        tan2d.fused_band_recipe = lambda *inputs: None  # no recipe: the first layer keeps the band
+        try:
+            kept = step(amp)
+        finally:
+            tan2d.fused_band_recipe = recipe
+        result[name] = len(again) == len(kept) and all(torch.equal(a, b) for a, b in zip(again, kept))
+    torch.backends.cudnn.deterministic = deterministic
+    return result
+
+
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config-file", required=True)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--device", default="cuda", help="device to compare with the CPU and to time on")
     parser.add_argument("opts", nargs=argparse.REMAINDER)
-    args = parser.parse_args()
+    return parser
+
+
+def main():
+    args = build_parser().parse_args()
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise TanError(f"--device {args.device}: CUDA is not available on this machine")
@@ -69,7 +110,8 @@ def main():
               "relative_diff_cpu_vs_device": {
                   name: float((outputs["cpu"][name] - outputs[str(device)][name]).norm()
                               / outputs["cpu"][name].norm().clamp(min=1e-30))
-                  for name in stages + ["logits"]}}
+                  for name in stages + ["logits"]},
+              "first_band_recomputed_bit_for_bit": first_band_check(cfg, device, small)}
 
     # Training steps at the real shapes (cuDNN defaults, as a user runs it),
     # through the trainer's own step.
