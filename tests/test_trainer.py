@@ -1,7 +1,8 @@
 """The Trainer through tan-train: SGD, the cosine schedule and the warm-up each train, log the
 rates they promise and, stopped in the middle of an epoch, resume to the weights of an
 uninterrupted run; a resumed run cannot swap its optimizer; an unknown TRAINER, and what a
-subclass's check_config refuses, is refused before anything is written."""
+subclass's check_config refuses, is refused before anything is written, in tan-train and in a
+script of its own that sets its trainer up."""
 import json
 import math
 import os
@@ -198,3 +199,52 @@ def test_a_subclass_s_check_config_refuses_before_anything_is_written(synthetic_
     assert proc.returncode == 2 and "SOLVER.SCHEDULER: expected one of" in proc.stderr
     assert "SOLVER.MOMENTUM" not in proc.stderr and NeedsMomentumTrainer.seen == []
     assert not out.exists()
+
+
+OWN_SCRIPT = '''
+import argparse, sys
+import tan_apps.synthetic  # registers the synthetic dataset's generator, as the tan commands do
+from tan.config import load_config
+from tan.engine import Trainer
+from tan.errors import TanError
+
+class OneEpochTrainer(Trainer):  # not registered: the script names the class itself
+    @classmethod
+    def check_config(cls, cfg, declared):
+        super().check_config(cfg, declared)
+        if cfg.SOLVER.MAX_EPOCH != 1:
+            raise TanError(f"config key SOLVER.MAX_EPOCH: this script trains 1 epoch, got {cfg.SOLVER.MAX_EPOCH}")
+
+args = argparse.Namespace(config_file=sys.argv[1], local_rank=None)
+cfg = load_config(sys.argv[1], sys.argv[2:])
+try:
+    with OneEpochTrainer.set_up(cfg, args) as trainer:
+        print("trained", trainer.train())
+except TanError as e:
+    sys.exit(f"refused: {e}")
+with OneEpochTrainer.set_up(cfg, args) as trainer:  # the first gave the folder back: it can be set up again
+    print("again", trainer.train())
+'''
+
+
+def test_a_script_of_its_own_sets_its_trainer_up_refusing_before_anything_is_written(synthetic_root, tmp_path):
+    script = tmp_path / "train_mine.py"
+    script.write_text(OWN_SCRIPT)
+    out = tmp_path / "out"
+    overrides = with_overrides(["DATASETS.ROOT", synthetic_root, "OUTPUT_DIR", str(out), *RUN], "SOLVER.MAX_EPOCH", "2")
+
+    def run(*extra):
+        return subprocess.run([sys.executable, str(script), SYNTHETIC_CONFIG, *with_overrides(overrides, *extra)],
+                              cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO, **ONE_THREAD), text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
+    proc = run()
+    assert proc.returncode == 1
+    assert "refused: config key SOLVER.MAX_EPOCH: this script trains 1 epoch, got 2" in proc.stderr
+    assert not out.exists()
+    proc = run("SOLVER.MAX_EPOCH", "1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    final = os.path.join(str(out), "model_final.pth")
+    lines = proc.stdout.splitlines()
+    assert f"trained {final}" in lines and lines[-1] == f"again {final}"
+    assert f"{final} exists and holds all 1 epochs: nothing to train" in proc.stdout
+    assert (out / "model_final.pth").is_file()

@@ -42,8 +42,9 @@ class RunData:
     of the word-vector file are read, so a word's vector is the same whichever
     splits a run holds."""
 
-    def __init__(self, cfg, catalog=None, splits=ALL_SPLITS, extra=()):
-        """``extra``: more dataset names (of the catalog) to hold beside those of ``splits``."""
+    def __init__(self, cfg, catalog=None, splits=ALL_SPLITS, extra=(), declared=None):
+        """``extra``: more dataset names (of the catalog) to hold beside those of ``splits``;
+        ``declared``: the model's :class:`tan.config.models.Declarations` when the caller has them."""
         self.cfg = cfg
         self.catalog = catalog if catalog is not None else DatasetCatalog.from_config(cfg)
         self.splits = tuple(splits)
@@ -52,7 +53,7 @@ class RunData:
         self._entries = {name: self.catalog.get(name) for name in self.names}
         self._generated = set()  # generators already run (or checked) by this run
         self._parsed = {}  # _file_key -> (queries, dropped)
-        self.declared = declarations(cfg)  # the model's, asked once for the whole run
+        self.declared = declared if declared is not None else declarations(cfg)  # asked once for the whole run
         self.train_windows = TrainingWindows.from_config(cfg)
         self._trained_span = None  # (the span,) once measured: the span may itself be None
         if self.train_windows is not None and self.declared.clip_input.variable_length:

@@ -3,8 +3,8 @@ from .inference import inference
 from .state import TrainingState
 from .step import run_step
 from ..utils.hooks import HookBase
-from .trainer import TRAINERS, Trainer, register_trainer, trainer_class
+from .trainer import TRAINERS, Trainer, build_trainer, register_trainer, trainer_class
 from .wrappers import unwrap
 
-__all__ = ["HookBase", "TRAINERS", "Trainer", "TrainingState", "inference", "register_trainer", "run_step",
-           "trainer_class", "unwrap"]
+__all__ = ["HookBase", "TRAINERS", "Trainer", "TrainingState", "build_trainer", "inference", "register_trainer",
+           "run_step", "trainer_class", "unwrap"]

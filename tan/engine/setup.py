@@ -1,8 +1,8 @@
 """What train and test do first, in this order, once the tool has assembled the config: check
-it and the data (and what the tool itself refuses), join the process group, pick the device
-and its backends, prepare OUTPUT_DIR (for training: lock it and check its config), start
-logging, seed. The result is one :class:`Session`. Nothing here knows which trainer or
-evaluation runs next: the tool passes its own refusals in."""
+it and the data, join the process group, pick the device and its backends, prepare
+OUTPUT_DIR (for training: lock it and check its config), start logging, seed. The result
+is one :class:`Session`. Nothing here knows which trainer or evaluation runs next: a
+trainer refuses what it cannot run before it calls set-up (tan/engine/trainer.py)."""
 import os
 from dataclasses import dataclass
 
@@ -106,23 +106,21 @@ def _log_run(logger, args, cfg, device):
         logger.log(level, "%s", message)
 
 
-def default_setup(cfg, args, training=True, refuse=None):
+def default_setup(cfg, args, training=True, declared=None):
     """A :class:`Session` for the merged config ``cfg`` (:func:`tan.config.load_config`), with the
-    process group joined and logging set up; ``args`` are the tool's parsed arguments.
+    process group joined and logging set up; ``args`` are the tool's parsed arguments and
+    ``declared`` the model's :class:`tan.config.models.Declarations` when the caller has asked
+    them already (:meth:`tan.engine.Trainer.set_up` has, for its refusals).
 
     The config and the data files are checked before any work, so mistakes fail
-    fast on every rank and leave earlier outputs untouched. ``refuse(cfg, declared)``
-    is what the tool itself cannot run, asked then too with the model's declarations
-    (:class:`tan.config.models.Declarations`); tan-train passes its trainer class's
-    ``check_config``. A training run holds OUTPUT_DIR alone and refuses a config that
-    differs from the folder's own (``--accept-config-changes`` overrides; the change is
-    recorded by the trainer once the checkpoint is restored). Evaluation
-    (``training`` False) reads only DATASETS.TEST."""
+    fast on every rank and leave earlier outputs untouched. A training run holds
+    OUTPUT_DIR alone and refuses a config that differs from the folder's own
+    (``--accept-config-changes`` overrides; the change is recorded by the trainer
+    once the checkpoint is restored). Evaluation (``training`` False) reads only
+    DATASETS.TEST."""
     local_rank = args.local_rank if args.local_rank is not None else int(os.environ.get("LOCAL_RANK", "0"))
-    data = RunData(cfg, splits=ALL_SPLITS if training else EVALUATION_SPLITS)
+    data = RunData(cfg, splits=ALL_SPLITS if training else EVALUATION_SPLITS, declared=declared)
     check_tensorboard(cfg)
-    if refuse is not None:  # e.g. an unregistered optimizer or schedule: refused before anything is written
-        refuse(cfg, data.declared)
     data.check_before_work()  # files, the model's needs, the text input (e.g. a tokenizer, read once and kept)
     use_cuda = cfg.MODEL.DEVICE != "cpu" and torch.cuda.is_available()
     distributed = comm.init_distributed(local_rank, use_cuda, cfg.DISTRIBUTED.TIMEOUT)

@@ -13,12 +13,16 @@ lives in one :class:`TrainingState`, saved in every checkpoint, so a resumed
 run continues at the same batch with the same random streams.
 
 A plug-in registers a subclass with :func:`register_trainer` and a config
-names it in ``TRAINER`` (docs/training.md).
+names it in ``TRAINER`` (docs/training.md). :func:`build_trainer` is how a
+tool starts a run: the trainer ``TRAINER`` names, its refusals asked before
+anything is written, on the run :func:`tan.engine.setup.default_setup`
+prepares.
 """
 import itertools
 import os
 import time
 
+from ..config.models import declarations
 from ..config.setup import value_at
 from ..errors import TanError
 from ..solver import (LRSchedule, apply_schedule, build_lr_scheduler, build_optimizer,
@@ -32,6 +36,7 @@ from ..utils.registry import Registry
 from .hooks import (FINAL_NAME, BestModel, EpochCheckpointer, LoopPlan, PeriodicEvaluator, Step, StopOnSignal,
                     TrainingLogger, check_best_metric)
 from .precision import make_grad_scaler
+from .setup import default_setup
 from .state import TrainingState
 from .step import run_step
 from .testing import test_final_and_best, windowed_evaluation
@@ -54,6 +59,12 @@ def trainer_class(cfg):
     return TRAINERS.get(cfg.TRAINER)
 
 
+def build_trainer(cfg, args):
+    """The trainer TRAINER names, on a run set up for it (:meth:`Trainer.set_up`): what tan-train
+    does between merging the config (:func:`tan.config.load_config`) and training."""
+    return trainer_class(cfg).set_up(cfg, args)
+
+
 @register_trainer("default")
 class Trainer:
     """Train (and test) the model of a run: ``run`` is what :func:`tan.engine.setup.default_setup`
@@ -71,13 +82,30 @@ class Trainer:
     processes) and ``final`` the path of its final checkpoint."""
 
     @classmethod
+    def set_up(cls, cfg, args):
+        """This trainer on a run prepared for it, from the merged config ``cfg`` and the tool's parsed
+        ``args``: the model's declarations are asked once, :meth:`check_config` refuses what this
+        trainer cannot train before anything is written, then :func:`tan.engine.setup.default_setup`
+        checks the data, joins the process group, locks OUTPUT_DIR and starts the log. Close the
+        trainer (or use it in a ``with`` block) to give the run folder back."""
+        declared = declarations(cfg)
+        cls.check_config(cfg, declared)
+        run = default_setup(cfg, args, declared=declared)
+        try:
+            return cls(run)
+        except BaseException:
+            run.close()
+            raise
+
+    @classmethod
     def check_config(cls, cfg, declared):
-        """What this trainer cannot train, refused at set-up before anything is written (``declared``:
-        the model's :class:`tan.config.models.Declarations`): the optimizer and schedule names. A
-        subclass that reads keys of its own checks them here too."""
+        """What this trainer cannot train, refused by :meth:`set_up` before anything is written
+        (``declared``: the model's :class:`tan.config.models.Declarations`): the optimizer and
+        schedule names. A subclass that reads keys of its own checks them here too."""
         check_solver_names(cfg, declared.recipe)
 
     def __init__(self, run):
+        self.run = run
         self.cfg, self.device, self.distributed, self.data = run.cfg, run.device, run.distributed, run.data
         self.folder = run.folder  # rank 0's locked OUTPUT_DIR (tan/engine/run_folder.py); None on other ranks
         declared = self.data.declared  # what the model declares, asked once when the run's data was set up
@@ -87,6 +115,16 @@ class Trainer:
         self.model = self.optimizer = self.schedule = self.grad_scaler = self.checkpointer = None
         self.train_loader = self.val_loaders = self.plan = None
         self.final = os.path.join(self.cfg.OUTPUT_DIR, FINAL)
+
+    def close(self):
+        """Give the run folder's lock back: the run is over, however it ended."""
+        self.run.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
     @property
     def config_changes(self):

@@ -11,8 +11,7 @@ Examples:
 """
 from tan.config import load_config
 from tan.engine.run_folder import ACCEPT_FLAG
-from tan.engine.setup import default_setup
-from tan.engine.trainer import trainer_class
+from tan.engine.trainer import build_trainer
 from tan_apps.cli import signal_exits
 from tan_apps.cli.arguments import default_argument_parser
 from tan_apps.cli.exit_codes import run_cli
@@ -40,22 +39,17 @@ def main(argv=None):
                                                  "resume (finished seeds are kept as they are)")
         return run_seeds(args)
     signal_exits.now_doing("preparing the run", "checkpoints and results are kept as they were")
-    cfg = load_config(args.config_file, args.opts)
-    trainer_cls = trainer_class(cfg)  # a plug-in's trainer is registered once the config has loaded its PLUGINS
-    run = default_setup(cfg, args, refuse=trainer_cls.check_config)
-    try:
+    cfg = load_config(args.config_file, args.opts)  # loads the config's PLUGINS: their trainers are registered
+    with build_trainer(cfg, args) as trainer:  # the run set up: checked, OUTPUT_DIR locked, logging
         # Building the model and the datasets, resuming. Once the loop runs, a
         # Ctrl-C saves a checkpoint instead (TrainingInterrupted).
         signal_exits.now_doing("preparing to train", "checkpoints saved so far are kept; run the same command again "
                                                      "to resume")
-        trainer = trainer_cls(run)
         checkpoint = trainer.train()
         if not args.skip_test:
             signal_exits.now_doing("testing", f"checkpoints and earlier results are kept; test {checkpoint} later "
                                               f"with tan-test")
             trainer.test(checkpoint)
-    finally:
-        run.close()
 
 
 def cli():
