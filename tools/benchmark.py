@@ -29,8 +29,10 @@ Examples:
 --saved-memory measures, for 2D-TAN, what one training step keeps for its backward as autograd
 holds it (tools/benchmarking/saved_memory.py: every saved tensor's whole storage, per sample) and
 the process's peak growth over the step, each in a fresh process, beside chenjoya/2dtan's own
-code when --reference-code names its checkout:
+code when --reference-code names its checkout (--batch 8: one process's batch of the reference's
+TACoS training, 32 over 4 GPUs):
   python tools/benchmark.py --saved-memory --reference-code ../2dtan
+  python tools/benchmark.py --saved-memory --reference-code ../2dtan --batch 8
 
 --long-videos measures windowed grounding (tools/benchmarking/long_videos.py): one video of
 each length (features at 1 row per second) scored whole and by windows, seconds per query and
