@@ -215,13 +215,20 @@ class OneEpochTrainer(Trainer):  # not registered: the script names the class it
         if cfg.SOLVER.MAX_EPOCH != 1:
             raise TanError(f"config key SOLVER.MAX_EPOCH: this script trains 1 epoch, got {cfg.SOLVER.MAX_EPOCH}")
 
+class BrokenTrainer(OneEpochTrainer):
+    def __init__(self, run):
+        raise RuntimeError("a trainer that cannot be made")
+
 args = argparse.Namespace(config_file=sys.argv[1], local_rank=None)
 cfg = load_config(sys.argv[1], sys.argv[2:])
 try:
-    with OneEpochTrainer.set_up(cfg, args) as trainer:
-        print("trained", trainer.train())
+    BrokenTrainer.set_up(cfg, args)
+except RuntimeError as e:
+    print("not made:", e)  # the folder set up for it is given back
 except TanError as e:
     sys.exit(f"refused: {e}")
+with OneEpochTrainer.set_up(cfg, args) as trainer:
+    print("trained", trainer.train())
 with OneEpochTrainer.set_up(cfg, args) as trainer:  # the first gave the folder back: it can be set up again
     print("again", trainer.train())
 '''
@@ -245,6 +252,7 @@ def test_a_script_of_its_own_sets_its_trainer_up_refusing_before_anything_is_wri
     assert proc.returncode == 0, proc.stderr[-3000:]
     final = os.path.join(str(out), "model_final.pth")
     lines = proc.stdout.splitlines()
+    assert "not made: a trainer that cannot be made" in lines
     assert f"trained {final}" in lines and lines[-1] == f"again {final}"
     assert f"{final} exists and holds all 1 epochs: nothing to train" in proc.stdout
     assert (out / "model_final.pth").is_file()

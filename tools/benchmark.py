@@ -30,7 +30,7 @@ Examples:
 holds it (tools/benchmarking/saved_memory.py: every saved tensor's whole storage, per sample) and
 the process's peak growth over the step, each in a fresh process, beside chenjoya/2dtan's own
 code when --reference-code names its checkout (--batch 8: one process's batch of the reference's
-TACoS training, 32 over 4 GPUs):
+TACoS training, its batch of 32 divided among 4 GPUs):
   python tools/benchmark.py --saved-memory --reference-code ../2dtan
   python tools/benchmark.py --saved-memory --reference-code ../2dtan --batch 8
 
