@@ -168,8 +168,8 @@ def test_no_module_imports_from_a_layer_above_its_own():
 
 
 def test_set_up_knows_no_trainer():
-    """The run's order descends: the command sets the run up, then builds the trainer; set-up asks
-    for the trainer's refusals through the function the command hands it, never by importing it."""
+    """The run's order descends: the trainer asks its own refusals, then calls set-up
+    (Trainer.set_up); set-up never imports the trainer, its hooks or its step."""
     graph = package_imports()
     above = {name for name in graph if name.startswith(("tan.engine.trainer", "tan.engine.hooks", "tan.engine.step"))}
     assert not graph["tan.engine.setup"] & above, graph["tan.engine.setup"] & above
