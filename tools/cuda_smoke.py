@@ -34,7 +34,6 @@ def first_band_check(cfg, device, batch):
 
     if cfg.MODEL.ARCHITECTURE != "TAN" or cfg.MODEL.TAN.PREDICTOR.STRIP_ROWS == 0:
         return None
-    deterministic, torch.backends.cudnn.deterministic = torch.backends.cudnn.deterministic, True
     torch.manual_seed(cfg.SEED)
     model = build_model(cfg).to(device).train()
     moved = move_batch(batch, device)
@@ -47,16 +46,19 @@ def first_band_check(cfg, device, batch):
         return [loss.detach()] + [p.grad.clone() for p in model.parameters() if p.grad is not None]
 
     result = {}
-    for name, amp in (("float32", False), ("bf16", True)):
-        again = step(amp)
-        recipe = tan2d.fused_band_recipe
-        tan2d.fused_band_recipe = lambda *inputs: None  # no recipe: the first layer keeps the band
-        try:
-            kept = step(amp)
-        finally:
-            tan2d.fused_band_recipe = recipe
-        result[name] = len(again) == len(kept) and all(torch.equal(a, b) for a, b in zip(again, kept))
-    torch.backends.cudnn.deterministic = deterministic
+    deterministic, recipe = torch.backends.cudnn.deterministic, tan2d.fused_band_recipe
+    torch.backends.cudnn.deterministic = True
+    try:  # the timed steps that follow run with cuDNN as a user runs it, whatever happens here
+        for name, amp in (("float32", False), ("bf16", True)):
+            again = step(amp)
+            tan2d.fused_band_recipe = lambda *inputs: None  # no recipe: the first layer keeps the band
+            try:
+                kept = step(amp)
+            finally:
+                tan2d.fused_band_recipe = recipe
+            result[name] = len(again) == len(kept) and all(torch.equal(a, b) for a, b in zip(again, kept))
+    finally:
+        torch.backends.cudnn.deterministic = deterministic
     return result
 
 
