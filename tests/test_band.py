@@ -14,6 +14,7 @@ from tan.config import load_config
 from tan.config.setup import merge_overrides
 from tan.engine.step import forward_batch
 from tan.errors import TanError
+from tan.modeling.map2d.band import keep_nonzero, nonzero_places, restore_nonzero
 from tan.modeling import build_model
 from tan.modeling.tan2d.predictor import ProposalConv
 
@@ -219,25 +220,49 @@ def test_a_kept_graph_goes_backward_twice_with_the_first_band_computed_again():
     assert [n for n, p in model.named_parameters() if p.grad is not None and not torch.equal(p.grad, first[n])] == []
 
 
-def test_training_keeps_one_band_per_layer_and_not_the_fused_input_band():
+def test_training_keeps_each_band_once_as_its_nonzero_values_and_not_the_fused_input_band():
     setting = SETTINGS[1]
     cfg, model = tan_model(setting, torch.float32)
     batch = tan_batch(cfg, 4, torch.float32)
     predictor = model.predictor
-    shapes = []
+    saved = {}
 
     def pack(tensor):
-        shapes.append(tuple(tensor.shape))
+        saved[tensor.untyped_storage().data_ptr()] = tensor
         return tensor
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         output = forward_batch(model, batch)
     sum(model.losses(output, batch).values()).backward()
-    widths = [shape[-1] for shape in shapes if shape[:2] == (4, 8)]  # [B, H, cells] tensors
-    layers = [len(getattr(predictor, f"band_{i}")) + 1 for i in range(len(predictor.convs))]
+    bands = [(4, 8, len(getattr(predictor, f"band_{i}")) + 1) for i in range(len(predictor.convs))]
     input_band = len(predictor.input_cells) + 1
-    assert input_band not in layers
-    assert all(width in widths for width in layers)
-    assert input_band not in widths
+    assert input_band not in [shape[-1] for shape in bands]
+    # no band is kept whole: neither a layer's nor the fused input
+    assert [t.shape for t in saved.values() if t.dim() == 3 and t.shape[-1] in [s[-1] for s in bands] + [input_band]
+            and t.shape[:2] == (4, 8)] == []
+    bits = [t for t in saved.values() if t.dtype == torch.uint8]
+    values = [t.numel() for t in saved.values() if t.dim() == 1 and t.is_floating_point()]
+    for shape in bands:  # each band's bits, once, and as many values as they mark
+        kept = [b for b in bits if b.numel() == -(-torch.Size(shape).numel() // 8)]
+        assert kept, shape
+        assert any(int(nonzero_places(b, shape).sum()) in values for b in kept), shape
+    assert len(bits) == len(bands) and len(values) == len(bands)
+    assert sum(values) < 0.75 * sum(torch.Size(shape).numel() for shape in bands)  # a ReLU's output: half zeros
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_a_kept_band_comes_back_exactly(dtype):
+    gen = torch.Generator().manual_seed(0)
+    for numel in [0, 1, 7, 8, 9, 1001]:
+        x = torch.randn(numel, 1, generator=gen).relu().to(dtype)
+        if numel > 8:
+            x[:4, 0] = torch.tensor([float("nan"), float("inf"), 0.0, 1e-30]).to(dtype)
+        values, bits = keep_nonzero(x)
+        assert bits.dtype == torch.uint8 and bits.numel() == -(-numel // 8)
+        assert values.numel() == int((x != 0).sum())
+        back = restore_nonzero(values, bits, x.shape)
+        assert back.dtype == dtype and torch.equal(back.isnan(), x.isnan())
+        assert torch.equal(back.nan_to_num(), x.nan_to_num())
+        assert torch.equal(nonzero_places(bits, x.shape), x != 0)
 
 
 def kept_for_backward(model, batch):

@@ -4,7 +4,8 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
-from ..map2d.band import CONV_ARGS, BandConv, BandLayers, cells_of, needed_band, take, to_band, to_dense, with_slot
+from ..map2d.band import (CONV_ARGS, BandConv, BandLayers, cells_of, needed_band, restore_nonzero, take, to_band,
+                          to_dense, with_slot)
 from ..map2d.definitions import runs_own_definition
 from ..map2d.recompute import recomputed
 from ..map2d.strips import build_weight_maps, needed_cells, strip_conv, strip_plan
@@ -101,36 +102,41 @@ class ProposalConv(nn.Module):
         return self._stack(band, rebuild_input)
 
     def _stack(self, band, rebuild_input=None):
+        kept = (None, None)  # each layer keeps its input as the previous one kept its output
         for index, (conv, layer) in enumerate(zip(self.convs, self.layers.on(band.device))):
-            band = BandConv.apply(band, conv.weight, conv.bias, getattr(self, f"band_weights_{index}"), layer,
-                                  rebuild_input if index == 0 else None)
+            band, *kept = BandConv.apply(band, conv.weight, conv.bias, getattr(self, f"band_weights_{index}"), layer,
+                                         rebuild_input if index == 0 else None, *kept)
         # the scoring conv on the dense map it always read, rebuilt in its backward (1 channel out: cheap)
-        return ScoredBand.apply(band, self.pred.weight, self.pred.bias, self.valid_cells, self.mask2d_size)
+        return ScoredBand.apply(band, self.pred.weight, self.pred.bias, self.valid_cells, self.mask2d_size, *kept)
 
 
 class ScoredBand(torch.autograd.Function):
     """:meth:`ProposalConv.score` of the last layer's band (the valid cells, [B, H, C]) placed
-    in the N x N map, in float32: [B, N, N]. Saves the band, not the map; its backward
-    rebuilds the map and makes the convolution's backward call autograd would make."""
+    in the N x N map, in float32: [B, N, N]. Saves the band (or, given, the non-zero values and
+    bits the last layer keeps of it: :class:`BandConv`), not the map; its backward rebuilds the
+    map and makes the convolution's backward call autograd would make."""
 
     @staticmethod
-    def forward(ctx, band, weight, bias, cells, n):
+    def forward(ctx, band, weight, bias, cells, n, kept_values=None, kept_bits=None):
         with torch.autocast(band.device.type, enabled=False):
             x = to_dense(cells_of(band).to(weight.dtype), cells, n)
             logits = F.conv2d(x, weight, bias)
-        ctx.save_for_backward(band, weight, cells)
-        ctx.n = n
+        kept = kept_bits is not None
+        ctx.save_for_backward(None if kept else band, weight, cells, kept_values if kept else None, kept_bits)
+        ctx.n, ctx.band_shape, ctx.band_dtype = n, band.shape, band.dtype
         return logits.squeeze(1)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
-        band, weight, cells = ctx.saved_tensors
+        band, weight, cells, kept_values, kept_bits = ctx.saved_tensors
+        if kept_bits is not None:
+            band = restore_nonzero(kept_values, kept_bits, ctx.band_shape)
         x = to_dense(cells_of(band).to(weight.dtype), cells, ctx.n)
         gx, gw, gb = torch.ops.aten.convolution_backward(grad.unsqueeze(1), x, weight, [weight.shape[0]], *CONV_ARGS,
                                                          [ctx.needs_input_grad[0], True, True])
-        grad_band = with_slot(take(gx.flatten(2), cells)).to(band.dtype) if gx is not None else None
-        return grad_band, gw, gb, None, None
+        grad_band = with_slot(take(gx.flatten(2), cells)).to(ctx.band_dtype) if gx is not None else None
+        return grad_band, gw, gb, None, None, None, None
 
 
 def build_predictor(cfg, mask2d):
