@@ -1,4 +1,5 @@
-"""Training keeps one band per predictor layer (tan/modeling/map2d/band.py):
+"""Training keeps one band per predictor layer (tan/modeling/map2d/band.py),
+2D-TAN's as its non-zero values and their bits, which give it back exactly:
 the gradients are those of the dense stack (float64) and, for 2D-TAN, bit for
 bit those of the strip path it replaces (float32); recomputation changes
 nothing; and what a step keeps for its backward is a fraction of the dense
@@ -14,7 +15,7 @@ from tan.config import load_config
 from tan.config.setup import merge_overrides
 from tan.engine.step import forward_batch
 from tan.errors import TanError
-from tan.modeling.map2d.band import keep_nonzero, nonzero_places, restore_nonzero
+from tan.modeling.map2d.nonzero import keep_nonzero, nonzero_places, restore_nonzero
 from tan.modeling import build_model
 from tan.modeling.tan2d.predictor import ProposalConv
 
@@ -239,14 +240,16 @@ def test_training_keeps_each_band_once_as_its_nonzero_values_and_not_the_fused_i
     # no band is kept whole: neither a layer's nor the fused input
     assert [t.shape for t in saved.values() if t.dim() == 3 and t.shape[-1] in [s[-1] for s in bands] + [input_band]
             and t.shape[:2] == (4, 8)] == []
-    bits = [t for t in saved.values() if t.dtype == torch.uint8]
+    sizes = [-(-torch.Size(shape).numel() // 8) for shape in bands]
+    bits = [t for t in saved.values() if t.dtype == torch.uint8 and t.numel() in sizes]
     values = [t.numel() for t in saved.values() if t.dim() == 1 and t.is_floating_point()]
-    for shape in bands:  # each band's bits, once, and as many values as they mark
-        kept = [b for b in bits if b.numel() == -(-torch.Size(shape).numel() // 8)]
-        assert kept, shape
-        assert any(int(nonzero_places(b, shape).sum()) in values for b in kept), shape
-    assert len(bits) == len(bands) and len(values) == len(bands)
-    assert sum(values) < 0.75 * sum(torch.Size(shape).numel() for shape in bands)  # a ReLU's output: half zeros
+    assert sorted(b.numel() for b in bits) == sorted(sizes)  # each band's bits, once
+    for t in bits + [t for t in saved.values() if t.dim() == 1 and t.numel() in values]:  # no view of a larger storage
+        assert t.untyped_storage().nbytes() == t.numel() * t.element_size()
+    by_size = dict(zip(sizes, bands))
+    kept = [int(nonzero_places(b, by_size[b.numel()]).sum()) for b in bits]
+    assert all(count in values for count in kept), (kept, values)  # and as many values as they mark
+    assert sum(kept) < 0.75 * sum(torch.Size(shape).numel() for shape in bands)  # a ReLU's output: half zeros
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
@@ -255,7 +258,7 @@ def test_a_kept_band_comes_back_exactly(dtype):
     for numel in [0, 1, 7, 8, 9, 1001]:
         x = torch.randn(numel, 1, generator=gen).relu().to(dtype)
         if numel > 8:
-            x[:4, 0] = torch.tensor([float("nan"), float("inf"), 0.0, 1e-30]).to(dtype)
+            x[:5, 0] = torch.tensor([float("nan"), float("inf"), 0.0, 1e-30, -0.0]).to(dtype)
         values, bits = keep_nonzero(x)
         assert bits.dtype == torch.uint8 and bits.numel() == -(-numel // 8)
         assert values.numel() == int((x != 0).sum())
@@ -263,6 +266,9 @@ def test_a_kept_band_comes_back_exactly(dtype):
         assert back.dtype == dtype and torch.equal(back.isnan(), x.isnan())
         assert torch.equal(back.nan_to_num(), x.nan_to_num())
         assert torch.equal(nonzero_places(bits, x.shape), x != 0)
+        assert torch.equal(nonzero_places(bits, x.shape, zero=True), x == 0)
+        if numel > 8:
+            assert back[4, 0].item() == 0 and not back[4, 0].signbit()  # a negative zero comes back as zero
 
 
 def kept_for_backward(model, batch):

@@ -6,21 +6,22 @@ ReLU's output and the padded input of each strip: several dense maps per
 layer, most of it zeros or copies. Here each layer is one autograd function
 whose output is the layer's *band*: its values at the cells that later
 layers and the loss can depend on, stored as ``[B, C, M + 1]`` (M cells, in the
-row-major order of a flat index, then a zero slot: :class:`BandLayer`). The function saves its input band, which
-is the previous layer's output (the same storage), so a stack keeps one band
-per layer. Dense maps exist only inside a function, for the duration of its
-forward or backward: the strips are convolved as in
+row-major order of a flat index, then a zero slot: :class:`BandLayer`). The
+next layer reads the band, and the band is kept once for both backwards. Dense
+maps exist only inside a function, for the duration of its forward or
+backward: the strips are convolved as in
 :func:`tan.modeling.map2d.strips.strip_conv`, on a map rebuilt from the band.
 A band of activations after a ReLU is about half zeros, so it is kept as its
 non-zero values and one bit per cell saying where they are
-(:func:`keep_nonzero`), shared by the layer that wrote it and the layer that
-reads it.
+(:mod:`tan.modeling.map2d.nonzero`), which the layer returns with the band for
+the next layer to keep in its place.
 
 Two kinds of layer:
 
 * :class:`BandConv`: conv -> ReLU -> weight map (2D-TAN), or the conv alone
-  (MMN's first layer). The band holds the activations; their sign is the
-  ReLU's mask, so one tensor per layer serves the backward of all three steps.
+  (MMN's first layer). The band holds the activations; where they are zero is
+  the ReLU's mask, so what is kept of one band serves the backward of all
+  three steps and the next layer's.
 * :class:`NormalizedBandConv`: batch norm -> ReLU -> weight map of the
   previous layer, then conv (MMN). The band holds the raw conv outputs; the
   normalisation is recomputed from them (element-wise, cheap), and the batch
@@ -36,6 +37,7 @@ import torch
 from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
+from .nonzero import keep_nonzero, nonzero_places, restore_nonzero
 from .strips import needed_cells
 
 CONV_ARGS = ([1, 1], [0, 0], [1, 1], False, [0, 0], 1)  # stride, padding, dilation, transposed, output padding, groups
@@ -230,75 +232,51 @@ def conv_strips_backward(grad, band, weight, layer, need_input):
     return grad_band, grad_w, grad_b
 
 
-BIT_PLACES = torch.arange(8, dtype=torch.uint8)
-
-
-def keep_nonzero(x):
-    """A tensor -> (its non-zero elements in row-major order [K]; where they are, one bit per
-    element, little end first, [ceil(numel / 8)] uint8): what it costs to keep a ReLU's
-    output, about half of which is zero, for a backward. A NaN is kept as a value; a
-    negative zero comes back as zero (:func:`restore_nonzero`), which no product or
-    ReLU mask tells apart from it. Reading the number of values waits for the device."""
-    flat = x.reshape(-1)
-    where = flat != 0
-    values = flat[where]
-    where = F.pad(where.to(torch.uint8), (0, -where.numel() % 8)).view(-1, 8)
-    bits = where[:, 0].clone()
-    for place in range(1, 8):
-        bits |= where[:, place] << place
-    return values, bits
-
-
-def nonzero_places(bits, shape):
-    """Where :func:`keep_nonzero`'s ``bits`` say a ``shape`` tensor was not zero: bool, ``shape``."""
-    numel = torch.Size(shape).numel()
-    places = (bits[:, None] >> BIT_PLACES.to(bits.device)) & 1
-    return places.view(-1)[:numel].view(shape).bool()
-
-
-def restore_nonzero(values, bits, shape):
-    """The ``shape`` tensor that :func:`keep_nonzero` kept as (``values``, ``bits``)."""
-    return values.new_zeros(shape).masked_scatter_(nonzero_places(bits, shape), values)
-
-
 class BandConv(torch.autograd.Function):
     """in band [B, C_in, M_in + 1] -> the layer's conv at its output band [B, C_out, M_out + 1];
     with ``cell_weights`` (the weight map at the band, slot 0), followed by ReLU and the
-    weight map (2D-TAN's layer), and then the output comes with what the layer keeps of
-    it: (band, its non-zero values, their bits) (:func:`keep_nonzero`).
+    weight map (2D-TAN's layer), and then the result is a triple: (the output band, its
+    non-zero values, their bits) (:func:`keep_nonzero`), the last two None unless
+    ``keep_nonzero``.
 
-    ``kept_input``, when given, is the (values, bits) the previous layer returned with its
-    output, this layer's input band: the layer saves those, not the band (one copy of each
-    band, half its size). ``rebuild_input``, when given, is ``(function, tensors)``:
-    ``function(*tensors)`` computes the input band again, bit for bit. The layer then saves
-    those tensors instead (for an input that is cheap to compute from tensors kept anyway
-    and wide to keep, such as the fused first band)."""
+    ``kept_values`` and ``kept_bits``, when given, are what the previous layer returned
+    with its output, this layer's input band: the layer saves those, not the band (one
+    copy of each band, about half its size). ``rebuild_input``, when given, is
+    ``(function, tensors)``: ``function(*tensors)`` computes the input band again, bit for
+    bit. The layer then saves those tensors instead (for an input that is cheap to
+    compute from tensors kept anyway and wide to keep, such as the fused first band)."""
 
     @staticmethod
-    def forward(ctx, band, weight, bias, cell_weights, layer, rebuild_input=None, kept_values=None, kept_bits=None):
+    def forward(ctx, band, weight, bias, cell_weights, layer, rebuild_input=None, kept_values=None, kept_bits=None,
+                keep_nonzero_values=False):
         dtype = compute_dtype(band)
         activated = cell_weights is not None
+        values = bits = None
         with torch.autocast(band.device.type, enabled=False):
             out = conv_strips(band.to(dtype), weight.to(dtype), bias.to(dtype), layer)
             if activated:
                 out = out.relu_().mul_(cell_weights.to(dtype))
-                values, bits = keep_nonzero(out)
-                ctx.mark_non_differentiable(values, bits)
-        ctx.layer, ctx.dtype, ctx.activated = layer, dtype, activated
+                if keep_nonzero_values:
+                    values, bits = keep_nonzero(out)
+                    ctx.mark_non_differentiable(values, bits)
+        ctx.set_materialize_grads(False)  # no zero gradients made for the values and bits
+        ctx.layer, ctx.dtype, ctx.activated, ctx.mask_in_bits = layer, dtype, activated, bits is not None
         ctx.band_shape, ctx.band_dtype = band.shape, band.dtype
         ctx.rebuild, sources = rebuild_input if rebuild_input is not None else (None, ())
-        kept = kept_bits is not None
-        # The output's bits are saved for the ReLU's mask only (where it is zero); a raw layer
-        # needs none. Saved through autograd, the rebuild's tensors get its checks and hooks as
-        # the band would.
-        ctx.save_for_backward(band if ctx.rebuild is None and not kept else None, weight, cell_weights,
-                              bits if activated else None, kept_values if kept else None, kept_bits, *sources)
+        # The output is kept for the ReLU's mask only (where it is zero): its bits, or itself;
+        # a raw layer needs none. Saved through autograd, the rebuild's tensors get its
+        # checks and hooks as the band would.
+        mask = (bits if bits is not None else out) if activated else None
+        ctx.save_for_backward(band if ctx.rebuild is None and kept_bits is None else None, weight, cell_weights,
+                              mask, kept_values, kept_bits, *sources)
         return (out, values, bits) if activated else out
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_out, *_):
-        band, weight, cell_weights, bits, kept_values, kept_bits, *sources = ctx.saved_tensors
+        if grad_out is None:  # the band reached no loss
+            return (None,) * 9
+        band, weight, cell_weights, mask, kept_values, kept_bits, *sources = ctx.saved_tensors
         if ctx.rebuild is not None:
             band = ctx.rebuild(*sources)
         elif kept_bits is not None:
@@ -307,14 +285,16 @@ class BandConv(torch.autograd.Function):
         # In place: the incoming gradient is the next layer's fresh input gradient, used nowhere else.
         grad = grad_out.to(dtype)
         if ctx.activated:  # weight map, then the ReLU's mask (the slot's output is 0: masked too)
-            grad = grad.mul_(cell_weights.to(dtype)).masked_fill_(~nonzero_places(bits, grad.shape), 0)
+            # the output is >= 0 or NaN, so "<= 0" is "== 0", which the bits say
+            zero = nonzero_places(mask, grad.shape, zero=True) if ctx.mask_in_bits else mask <= 0
+            grad = grad.mul_(cell_weights.to(dtype)).masked_fill_(zero, 0)
         else:
             grad[..., -1] = 0
         grad_band, gw, gb = conv_strips_backward(grad, band.to(dtype), weight.to(dtype), ctx.layer,
                                                  ctx.needs_input_grad[0])
         if grad_band is not None:
             grad_band = grad_band.to(ctx.band_dtype)
-        return grad_band, gw.to(weight.dtype), gb.to(weight.dtype), None, None, None, None, None
+        return grad_band, gw.to(weight.dtype), gb.to(weight.dtype), None, None, None, None, None, None
 
 
 def _exact(x):

@@ -4,8 +4,8 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
-from ..map2d.band import (CONV_ARGS, BandConv, BandLayers, cells_of, needed_band, restore_nonzero, take, to_band,
-                          to_dense, with_slot)
+from ..map2d.band import CONV_ARGS, BandConv, BandLayers, cells_of, needed_band, take, to_band, to_dense, with_slot
+from ..map2d.nonzero import restore_nonzero
 from ..map2d.definitions import runs_own_definition
 from ..map2d.recompute import recomputed
 from ..map2d.strips import build_weight_maps, needed_cells, strip_conv, strip_plan
@@ -94,20 +94,33 @@ class ProposalConv(nn.Module):
 
     def forward_band(self, band, rebuild_input=None):
         """The input's band (the input at ``input_cells``, with its slot: [B, H, M + 1]) ->
-        logits [B, N, N], storing one band per layer for the backward (or, with
-        ``recompute``, only the input). ``rebuild_input``, how to compute the input band again
-        (:class:`BandConv`), lets the first layer keep that instead of the input band."""
+        logits [B, N, N], keeping one band per layer for the backward, as its non-zero values
+        (or, with ``recompute``, only the input). ``rebuild_input``, how to compute the input
+        band again (:class:`BandConv`), lets the first layer keep that instead of the input band."""
         if self.recompute:  # the recomputation keeps its input: a rebuild would save nothing
+            # and the bands it makes live only in the backward: kept whole, their sizes cannot
+            # change if the recomputed activations differ in the last bit (a value near zero)
             return recomputed(self._stack, band)
-        return self._stack(band, rebuild_input)
+        # torch.compile cannot trace a tensor whose size depends on its values without
+        # breaking the graph at each layer: compiled, the bands are kept whole
+        return self._stack(band, rebuild_input, keep_nonzero_values=not compiling())
 
-    def _stack(self, band, rebuild_input=None):
+    def _stack(self, band, rebuild_input=None, keep_nonzero_values=False):
         kept = (None, None)  # each layer keeps its input as the previous one kept its output
         for index, (conv, layer) in enumerate(zip(self.convs, self.layers.on(band.device))):
             band, *kept = BandConv.apply(band, conv.weight, conv.bias, getattr(self, f"band_weights_{index}"), layer,
-                                         rebuild_input if index == 0 else None, *kept)
+                                         rebuild_input if index == 0 else None, *kept, keep_nonzero_values)
         # the scoring conv on the dense map it always read, rebuilt in its backward (1 channel out: cheap)
         return ScoredBand.apply(band, self.pred.weight, self.pred.bias, self.valid_cells, self.mask2d_size, *kept)
+
+
+def compiling():
+    """Whether torch.compile is tracing the code now."""
+    compiler = getattr(torch, "compiler", None)
+    if hasattr(compiler, "is_compiling"):  # torch >= 2.3
+        return compiler.is_compiling()
+    from torch._dynamo import is_compiling
+    return is_compiling()
 
 
 class ScoredBand(torch.autograd.Function):
@@ -121,8 +134,7 @@ class ScoredBand(torch.autograd.Function):
         with torch.autocast(band.device.type, enabled=False):
             x = to_dense(cells_of(band).to(weight.dtype), cells, n)
             logits = F.conv2d(x, weight, bias)
-        kept = kept_bits is not None
-        ctx.save_for_backward(None if kept else band, weight, cells, kept_values if kept else None, kept_bits)
+        ctx.save_for_backward(band if kept_bits is None else None, weight, cells, kept_values, kept_bits)
         ctx.n, ctx.band_shape, ctx.band_dtype = n, band.shape, band.dtype
         return logits.squeeze(1)
 
