@@ -115,12 +115,10 @@ class ProposalConv(nn.Module):
 
 
 def compiling():
-    """Whether torch.compile is tracing the code now."""
-    compiler = getattr(torch, "compiler", None)
-    if hasattr(compiler, "is_compiling"):  # torch >= 2.3
-        return compiler.is_compiling()
-    from torch._dynamo import is_compiling
-    return is_compiling()
+    """Whether torch.compile is tracing the code now (torch >= 2.3 says; before, the bands
+    are packed under torch.compile too, correct but in several graphs)."""
+    is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return bool(is_compiling and is_compiling())
 
 
 class ScoredBand(torch.autograd.Function):
