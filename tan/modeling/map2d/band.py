@@ -237,7 +237,7 @@ class BandConv(torch.autograd.Function):
     with ``cell_weights`` (the weight map at the band, slot 0), followed by ReLU and the
     weight map (2D-TAN's layer), and then the result is a triple: (the output band, its
     non-zero values, their bits) (:func:`keep_nonzero`), the last two None unless
-    ``keep_nonzero``.
+    ``keep_nonzero_values``.
 
     ``kept_values`` and ``kept_bits``, when given, are what the previous layer returned
     with its output, this layer's input band: the layer saves those, not the band (one
