@@ -6,9 +6,9 @@ The loop (tan/engine/trainer.py) calls, for every hook in order:
 every epoch ``after_epoch(state, epoch)``; ``after_train(state)`` once the
 last epoch is done; and ``close()`` however the loop ends. ``state`` is the
 run's :class:`TrainingState`, already advanced past the step or epoch.
+docs/training.md ("Hooks") is the contract a hook of a user's own relies on.
 """
 import datetime
-import json
 import math
 import os
 import time
@@ -66,21 +66,6 @@ class Step(NamedTuple):
     terms: Optional[dict] = None  # the loss's named terms when it has several, on the device
 
 
-def _append_jsonl(path, record):
-    """One more line; a write that fails (disk full) is cut back off, so the file
-    never ends in half a record, and ends the run naming the file."""
-    size = os.path.getsize(path) if os.path.exists(path) else 0
-    try:
-        with open(path, "a") as f:
-            f.write(json.dumps(record) + "\n")
-    except OSError as e:
-        try:
-            os.truncate(path, size)
-        except OSError:
-            pass
-        raise TanError(f"cannot write {path}: {e.strerror or e}") from None
-
-
 # Beyond this an ETA says only that it is far off (a timedelta holds at most 999999999 days).
 _LONGEST_ETA = 100 * 365 * 86400
 
@@ -96,21 +81,32 @@ class TrainingLogger(HookBase):
     """Losses (read back and checked for NaN at sync points only), the log line
     with its ETA, OUTPUT_DIR/metrics.jsonl and TensorBoard scalars."""
 
-    def __init__(self, cfg, plan, optimizer, device, checkpointer):
-        self.plan, self.optimizer, self.device, self.checkpointer = plan, optimizer, device, checkpointer
+    def __init__(self, cfg, plan, optimizer, device, checkpointer, records):
+        """``records``: the run's :class:`tan.engine.records.RunRecords` (metrics.jsonl)."""
+        self.cfg, self.plan, self.optimizer, self.device, self.checkpointer = cfg, plan, optimizer, device, checkpointer
+        self.records = records
         self.logger = get_logger("trainer")
-        self.metrics_path = None
-        if comm.is_main_process():
-            os.makedirs(cfg.OUTPUT_DIR, exist_ok=True)
-            self.metrics_path = os.path.join(cfg.OUTPUT_DIR, "metrics.jsonl")
-        self.events = ScalarWriter(cfg, comm.is_main_process())
+        self.events = self.validation_events = None  # TensorBoard, opened once the run's position is known
         self.meters = MetricLogger(window_size=plan.log_period)
         self.pending = []  # (iteration, loss tensor, terms) since the last read-back: one sync for all
         self.term_names = []
         self.run_start = self.timer_start = time.perf_counter()
         self.timed_iters, self.warmed_up = 0, False
 
+    def state_dict(self):
+        """The loss meters: a resumed run logs the medians and averages the uninterrupted one logs."""
+        return {"meters": {name: meter for name, meter in self.meters.state_dict().items()
+                           if name not in ("data_time", "iter_time")}}
+
+    def load_state_dict(self, state):
+        self.meters.load_state_dict(state.get("meters", {}))
+
     def before_train(self, state):
+        # The scalars from the checkpoint resumed from on are written again by this run: TensorBoard
+        # hides the old ones (training scalars are by iteration, validation ones by epoch).
+        main = comm.is_main_process()
+        self.events = ScalarWriter(self.cfg, main, purge_step=state.iteration + 1)
+        self.validation_events = ScalarWriter(self.cfg, main, "val", purge_step=state.epoch_to_close or state.epoch)
         resuming = f" (resuming epoch {state.epoch} after iteration {state.iter_in_epoch})" if state.iter_in_epoch else ""
         self.logger.info("start training: epochs %d..%d, %d iterations per epoch%s", state.epoch, self.plan.max_epoch,
                          self.plan.iters_per_epoch, resuming)
@@ -169,33 +165,40 @@ class TrainingLogger(HookBase):
 
     def write(self, record):
         """Append a record to metrics.jsonl (rank 0)."""
-        if self.metrics_path:
-            _append_jsonl(self.metrics_path, record)
+        self.records.write(record)
 
     def record_validation(self, epoch, results):
         """Validation metrics {dataset: metrics} of an epoch, into metrics.jsonl and TensorBoard."""
         for name, values in results.items():
             self.write({"epoch": epoch, "dataset": name, **values})
-            self.events.scalars(values, epoch, f"val/{name}/")
+            self.validation_events.scalars(values, epoch, f"val/{name}/")
 
     def after_train(self, state):
         total = time.perf_counter() - self.run_start
         self.logger.info("training finished in %s", duration_text(total))
 
     def close(self):
-        self.events.close()
+        for events in (self.events, self.validation_events):
+            if events is not None:
+                events.close()
 
 
 class EpochCheckpointer(HookBase):
-    """model_{epoch}e.pth every ``period`` epochs, model_final.pth at the end."""
+    """model_{epoch}e.pth every ``period`` epochs, at the end of the epoch before the other hooks'
+    after_epoch (the validation among them), and model_final.pth at the end."""
 
-    def __init__(self, checkpointer, period):
+    def __init__(self, checkpointer, period, fields=None):
+        """``fields(state, epoch_hooks_done)``: the checkpoint's fields besides the weights, optimizer
+        and scheduler (default: the state's own, :meth:`TrainingState.checkpoint_fields`)."""
         self.checkpointer, self.period = checkpointer, period
+        self.fields = fields or (lambda state, epoch_hooks_done: state.checkpoint_fields(
+            epoch_hooks_done=epoch_hooks_done))
+        self.resumed_at = None
 
-    def save(self, state, name=None):
+    def save(self, state, name=None, epoch_hooks_done=False):
         """Save the whole run (weights, optimizer, scheduler, state); returns the path."""
         name = name or state.checkpoint_name()
-        self.checkpointer.save(name, **state.checkpoint_fields())
+        self.checkpointer.save(name, **self.fields(state, epoch_hooks_done))
         return self._path(name)
 
     def _path(self, name):
@@ -205,18 +208,21 @@ class EpochCheckpointer(HookBase):
         return bool(self.period) and epoch % self.period == 0
 
     def save_for_stop(self, state):
-        """The checkpoint a stopped run resumes from: a new one mid-epoch; at the
-        end of an epoch, the one its periodic save already wrote, if any."""
-        if not state.iter_in_epoch and self.saved_at(state.epoch - 1):
-            return self._path(state.checkpoint_name())
-        return self.save(state)
+        """The checkpoint a stopped run resumes from: a new one mid-epoch; at the end of an epoch,
+        after its hooks ran, that epoch's (again, if its periodic save wrote it before them), which
+        says so, so that the resumed run does not run them again."""
+        return self.save(state, epoch_hooks_done=not state.iter_in_epoch)
+
+    def before_train(self, state):
+        self.resumed_at = state.iteration
 
     def after_epoch(self, state, epoch):
-        if self.saved_at(epoch):
+        # A resumed run closing the epoch it resumed at already has that epoch's checkpoint.
+        if self.saved_at(epoch) and state.iteration != self.resumed_at:
             self.save(state)
 
     def after_train(self, state):
-        self.save(state, FINAL_NAME)
+        self.save(state, FINAL_NAME, epoch_hooks_done=True)
 
     def final_path(self):
         return self._path(FINAL_NAME)
@@ -231,8 +237,10 @@ class BestModel:
         self.logger = get_logger("trainer")
 
     def recover(self, state):
-        """After a resume the best so far is what model_best.pth says: it may be
-        newer than the checkpoint resumed from, which was saved before that evaluation."""
+        """After a resume the best so far is the checkpoint's: a validation after it (model_best.pth
+        may hold its epoch) is done again, and saves again if it is the best. A checkpoint that
+        holds no best (saved before bests were kept in it) takes model_best.pth's when that
+        epoch's validation came before the checkpoint."""
         path = os.path.join(self.checkpointer.save_dir, BEST)
         if not os.path.isfile(path):
             return
@@ -242,7 +250,13 @@ class BestModel:
             self.logger.warning("cannot read %s (%s); it will be replaced by the next best epoch", path, e)
             state.best = None
             return
-        if best and best.get("metric") == self.metric:
+        if not best or best.get("metric") != self.metric:
+            return
+        first_undone = state.epoch_to_close or state.epoch  # the first epoch whose validation is to come
+        if best.get("epoch", first_undone) >= first_undone:
+            self.logger.info("%s holds epoch %s, validated after the checkpoint resumed from: that validation is "
+                             "done again", path, best.get("epoch"))
+        elif state.best is None:
             state.best = best
 
     def update(self, state, results, epoch):
@@ -285,6 +299,9 @@ class PeriodicEvaluator(HookBase):
         self.windows = windows
         self.period, self.first_epoch = cfg.SOLVER.TEST_PERIOD, cfg.SOLVER.SKIP_TEST
         self.best_model, self.training_logger = best_model, training_logger
+        # The last epoch's evaluations ({dataset: tan.engine.inference.Evaluation}): the final model's
+        # weights, which the test after training writes from instead of evaluating them again.
+        self.final_evaluations = {}
 
     def before_train(self, state):
         self.best_model.recover(state)
@@ -293,15 +310,18 @@ class PeriodicEvaluator(HookBase):
         if not (self.loaders and self.period and epoch % self.period == 0 and epoch >= self.first_epoch):
             return
         results = {}
+        kept = {} if epoch == self.cfg.SOLVER.MAX_EPOCH else None
         for loader in self.loaders:  # every rank takes part; rank 0 gets the metrics
             name = loader.dataset.name
             metrics = inference(self.model, loader, name, self.cfg.TEST.NMS_THRESH, self.device,
                                 amp=self.cfg.SOLVER.AMP, nms_units=self.cfg.TEST.NMS_UNITS,
-                                detr=self.cfg.TEST.DETR_METRICS, windows=self.windows)
+                                detr=self.cfg.TEST.DETR_METRICS, windows=self.windows, evaluations=kept)
             if metrics is not None:
                 results[name] = metrics
         comm.synchronize()
         self.model.train()
+        if kept is not None:
+            self.final_evaluations = kept
         if results:
             self.training_logger.record_validation(epoch, results)
             self.best_model.update(state, results, epoch)

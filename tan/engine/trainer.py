@@ -21,6 +21,9 @@ prepares.
 import itertools
 import os
 import time
+import weakref
+
+import torch
 
 from ..config.models import declarations
 from ..config.setup import value_at
@@ -36,6 +39,7 @@ from ..utils.registry import Registry
 from .hooks import (FINAL_NAME, BestModel, EpochCheckpointer, LoopPlan, PeriodicEvaluator, Step, StopOnSignal,
                     TrainingLogger, check_best_metric)
 from .precision import make_grad_scaler
+from .records import RunRecords
 from .setup import default_setup
 from .state import TrainingState
 from .step import run_step
@@ -43,6 +47,39 @@ from .testing import test_final_and_best, windowed_evaluation
 from .wrappers import maybe_compile, prepare_model, unwrap, wrap_distributed
 
 TRAINERS = Registry("trainer (TRAINER)")
+
+_LR_SCHEDULER = (torch.optim.lr_scheduler.LRScheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
+_HOOK_METHODS = ("before_train", "before_epoch", "before_step", "after_step", "after_epoch", "after_train", "close")
+
+
+def _shown(value):
+    """A returned value as an error names it: None, or its type."""
+    return "None" if value is None else f"a {type(value).__module__}.{type(value).__qualname__}"
+
+
+def _named(hooks):
+    """(name, hook) for each hook: its class's name, with #2, #3... for a class listed again; the
+    name its state is saved under in a checkpoint."""
+    seen = {}
+    for hook in hooks:
+        name = type(hook).__qualname__
+        seen[name] = seen.get(name, 0) + 1
+        yield (name if seen[name] == 1 else f"{name}#{seen[name]}"), hook
+
+
+def _recorded_before(state):
+    """For a checkpoint saved before the lengths of the records were: which metrics.jsonl records
+    came before it (training steps up to its iteration, validations of the epochs before the
+    first one a resumed run validates)."""
+    first_validated = state.epoch_to_close or state.epoch
+
+    def keep(record):
+        if "iteration" in record:
+            return record["iteration"] <= state.iteration
+        if "dataset" in record:
+            return record.get("epoch", 0) < first_validated
+        return True
+    return keep
 
 # Keys a resumed run cannot change: its checkpoint holds the state of the optimizer and the schedule
 # they chose (a trainer may build its own), which another one cannot take.
@@ -113,7 +150,10 @@ class Trainer:
         self.by_video = declared.batches_by_video  # videos with their sentences, or queries
         self.logger = get_logger("train")
         self.model = self.optimizer = self.schedule = self.grad_scaler = self.checkpointer = None
-        self.train_loader = self.val_loaders = self.plan = None
+        self.train_loader = self.val_loaders = self.plan = self.state = None
+        self.hooks = []
+        # metrics.jsonl and the hooks' record files, taken back to the checkpoint a run resumes from
+        self.records = RunRecords(self.cfg.OUTPUT_DIR if comm.is_main_process() else None)
         self.final = os.path.join(self.cfg.OUTPUT_DIR, FINAL)
 
     def close(self):
@@ -169,8 +209,8 @@ class Trainer:
         for (``hooks(cfg)``), then the stop on a signal. A subclass adds its own with
         ``hooks = super().build_hooks(); hooks.insert(-1, MyHook()); return hooks``."""
         cfg = self.cfg
-        logger = TrainingLogger(cfg, self.plan, self.optimizer, self.device, self.checkpointer)
-        checkpoints = EpochCheckpointer(self.checkpointer, cfg.SOLVER.CHECKPOINT_PERIOD)
+        logger = TrainingLogger(cfg, self.plan, self.optimizer, self.device, self.checkpointer, self.records)
+        checkpoints = EpochCheckpointer(self.checkpointer, cfg.SOLVER.CHECKPOINT_PERIOD, self.checkpoint_fields)
         windows = windowed_evaluation(cfg, self.data.trained_span()) if self.val_loaders else None
         evaluator = PeriodicEvaluator(cfg, self.model, self.val_loaders, self.device,
                                       BestModel(cfg.TEST.BEST_METRIC, self.checkpointer), logger, windows)
@@ -182,12 +222,20 @@ class Trainer:
         return run_step(self.model, batch, self.optimizer, self.grad_scaler, self.cfg.SOLVER.AMP, self.device,
                         self.recipe.clip_grad_norm)
 
+    def checkpoint_fields(self, state, epoch_hooks_done=False):
+        """What a checkpoint holds besides the weights, the optimizer and the schedule: ``state``, the
+        lengths of the run's records and the hooks' own states (:meth:`HookBase.state_dict`)."""
+        hooks = {name: hook_state for name, hook_state in
+                 ((name, getattr(hook, "state_dict", dict)()) for name, hook in _named(self.hooks)) if hook_state}
+        return state.checkpoint_fields(records=self.records.lengths(), hooks=hooks,
+                                       epoch_hooks_done=epoch_hooks_done)
+
     # -- training and testing ------------------------------------------------------------------------
 
     def train(self):
         """Build, resume or initialise, and train to SOLVER.MAX_EPOCH; returns the final checkpoint's path."""
         cfg = self.cfg
-        self.model = self.build_model()
+        self.model = self._built("build_model", self.build_model(), torch.nn.Module, "a torch.nn.Module")
         has_checkpoints = last_checkpoint_file(cfg.OUTPUT_DIR) != (None, None)
         if os.path.isfile(self.final) and not has_checkpoints:
             self.logger.info("%s exists: nothing to train", self.final)  # a final model from elsewhere
@@ -195,10 +243,18 @@ class Trainer:
             self._record_config(TrainingState())
             return self.final
         self._refuse_another_optimizer(has_checkpoints)
-        self.optimizer = self.build_optimizer(self.model)
-        scheduler = self.build_scheduler(self.optimizer)
-        self.grad_scaler = self.build_grad_scaler()
-        self.checkpointer = self.build_checkpointer(self.model, self.optimizer, scheduler, self.grad_scaler)
+        self.optimizer = self._built("build_optimizer", self.build_optimizer(self.model), torch.optim.Optimizer,
+                                     "a torch.optim.Optimizer over the model's parameters")
+        scheduler = self._built("build_scheduler", self.build_scheduler(self.optimizer), _LR_SCHEDULER,
+                                "a torch.optim.lr_scheduler scheduler of the optimizer build_optimizer returned")
+        if getattr(scheduler, "optimizer", self.optimizer) is not self.optimizer:
+            raise TanError(f"{type(self).__name__}.build_scheduler() returned a scheduler of another optimizer; it "
+                           f"must schedule the optimizer it is given")
+        self.grad_scaler = self._built("build_grad_scaler", self.build_grad_scaler(), torch.amp.GradScaler,
+                                       "a torch.amp.GradScaler (disabled where no scaling is needed)")
+        self.checkpointer = self._built(
+            "build_checkpointer", self.build_checkpointer(self.model, self.optimizer, scheduler, self.grad_scaler),
+            Checkpointer, "a tan.utils.checkpoint.Checkpointer")
         resumed = self.checkpointer.load(cfg.MODEL.WEIGHT)
         state = TrainingState.from_checkpoint(resumed)
         self._check_epochs(state)
@@ -217,13 +273,15 @@ class Trainer:
                                  cfg.SOLVER.MAX_EPOCH)
             return self.final
         self.model = maybe_compile(cfg, wrap_distributed(self.model, self.device, self.distributed))
-        self.train_loader = self.build_train_loader()
-        self.val_loaders = self.build_val_loaders()
+        self.train_loader = self._built_loader("build_train_loader", self.build_train_loader())
+        self.val_loaders = self._built_loaders("build_val_loaders", self.build_val_loaders(), none_allowed=True)
         self.plan = LoopPlan.from_config(cfg, self.train_loader)
         self.plan.check_resume(state)
         check_best_metric(cfg, self.val_loaders)
         # Only now, with everything the new config could fail on behind us, does the folder say it holds.
         self._record_config(state)
+        # What the run recorded after the checkpoint it resumes from is done again, so it goes.
+        self.records.rewind(state.records if state.iteration else {}, legacy_keep=_recorded_before(state))
         try:
             self.train_loop(state)
         except BaseException:
@@ -235,12 +293,23 @@ class Trainer:
     def train_loop(self, state):
         """From ``state`` (a fresh TrainingState, or the one of a checkpoint) to SOLVER.MAX_EPOCH."""
         plan, loader = self.plan, self.train_loader
-        hooks = self.build_hooks()
+        self.state = state
+        self.hooks = hooks = self._built_hooks(self.build_hooks())
+        for name, hook in _named(hooks):
+            hook.trainer = weakref.proxy(self)
+            if name in (state.hooks or {}) and hasattr(hook, "load_state_dict"):
+                hook.load_state_dict(state.hooks[name])
         self.model.train()
         state.restore_rng()
         try:
             for hook in hooks:
                 hook.before_train(state)
+            closing = state.epoch_to_close
+            if closing is not None:  # its checkpoint came before its hooks (the validation): run them again
+                self.logger.info("the checkpoint of epoch %d was saved before the epoch's hooks (its validation "
+                                 "among them) ran: running them now", closing)
+                for hook in hooks:
+                    hook.after_epoch(state, closing)
             for epoch in range(state.epoch, plan.max_epoch + 1):
                 loader.sampler.resume(epoch, state.iter_in_epoch)
                 for hook in hooks:
@@ -253,7 +322,7 @@ class Trainer:
                     self.schedule.before_step(state.iteration)
                     for hook in hooks:
                         hook.before_step(state)
-                    loss, terms = self.run_step(batch)
+                    loss, terms = self._step_result(self.run_step(batch))
                     state.step_done()
                     step = Step(epoch, state.iter_in_epoch, loss, data_time, time.perf_counter() - tick,
                                 plan.is_sync_point(state.iter_in_epoch), terms)
@@ -275,9 +344,62 @@ class Trainer:
     def test(self, checkpoint=None):
         """Test the final model (``checkpoint``: its path, default the run's), then model_best.pth
         when training kept one, on :meth:`build_test_loaders`; returns {"final": {dataset: metrics},
-        "best": ...}."""
-        return test_final_and_best(self.cfg, self.model, self.device, self.distributed, self.data,
-                                   checkpoint or self.final, self.build_test_loaders())
+        "best": ...}. Weights evaluated already in this run (the last epoch's validation on a test
+        dataset; a best model that is the final one) are not evaluated again: their results are
+        written for the checkpoint that holds them."""
+        loaders = self._built_loaders("build_test_loaders", self.build_test_loaders())
+        checkpoint = checkpoint or self.final
+        # The last epoch's validation evaluated the final weights already, on the datasets it shares
+        evaluated = {}
+        if os.path.abspath(checkpoint) == os.path.abspath(self.final):
+            for hook in self.hooks:
+                evaluated.update(getattr(hook, "final_evaluations", {}))
+        return test_final_and_best(self.cfg, self.model, self.device, self.distributed, self.data, checkpoint,
+                                   loaders, evaluated)
+
+    # -- what the build methods return, checked where a subclass's mistake would surface far away -----
+
+    def _built(self, method, value, expected, what):
+        if not isinstance(value, expected):
+            raise TanError(f"{type(self).__name__}.{method}() returned {_shown(value)}; it must return {what} "
+                           f"(docs/training.md, 'A trainer of your own')")
+        return value
+
+    def _built_loader(self, method, loader, place=""):
+        if not (hasattr(loader, "__iter__") and hasattr(loader, "__len__") and hasattr(loader, "dataset")):
+            raise TanError(f"{type(self).__name__}.{method}() returned {place}{_shown(loader)}; it must return a "
+                           f"torch DataLoader of the run's data (docs/training.md, 'A trainer of your own')")
+        return loader
+
+    def _built_loaders(self, method, loaders, none_allowed=False):
+        if loaders is None and none_allowed:
+            return None
+        if not isinstance(loaders, (list, tuple)):
+            raise TanError(f"{type(self).__name__}.{method}() returned {_shown(loaders)}; it must return a list of "
+                           f"torch DataLoaders{' (or None)' if none_allowed else ''} (docs/training.md, "
+                           f"'A trainer of your own')")
+        for index, loader in enumerate(loaders):
+            self._built_loader(method, loader, place=f"a list whose item {index} is ")
+        return list(loaders)
+
+    def _built_hooks(self, hooks):
+        if not isinstance(hooks, (list, tuple)):
+            raise TanError(f"{type(self).__name__}.build_hooks() returned {_shown(hooks)}; it must return a list "
+                           f"of hooks (tan.engine.HookBase; docs/training.md, 'Hooks')")
+        for index, hook in enumerate(hooks):
+            missing = [m for m in _HOOK_METHODS if not callable(getattr(hook, m, None))]
+            if missing:
+                raise TanError(f"{type(self).__name__}.build_hooks() returned a list whose item {index} is "
+                               f"{_shown(hook)}, which has no {', '.join(missing)}; a hook subclasses "
+                               f"tan.engine.HookBase (docs/training.md, 'Hooks')")
+        return list(hooks)
+
+    def _step_result(self, result):
+        if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], torch.Tensor)
+                and (result[1] is None or isinstance(result[1], dict))):
+            raise TanError(f"{type(self).__name__}.run_step() returned {_shown(result)}; it must return (loss, "
+                           f"terms): the loss tensor and a dict of its named terms or None (docs/training.md)")
+        return result
 
     # -- the run folder's record and the checks of a resumed run ---------------------------------------
 

@@ -19,13 +19,15 @@ def check_tensorboard(cfg):
 
 
 class ScalarWriter:
-    """add_scalar(s) into OUTPUT_DIR/tensorboard when enabled; does nothing otherwise."""
+    """add_scalar(s) into OUTPUT_DIR/tensorboard/``folder`` when enabled; does nothing otherwise.
+    ``purge_step``: the scalars of that step and later already in the folder are hidden from
+    TensorBoard (a resumed run writes them again)."""
 
-    def __init__(self, cfg, enabled):
+    def __init__(self, cfg, enabled, folder="", purge_step=None):
         self.writer = None
         if enabled and cfg.TENSORBOARD:
             from torch.utils.tensorboard import SummaryWriter
-            self.writer = SummaryWriter(os.path.join(cfg.OUTPUT_DIR, "tensorboard"))
+            self.writer = SummaryWriter(os.path.join(cfg.OUTPUT_DIR, "tensorboard", folder), purge_step=purge_step)
 
     def scalars(self, values, step, prefix=""):
         if self.writer is None:

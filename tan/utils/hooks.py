@@ -8,6 +8,18 @@ the finished step's losses and timings.
 
 
 class HookBase:
+    """The loop sets ``trainer`` (a weak proxy of the running Trainer) before ``before_train``;
+    docs/training.md ("Hooks") says when each method is called and what it may use."""
+
+    trainer = None
+
+    def state_dict(self):
+        """What this hook carries across a resume (plain values), saved in every checkpoint; {}: nothing."""
+        return {}
+
+    def load_state_dict(self, state):
+        """Take back what :meth:`state_dict` gave, when a run resumes from a checkpoint that holds it."""
+
     def before_train(self, state):
         pass
 

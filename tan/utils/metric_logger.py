@@ -15,6 +15,14 @@ class SmoothedValue:
         self.total += value
         self.count += 1
 
+    def state_dict(self):
+        return {"window": list(self.window), "total": self.total, "count": self.count}
+
+    def load_state_dict(self, state):
+        self.window.clear()
+        self.window.extend(state["window"])
+        self.total, self.count = state["total"], state["count"]
+
     @property
     def median(self):
         values = sorted(self.window)
@@ -37,6 +45,13 @@ class MetricLogger:
     def update(self, **values):
         for name, value in values.items():
             self.meters.setdefault(name, SmoothedValue(self.window_size)).update(float(value))
+
+    def state_dict(self):
+        return {name: meter.state_dict() for name, meter in self.meters.items()}
+
+    def load_state_dict(self, state):
+        for name, meter in state.items():
+            self.meters.setdefault(name, SmoothedValue(self.window_size)).load_state_dict(meter)
 
     def __getitem__(self, name):
         return self.meters[name]
