@@ -256,3 +256,69 @@ def test_a_script_of_its_own_sets_its_trainer_up_refusing_before_anything_is_wri
     assert f"trained {final}" in lines and lines[-1] == f"again {final}"
     assert f"{final} exists and holds all 1 epochs: nothing to train" in proc.stdout
     assert (out / "model_final.pth").is_file()
+
+
+class ReturnsNothing(Trainer):
+    """A build method a user forgot to finish: it returns None."""
+    method = None
+
+    def build_optimizer(self, model):
+        return None if self.method == "build_optimizer" else super().build_optimizer(model)
+
+    def build_scheduler(self, optimizer):
+        return None if self.method == "build_scheduler" else super().build_scheduler(optimizer)
+
+    def build_checkpointer(self, model, optimizer, scheduler, grad_scaler):
+        built = super().build_checkpointer(model, optimizer, scheduler, grad_scaler)
+        return "checkpoints/" if self.method == "build_checkpointer" else built
+
+    def build_train_loader(self):
+        return None if self.method == "build_train_loader" else super().build_train_loader()
+
+    def build_hooks(self):
+        hooks = super().build_hooks()
+        return hooks + [object()] if self.method == "build_hooks" else hooks
+
+
+@pytest.mark.parametrize("method,returned,expected", [
+    ("build_optimizer", "None", "a torch.optim.Optimizer over the model's parameters"),
+    ("build_scheduler", "None", "a torch.optim.lr_scheduler scheduler"),
+    ("build_checkpointer", "a builtins.str", "a tan.utils.checkpoint.Checkpointer"),
+    ("build_train_loader", "None", "a torch DataLoader of the run's data"),
+    ("build_hooks", "a list whose item 4 is a builtins.object, which has no before_train", "tan.engine.HookBase"),
+])
+def test_a_build_method_returning_the_wrong_thing_is_named_in_one_line(method, returned, expected, synthetic_root,
+                                                                         tmp_path):
+    name = f"RETURNS_NOTHING_{method.upper()}"
+    if name not in __import__("tan.engine.trainer", fromlist=["TRAINERS"]).TRAINERS:
+        register_trainer(name)(type(name, (ReturnsNothing,), {"method": method}))
+    proc = run_main("train_net", *args(synthetic_root, tmp_path / "out", "sgd", "TRAINER", name))
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    [line] = [line for line in (proc.stdout + proc.stderr).splitlines() if " ERROR: " in line]  # logging is on
+    assert f"{name}.{method}() returned {returned}" in line and expected in line, line
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_the_final_weights_are_evaluated_once_on_a_dataset_validated_and_tested(synthetic_root, tmp_path):
+    """DATASETS.VAL and DATASETS.TEST the same (as the Ego4D NLQ configs): the last epoch's
+    validation evaluates the final weights, and the test writes its results for model_final (and for
+    model_best when the best epoch is the last) without evaluating them again."""
+    out = tmp_path / "out"
+    run = [a for a in args(synthetic_root, out, "cosine", "SOLVER.TEST_PERIOD", "1", "SOLVER.MAX_EPOCH", "2",
+                           "DATASETS.VAL", "('synthetic_test',)") if a != "--skip-test"]
+    proc = run_tool("train_net", *run, env=ONE_THREAD)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    best = torch.load(out / "model_best.pth", weights_only=False)["best"]
+    # one validation per epoch; the best model evaluated again only if it is not the final one
+    assert proc.stdout.count("evaluating on synthetic_test") == 2 + (best["epoch"] != 2)
+    assert proc.stdout.count("not computed again") == 1 + (best["epoch"] == 2)
+    with open(out / "metrics.jsonl") as f:
+        validations = {r["epoch"]: r for r in map(json.loads, f) if "dataset" in r}
+    assert sorted(validations) == [1, 2]
+    for folder, epoch in (("model_final", 2), ("model_best", best["epoch"])):
+        with open(out / "inference" / folder / "synthetic_test" / "metrics.json") as f:
+            written = json.load(f)
+        assert written["checkpoint"] == str(out / f"{folder}.pth")
+        validated = {k: v for k, v in validations[epoch].items() if k not in ("epoch", "dataset")}
+        assert {k: written[k] for k in validated} == validated
+        assert (out / "inference" / folder / "synthetic_test" / "predictions.jsonl").is_file()
