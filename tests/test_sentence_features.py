@@ -42,8 +42,8 @@ def test_files_are_found_by_either_name_and_rows_are_normalised(tmp_path):
 
 
 def test_sentence_features_of_the_wrong_width_name_the_file_and_the_key(tmp_path):
-    with pytest.raises(TanError, match=r"qid1.npz' holds sentence features of shape \(3, 5\); expected \[L, 4\] "
-                                       r"\(INPUT.PRE_QUERY_SIZE\)"):
+    with pytest.raises(TanError, match=r"qid1.npz' \(query '1'\) holds sentence features of shape \(3, 5\); "
+                                       r"expected \[L, 4\] \(INPUT.PRE_QUERY_SIZE\)"):
         dataset(tmp_path, {"qid0": np.ones((2, 4)), "qid1": np.ones((3, 5))})
 
 

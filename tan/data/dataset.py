@@ -69,6 +69,7 @@ class MomentDataset(Dataset):
         ``vocabulary``: how sentences are encoded (the run's text input's encoder,
         tan/data/text/inputs.py)."""
         self.name = name
+        self.source = source  # the annotation file, named where its queries are reported on
         self.clip_input = as_clip_input(features.clips)
         self.seed, self.name_key, self.train_windows = features.seed, zlib.crc32(name.encode()), features.train_windows
         self.vocabulary = vocabulary
@@ -79,11 +80,7 @@ class MomentDataset(Dataset):
         queries, dropped = parsed
         dropped = Counter(dropped)  # this dataset's own count: the caller's may be shared
         shapes = self.features.shapes(sorted({q.video for q in queries}))
-        for video, shape in shapes.items():
-            if len(shape) != 2 or shape[1] != input_size:
-                raise TanError(f"dataset {name!r}: video {video!r} has features of shape {tuple(shape)} in "
-                               f"{self.features!r}{self._stream_widths(video)}; expected [T, {input_size}] "
-                               f"({input_size_key})")
+        self._check_widths(shapes, input_size, input_size_key)
 
         nonfinite = self.features.nonfinite(v for v, s in shapes.items() if s[0] > 0)
         self.videos = sorted(v for v, s in shapes.items() if s[0] > 0 and v not in nonfinite)
@@ -122,6 +119,13 @@ class MomentDataset(Dataset):
         self.dropped = dropped
         self.unknown_words = sum(self.vocabulary.unknown_count(ids) for ids in token_ids)
         self._log_summary(len(kept), sum(len(ids) for ids in token_ids))
+
+    def _check_widths(self, shapes, input_size, input_size_key):
+        for video, shape in shapes.items():
+            if len(shape) != 2 or shape[1] != input_size:
+                raise TanError(f"dataset {self.name!r}: video {video!r} has features of shape {tuple(shape)} in "
+                               f"{self.features!r}{self._stream_widths(video)}; expected [T, {input_size}] "
+                               f"({input_size_key})")
 
     def _keep_usable(self, queries, shapes, nonfinite, dropped):
         """(kept queries, their token ids); what is left out is counted in ``dropped``."""

@@ -2,11 +2,14 @@
 import json
 import os
 import time
+from typing import Callable, NamedTuple
 
 import torch
 
-from ..data.formats.ego4d_nlq import EMPTY_WINDOW as NLQ_EMPTY_WINDOW, FORMAT as NLQ_FORMAT
-from ..data.formats.mad import EMPTY_WINDOW as MAD_EMPTY_WINDOW, FORMAT as MAD_FORMAT
+from ..data.formats import NOT_DROPPED
+from ..data.formats.common import SCORED_AS_MISSES
+from ..data.formats.ego4d_nlq import FORMAT as NLQ_FORMAT, NOT_ASKED as NLQ_NOT_ASKED
+from ..data.formats.mad import FORMAT as MAD_FORMAT, NOT_ASKED as MAD_NOT_ASKED
 from ..data.loaders import loader_without
 from ..errors import TanError
 from ..utils import comm
@@ -98,11 +101,12 @@ def predicted_per_query(dataset, detr):
 
 
 def inference(model, data_loader, dataset_name, nms_thresh, device, output_folder=None, checkpoint=None, amp="off",
-              nms_units="seconds", detr="off", windows=None):
+              nms_units="seconds", detr="off", windows=None, evaluations=None):
     """Evaluate one test loader (``nms_units``: TEST.NMS_UNITS; ``detr``: TEST.DETR_METRICS, Moment-DETR's
     metrics besides ours; ``windows``: a tan.engine.windowed_evaluation.WindowedEvaluation, which
     grounds the queries of the videos it selects by windows, or None). Returns the metrics dict on
-    rank 0, None elsewhere."""
+    rank 0, None elsewhere. ``evaluations``: a dict that gets {dataset_name: :class:`Evaluation`} (None on
+    other ranks), to write this evaluation's files again under another checkpoint's name."""
     logger = get_logger("inference")
     dataset = data_loader.dataset.by_query  # a loader of videos holds the queries' dataset
     detr = wants_detr_metrics(detr, dataset)
@@ -119,12 +123,15 @@ def inference(model, data_loader, dataset_name, nms_thresh, device, output_folde
                                               topk=topk, saliency=highlights)) if whole is not None else {}
     windowed = _windowed(model, dataset, dataset_name, windows, chosen, device, topk, predictions)
     if not comm.is_main_process():
+        if evaluations is not None:
+            evaluations[dataset_name] = None
         return None
     order = sorted(predictions)
     if order != list(range(len(dataset))):
         raise RuntimeError(f"predictions cover {len(order)} of {len(dataset)} queries of {dataset_name}")
     if not dataset.labeled:
-        return _unlabeled(dataset, dataset_name, predictions, output_folder, checkpoint, detr, windowed)
+        return _unlabeled(dataset, dataset_name, predictions, output_folder, checkpoint, detr, windowed,
+                          evaluations)
     kept = torch.stack([predictions[i][0] for i in order])
     filled = torch.stack([predictions[i][1] for i in order])
     gt = torch.from_numpy(dataset.windows)  # [Q, W, 2]: every ground-truth window
@@ -139,14 +146,27 @@ def inference(model, data_loader, dataset_name, nms_thresh, device, output_folde
         buckets = results.pop("MR-buckets")
     logger.info("%s: %d queries evaluated in %.1f s\n%s", dataset_name, len(order), time.perf_counter() - start,
                 format_table(results, f"results on {dataset_name}:"))
-    if output_folder:
-        record = dict(results, checkpoint=checkpoint or "", num_queries=len(order))
+
+    def write(folder, weights):
+        record = dict(results, checkpoint=weights or "", num_queries=len(order))
         if windowed:
             record["windows"] = windowed
         if buckets:
             record["MR-buckets"] = buckets
-        _write_results(output_folder, record, dataset, dataset_name, predictions, gt, detr)
+        _write_results(folder, record, dataset, dataset_name, predictions, gt, detr)
+
+    if output_folder:
+        write(output_folder, checkpoint)
+    if evaluations is not None:
+        evaluations[dataset_name] = Evaluation(results, write)
     return results
+
+
+class Evaluation(NamedTuple):
+    """One evaluation of a model's weights on a dataset, on rank 0: its metrics and how to write its
+    files (``write(output folder, checkpoint path)``) for any checkpoint holding those weights."""
+    results: dict
+    write: Callable[[str, str], None]
 
 
 def _windowed(model, dataset, dataset_name, windows, chosen, device, topk, predictions):
@@ -181,16 +201,23 @@ def _write_results(output_folder, record, dataset, dataset_name, predictions, gt
             write_nlq_submission(os.path.join(output_folder, nlq_submission_name(dataset_name)), dataset, predictions)
 
 
-def _unlabeled(dataset, dataset_name, predictions, output_folder, checkpoint, detr, windowed=None):
+def _unlabeled(dataset, dataset_name, predictions, output_folder, checkpoint, detr, windowed=None,
+               evaluations=None):
     """A split without labels: predictions and the submission file, no metric (an empty dict);
     ``windowed``: what was grounded by windows, recorded as for a labeled split."""
     logger = get_logger("inference")
-    if output_folder:
-        record = {"labeled": False, "checkpoint": checkpoint or "", "num_queries": len(predictions),
+
+    def write(folder, weights):
+        record = {"labeled": False, "checkpoint": weights or "", "num_queries": len(predictions),
                   "note": "the annotation file has no labels: no metric; predictions and submission file only"}
         if windowed:
             record["windows"] = windowed
-        _write_results(output_folder, record, dataset, dataset_name, predictions, None, detr)
+        _write_results(folder, record, dataset, dataset_name, predictions, None, detr)
+
+    if output_folder:
+        write(output_folder, checkpoint)
+    if evaluations is not None:
+        evaluations[dataset_name] = Evaluation({}, write)
     submission = (nlq_submission_name(dataset_name) if dataset.annotation_format == NLQ_FORMAT
                   else submission_name(dataset_name) if detr else "no submission file")
     logger.info("%s has no labels (%d queries): no metric; %s", dataset_name, len(predictions),
@@ -220,10 +247,30 @@ def detr_results(dataset, predictions, order, highlights):
     return results
 
 
+def long_video_misses(dataset, not_asked, figures):
+    """(queries the benchmark's evaluator itself scores as misses, queries that could not be evaluated)
+    of ``dataset``'s annotation file: every query the reader or the dataset left out but those that ask
+    nothing (``not_asked``: no sentence), so that the ``figures`` ("NLQ", "MAD") are over every query of
+    the file, as their docs define them. The second kind (a clip without features, a sentence without
+    a known word) are misses of tan's, not of the model's: a warning names the file and how many."""
+    left_out = {reason: n for reason, n in dataset.dropped.items()
+                if n and reason not in NOT_DROPPED and reason not in not_asked}
+    scored = sum(n for reason, n in left_out.items() if reason in SCORED_AS_MISSES)
+    unevaluated = {reason: n for reason, n in left_out.items() if reason not in SCORED_AS_MISSES}
+    if unevaluated:
+        get_logger("inference").warning(
+            "%s: %d of the %d queries of %r could not be evaluated (%s) and count as misses in the %s figures, "
+            "which are over every query of the file; tan-check-data says what left them out", dataset.name,
+            sum(unevaluated.values()), len(dataset) + sum(left_out.values()), dataset.source,
+            ", ".join(f"{reason} {n}" for reason, n in sorted(unevaluated.items())), figures)
+    return scored, sum(unevaluated.values())
+
+
 def nlq_results(dataset, predictions, order):
     """Ego4D NLQ's figures (its evaluator's arithmetic, tan.engine.long_video_metrics) of the kept
-    moments, named NLQ-*, with the queries whose window has no length (which the reader leaves out)
-    scored as the evaluator scores them: misses. NLQ-queries: how many queries the figures are over."""
+    moments, named NLQ-*, over every query of the file with a sentence: those the reader or the
+    dataset left out (a window of no length, which the evaluator scores as a miss; a clip without
+    features) count as misses. NLQ-queries: how many queries the figures are over."""
     listed = []
     for i in order:
         moments, filled = predictions[i][0], predictions[i][1]
@@ -231,8 +278,8 @@ def nlq_results(dataset, predictions, order):
             raise TanError(f"{dataset.name}: query {dataset.qids[i]!r} has no predicted moment; Ego4D NLQ's "
                            f"figures need one for every query")
         listed.append(moments[filled].double().numpy())
-    empty = int(dataset.dropped.get(NLQ_EMPTY_WINDOW, 0))
-    figures = nlq_metrics(listed, [dataset.moments[i] for i in order], empty_windows=empty)
+    empty, unevaluated = long_video_misses(dataset, NLQ_NOT_ASKED, "NLQ")
+    figures = nlq_metrics(listed, [dataset.moments[i] for i in order], empty_windows=empty, misses=unevaluated)
     result = {f"NLQ-{name}": figures[name] for name in (n[len("NLQ-"):] for n in NLQ_METRIC_NAMES)}
     result["NLQ-queries"] = figures["evaluated"]
     return result
@@ -240,11 +287,12 @@ def nlq_results(dataset, predictions, order):
 
 def mad_results(dataset, predictions, order):
     """MAD's figures (its baselines' evaluation arithmetic, tan.engine.long_video_metrics) of each
-    query's top MAD_PREDICTED kept moments, named MAD-*, with the queries whose window has no length
-    (which the reader leaves out) scored as misses; MAD-queries: how many queries they are over."""
+    query's top MAD_PREDICTED kept moments, named MAD-*, over every query of the file with a sentence
+    and a movie: those the reader or the dataset left out (a window of no length, a movie without
+    features) count as misses; MAD-queries: how many queries they are over."""
     listed = [predictions[i][0][predictions[i][1]].double().numpy() for i in order]
     figures = mad_metrics(listed, [dataset.moments[i] for i in order],
-                          misses=int(dataset.dropped.get(MAD_EMPTY_WINDOW, 0)))
+                          misses=sum(long_video_misses(dataset, MAD_NOT_ASKED, "MAD")))
     result = {name: figures[name[len("MAD-"):]] for name in MAD_METRIC_NAMES}
     result["MAD-queries"] = figures["evaluated"]
     return result

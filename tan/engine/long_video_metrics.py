@@ -13,7 +13,9 @@ at IoU 0.3 and 0.5, and mIoU.
 * mIoU is the mean IoU of each query's *first* prediction (the evaluator sorts the IoUs
   of the first prediction alone and keeps the best three of that one value);
 * the means are over the queries predicted, not over every query of the annotations;
-  the count of both is reported beside them.
+  the count of both is reported beside them. tan's figures are over every query of the
+  file with a sentence: those it could not predict (a clip without features) count as
+  misses, as a submission of every query would score them at best.
 
 MAD (Soldelli/MAD, its VLG-Net evaluation): R@{1, 5, 10, 50, 100} at IoU {0.1, 0.3,
 0.5} (its evaluate() computes 0.7 too, which tan reports beside them).
@@ -22,7 +24,8 @@ MAD (Soldelli/MAD, its VLG-Net evaluation): R@{1, 5, 10, 50, 100} at IoU {0.1, 0
 * a hit is an IoU *at or above* the threshold in the first k predictions;
 * a query with fewer than 100 predictions counts the missing ones as IoU 0;
 * the means are over every query evaluated; a query whose window has no length (which the
-  readers leave out) is counted as a miss.
+  readers leave out) is counted as a miss, and so, in tan's figures, is every other query of the
+  file with a sentence and a movie that could not be predicted (a movie without features).
 
 Values are percent; NLQ's rounded to two decimals as its table prints them, MAD's too.
 """
@@ -49,15 +52,16 @@ def nlq_iou(predicted, window):
         return inter / hull
 
 
-def nlq_metrics(predictions, windows, num_queries=None, empty_windows=0):
+def nlq_metrics(predictions, windows, num_queries=None, empty_windows=0, misses=0):
     """Ego4D NLQ's R@k at IoU t and mIoU, percent.
 
     ``predictions``: per query, its predicted windows [P >= 1, 2] (seconds, best first);
     ``windows``: per query, its (start, end) window (clip seconds); ``num_queries``: how many
     queries the annotations hold (reported, as the evaluator reports it); ``empty_windows``: more
     queries predicted whose window has no length, each with IoU 0 for every prediction of positive
-    length, as the evaluator computes it. Returns {"R@k,IoU@t": ..., "mIoU": ..., "evaluated": Q,
-    "queries": num_queries or Q}."""
+    length, as the evaluator computes it; ``misses``: more queries that could not be predicted (their
+    clip has no features), each a miss of IoU 0. Returns {"R@k,IoU@t": ..., "mIoU": ...,
+    "evaluated": Q, "queries": num_queries or Q}."""
     if len(predictions) != len(windows):
         raise ValueError(f"{len(predictions)} predictions for {len(windows)} query windows")
     hits = {(t, k): [] for t in NLQ_THRESHOLDS for k in NLQ_TOPK}
@@ -70,11 +74,11 @@ def nlq_metrics(predictions, windows, num_queries=None, empty_windows=0):
         for t, k in hits:
             hits[t, k].append(bool((iou[:k] > t).any()))
     for t, k in hits:
-        hits[t, k] += [False] * empty_windows
-    first += [0.0] * empty_windows
+        hits[t, k] += [False] * (empty_windows + misses)
+    first += [0.0] * (empty_windows + misses)
     result = {f"R@{k},IoU@{t}": _percent(np.mean(hits[t, k])) for k in NLQ_TOPK for t in NLQ_THRESHOLDS}
     result["mIoU"] = _percent(np.mean(first))
-    evaluated = len(windows) + empty_windows
+    evaluated = len(windows) + empty_windows + misses
     result.update(evaluated=evaluated, queries=evaluated if num_queries is None else int(num_queries))
     return result
 

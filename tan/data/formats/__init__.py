@@ -53,8 +53,14 @@ def load_annotations(path, fmt, durations=None):
         raise TanError(f"annotation format {fmt!r}: its reader {getattr(read, '__module__', '?')}."
                        f"{getattr(read, '__qualname__', read)} returned {type(queries).__name__}, "
                        f"not a list of Query records (docs/data.md §11)")
+    first = {}  # qid -> the number of its first record
     for number, query in enumerate(queries, 1):
         problem = _broken(query)
+        if not problem and fmt in FORMATS_WITH_QUERY_IDS and query.qid != "":
+            # an id keys the query's sentence features and its line of a submission file: two records of
+            # one id would each be given the other's
+            earlier = first.setdefault(str(query.qid), number)
+            problem = f"its qid {query.qid!r} is that of record {earlier}" if earlier != number else None
         if problem:
             raise TanError(f"annotation format {fmt!r}: its reader {getattr(read, '__module__', '?')}."
                            f"{getattr(read, '__qualname__', read)} returned a record that breaks the Query "

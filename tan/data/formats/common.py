@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from ...errors import TanError
+from ...utils.logger import get_logger
 from ...utils.registry import Registry
 
 
@@ -39,6 +40,11 @@ class Query:
 # What a query whose window has no length is counted under where a format leaves it out (a Query needs
 # start < end); the long-video benchmarks' figures count these as misses.
 EMPTY_WINDOW = "query window of no length"
+# A window whose end comes before its start: a fault of the file, not a moment of no length; a miss too.
+REVERSED_WINDOW = "query window that ends before it starts"
+# What the long-video benchmarks' own evaluators score as misses (IoU 0 with any prediction), as tan's
+# figures do; the other queries a reader or a dataset leaves out are misses tan could not evaluate.
+SCORED_AS_MISSES = (EMPTY_WINDOW, REVERSED_WINDOW)
 
 # Counted, but no query is dropped for them: the query is kept with its moment clipped,
 # or with its other windows.
@@ -74,6 +80,39 @@ _TEXT_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 class Dropped(Exception):
     """A record that cannot be used; the message is the name it is counted under (docs/data.md §2)."""
+
+
+NAMED_AT_MOST = 5  # queries named in a warning line
+
+
+class LeftOut:
+    """The queries a reader leaves out, counted in the reader's ``counts`` (the dataset's log line
+    counts them) and named by the file's own ids, so that a warning line per reason says which
+    queries of which file (:meth:`warn`), where a count alone would send the user searching."""
+
+    def __init__(self, counts):
+        self.counts = counts
+        self.named = {}  # reason -> [queries, names]
+
+    def add(self, reason, name, queries=1):
+        """Count ``queries`` under ``reason``, named ``name`` (a query, or the entry that held them; None:
+        counted only, for what a file of the benchmark's own release holds as a matter of course)."""
+        self.counts[reason] += queries
+        if name is None:
+            return
+        entry = self.named.setdefault(reason, [0, []])
+        entry[0] += queries
+        entry[1].append(name)
+
+    def warn(self, path, advice=None):
+        """One warning per reason, naming ``path`` and the first NAMED_AT_MOST of its queries;
+        ``advice``: {reason: what to do}, said after the names."""
+        for reason, (queries, names) in self.named.items():
+            more = f" and {len(names) - NAMED_AT_MOST} more" if len(names) > NAMED_AT_MOST else ""
+            hint = (advice or {}).get(reason)
+            get_logger("data").warning("annotation file %r: %d %s left out (%s): %s%s%s", path, queries,
+                                       "query" if queries == 1 else "queries", reason,
+                                       ", ".join(names[:NAMED_AT_MOST]), more, f"; {hint}" if hint else "")
 
 
 def json_number(value):
@@ -167,9 +206,11 @@ def clip_moment(start, end, duration, counts, clipped="moment clipped to the vid
 
 def query_window(start, end, duration, outside):
     """A long-video benchmark's query window (start, end) in its video of ``duration`` s, clipped to it:
-    Dropped(EMPTY_WINDOW) for a window of no length, Dropped(``outside``) for one wholly outside the
-    video. Returns (start, end, clipped)."""
-    if end <= start:
+    Dropped(EMPTY_WINDOW) for a window of no length, Dropped(REVERSED_WINDOW) for one that ends before
+    it starts, Dropped(``outside``) for one wholly outside the video. Returns (start, end, clipped)."""
+    if end < start:
+        raise Dropped(REVERSED_WINDOW)
+    if end == start:
         raise Dropped(EMPTY_WINDOW)
     if end <= 0 or start >= duration:
         raise Dropped(outside)

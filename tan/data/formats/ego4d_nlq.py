@@ -12,16 +12,31 @@ its queries are read as unlabeled (Query.labeled False).
 
 The release has queries without a sentence and queries whose window has no length; the official
 evaluator scores the latter as misses. A Query needs start < end, so both are left out and
-counted ("query without text", EMPTY_WINDOW); tan-test's NLQ figures count the latter as misses.
+counted ("query without text", EMPTY_WINDOW), as is a window that ends before it starts
+(REVERSED_WINDOW); tan-test's NLQ figures count every query with a sentence, those it left out as
+misses. An annotation_uid names one annotation in the file: a later annotation with the same
+uid is left out and counted, as the "jsonl" reader does with a qid seen before, so that no two
+queries share an id (the submission file's annotation_uid and query_idx). What is left out for a
+fault of the file is named in a warning (file, annotation_uid, query index).
 """
 import math
 
 from ...errors import TanError
-from .common import (EMPTY_WINDOW, Dropped, Query, json_number, query_window, read_json, register_format,
-                     sentence_text)
+from .common import (EMPTY_WINDOW, REVERSED_WINDOW, Dropped, LeftOut, Query, json_number, query_window, read_json,
+                     register_format, sentence_text)
 
 FORMAT = "ego4d_nlq"
-__all__ = ["EMPTY_WINDOW", "FORMAT", "read"]
+__all__ = ["EMPTY_WINDOW", "FORMAT", "NOT_ASKED", "REVERSED_WINDOW", "read"]
+NO_TEXT = "query without text"
+DUPLICATE_ANNOTATION = "annotation_uid seen before in the file"
+# The queries of a file that its NLQ figures do not count: one without a sentence asks nothing.
+NOT_ASKED = (NO_TEXT,)
+# Counted without a warning: the release itself has windows of no length, about one in seven.
+COUNTED_ONLY = (EMPTY_WINDOW,)
+ADVICE = {DUPLICATE_ANNOTATION: "the first annotation of each annotation_uid is kept; give each annotation its "
+                                "own annotation_uid",
+          REVERSED_WINDOW: "scored as misses, as the NLQ evaluator scores them; check clip_start_sec and clip_end_sec",
+          NO_TEXT: "NLQ-queries does not count them; give each its sentence ('query') to evaluate it"}
 
 
 def _number(record, key, what):
@@ -31,37 +46,52 @@ def _number(record, key, what):
     return value
 
 
-def _clip_queries(clip, labeled, counts):
-    """The queries of one clip entry."""
+def _clip_queries(clip, labeled, left_out, seen):
+    """The queries of one clip entry; ``seen``: {annotation_uid: its clip_uid} of the file so far."""
     if not isinstance(clip, dict) or not isinstance(clip.get("clip_uid"), str) or not clip["clip_uid"]:
         raise Dropped("clip without clip_uid")
+    clip_uid = clip["clip_uid"]
     # rounded to the microsecond: the difference of two times of the file, not its float residue
     duration = round(_number(clip, "video_end_sec", "clip") - _number(clip, "video_start_sec", "clip"), 6)
     if not 0 < duration < math.inf:
         raise Dropped("clip with a non-positive duration")
     queries = []
-    for annotation in clip.get("annotations") or []:
+    for number, annotation in enumerate(clip.get("annotations") or []):
         uid = annotation.get("annotation_uid") if isinstance(annotation, dict) else None
-        if not isinstance(uid, str) or not uid or not isinstance(annotation.get("language_queries"), list):
-            counts["annotation without annotation_uid or language_queries"] += 1
+        listed = annotation.get("language_queries") if isinstance(annotation, dict) else None
+        if not isinstance(uid, str) or not uid or not isinstance(listed, list):
+            left_out.add("annotation without annotation_uid or language_queries",
+                         f"annotation {number} of clip {clip_uid!r}", _listed(listed))
             continue
-        for index, record in enumerate(annotation["language_queries"]):
+        if uid in seen:
+            left_out.add(DUPLICATE_ANNOTATION, f"{uid!r} in clip {clip_uid!r} (first in clip {seen[uid]!r})",
+                         _listed(listed))
+            continue
+        seen[uid] = clip_uid
+        for index, record in enumerate(listed):
             try:
-                queries.append(_query(clip["clip_uid"], duration, uid, index, record, labeled, counts))
+                queries.append(_query(clip_uid, duration, uid, index, record, labeled, left_out.counts))
             except Dropped as dropped:
-                counts[str(dropped)] += 1
+                reason = str(dropped)
+                left_out.add(reason, None if reason in COUNTED_ONLY else f"{uid!r} query {index}")
     return queries
+
+
+def _listed(language_queries):
+    """How many queries a dropped annotation is counted as: those it lists, at least one."""
+    return max(len(language_queries), 1) if isinstance(language_queries, list) else 1
 
 
 def _query(clip_uid, duration, annotation_uid, index, record, labeled, counts):
     if not isinstance(record, dict) or not isinstance(record.get("query"), str) or not record["query"].strip():
-        raise Dropped("query without text")
+        raise Dropped(NO_TEXT)
     sentence = sentence_text(record["query"])
     qid = f"{annotation_uid}_{index}"
     if not labeled:
         return Query(clip_uid, duration, 0.0, duration, sentence, qid=qid, labeled=False)
     start, end, clipped = query_window(_number(record, "clip_start_sec", "query"),
-                                       _number(record, "clip_end_sec", "query"), duration, "query window outside its clip")
+                                       _number(record, "clip_end_sec", "query"), duration,
+                                       "query window outside its clip")
     if clipped:
         counts["moment clipped to the video"] += 1
     return Query(clip_uid, duration, start, end, sentence, qid=qid)
@@ -76,19 +106,37 @@ def _has_windows(data):
 
 @register_format(FORMAT, query_ids=True)
 def read(path, durations, counts):
-    """The queries of an NLQ file, clip by clip in the file's order; ``durations`` is not used."""
+    """The queries of an NLQ file, clip by clip in the file's order; ``durations`` is not used.
+    A clip_uid listed again must give its clip the same duration."""
     data = read_json(path)
     if not isinstance(data.get("videos"), list):
         raise TanError(f"annotation file {path!r}: expected Ego4D NLQ's layout, an object with a \"videos\" list")
     labeled = _has_windows(data)
-    queries = []
+    queries, left_out, seen, lengths = [], LeftOut(counts), {}, {}
     for video in data["videos"]:
-        for clip in (video.get("clips") or []) if isinstance(video, dict) else []:
+        for number, clip in enumerate((video.get("clips") or []) if isinstance(video, dict) else []):
             try:
-                queries += _clip_queries(clip, labeled, counts)
+                found = _clip_queries(clip, labeled, left_out, seen)
             except Dropped as dropped:
-                counts[str(dropped)] += _queries_listed(clip)
+                where = video.get("video_uid") if isinstance(video.get("video_uid"), str) else "?"
+                uid = clip.get("clip_uid") if isinstance(clip, dict) else None
+                left_out.add(str(dropped), repr(uid) if isinstance(uid, str) and uid else
+                             f"clip {number} of video {where!r}", _queries_listed(clip))
+                continue
+            if found:
+                _check_duration(path, found[0], lengths)
+            queries += found
+    left_out.warn(path, ADVICE)
     return queries
+
+
+def _check_duration(path, query, lengths):
+    """A clip's features are read by its clip_uid: two entries of one clip_uid are one clip, of one duration."""
+    known = lengths.setdefault(query.video, query.duration)
+    if abs(known - query.duration) > 1e-3:
+        raise TanError(f"annotation file {path!r}: clip {query.video!r} is listed again with a duration of "
+                       f"{query.duration} s, first with {known} s; a clip_uid names one clip (its features are read "
+                       f"by it): give each clip its own clip_uid")
 
 
 def _queries_listed(clip):

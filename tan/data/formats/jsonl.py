@@ -5,10 +5,12 @@ import json
 import math
 
 from ...errors import TanError
-from .common import Dropped, Query, clip_moment, json_number, moment, read_text, register_format, sentence_text
+from .common import (Dropped, LeftOut, Query, clip_moment, json_number, moment, read_text, register_format,
+                     sentence_text)
 
 JSONL_FIELDS = ("qid", "query", "vid", "duration", "relevant_windows")
 UNLABELED_FIELDS = JSONL_FIELDS[:-1]  # a split released without labels (QVHighlights' test)
+DUPLICATE_QID = "qid seen before in the file"
 
 
 def _clipped_window(stamp, duration, counts):
@@ -37,7 +39,7 @@ def _jsonl_query(record, seen, counts, labeled=True):
         raise Dropped("vid not a string")
     qid = str(qid)
     if qid in seen:
-        raise Dropped("qid seen before in the file")
+        raise Dropped(DUPLICATE_QID)
     duration = json_number(record["duration"])
     if duration is None:
         raise Dropped("duration not a number")
@@ -106,10 +108,14 @@ def read(path, durations, counts):
     labeled = any(isinstance(r, dict) and "relevant_windows" in r for r in records)
     if not labeled:
         _check_unlabeled(path, records)
-    queries, seen = [], set()
+    queries, seen, left_out = [], set(), LeftOut(counts)
     for record in records:
         try:
             queries.append(_jsonl_query(record, seen, counts, labeled))
         except Dropped as dropped:
-            counts[str(dropped)] += 1
+            # a repeated id is named: the two records are one query to every file that keys by qid
+            # (sentence features, the submission file)
+            reason = str(dropped)
+            left_out.add(reason, repr(record["qid"]) if reason == DUPLICATE_QID else None)
+    left_out.warn(path, {DUPLICATE_QID: "the first record of each qid is kept; give each query its own qid"})
     return queries

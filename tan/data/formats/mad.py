@@ -7,18 +7,24 @@ the movie's seconds, twice: ``timestamps`` as aligned from the audio description
 ``ext_timestamps``, the window the benchmark's baselines train and are scored on. This reader
 takes ``ext_timestamps`` where a query has them, as those baselines do, and ``timestamps``
 otherwise; the moment is clipped to the movie, and a query whose moment has no length is left
-out and counted (EMPTY_WINDOW); tan-test's MAD figures count it as a miss. (VLG-Net's loader keeps
-such a query with the moment of the query before it, a slip of its loop; a miss is what a
-prediction of no window can score.)
+out and counted (EMPTY_WINDOW), as is one that ends before it starts (REVERSED_WINDOW); tan-test's
+MAD figures count both as misses. (VLG-Net's loader keeps such a query with the moment of the
+query before it, a slip of its loop; a miss is what a prediction of no window can score.) What is
+left out for a fault of the file is named in a warning (the file and the query ids).
 """
 import math
 
 from ...errors import TanError
-from .common import (EMPTY_WINDOW, Dropped, Query, json_number, query_window, read_json, register_format,
-                     sentence_text)
+from .common import (EMPTY_WINDOW, REVERSED_WINDOW, Dropped, LeftOut, Query, json_number, query_window, read_json,
+                     register_format, sentence_text)
 
 FORMAT = "mad"
-__all__ = ["EMPTY_WINDOW", "FORMAT", "MOMENT_KEYS", "read"]
+__all__ = ["EMPTY_WINDOW", "FORMAT", "MOMENT_KEYS", "NOT_ASKED", "REVERSED_WINDOW", "read"]
+# The queries of a file that its MAD figures do not count: without a sentence or a movie, nothing is asked.
+NOT_ASKED = ("query not an object", "query without movie", "query without text")
+# Counted without a warning: the release itself has a few moments of no length.
+COUNTED_ONLY = (EMPTY_WINDOW,)
+ADVICE = {REVERSED_WINDOW: "scored as misses; check its timestamps (ext_timestamps first)"}
 # The moment the baselines read first; the other is taken where a query lacks it.
 MOMENT_KEYS = ("ext_timestamps", "timestamps")
 
@@ -63,16 +69,18 @@ def read(path, durations, counts):
     if not isinstance(data, dict) or not data or not all(isinstance(v, dict) for v in list(data.values())[:10]):
         raise TanError(f"annotation file {path!r}: expected MAD's layout, an object of query id -> "
                        f"{{movie, sentence, timestamps, ext_timestamps, movie_duration}}")
-    queries, lengths = [], {}
+    queries, lengths, left_out = [], {}, LeftOut(counts)
     for qid, record in data.items():
         try:
             query = _query(qid, record, counts)
         except Dropped as dropped:
-            counts[str(dropped)] += 1
+            reason = str(dropped)
+            left_out.add(reason, None if reason in COUNTED_ONLY else repr(qid))
             continue
         known = lengths.setdefault(query.video, query.duration)
         if abs(known - query.duration) > 1e-3:
             raise TanError(f"annotation file {path!r}: query {qid!r} gives movie {query.video!r} a duration of "
                            f"{query.duration} s, an earlier query {known} s; a movie has one duration")
         queries.append(query)
+    left_out.warn(path, ADVICE)
     return queries

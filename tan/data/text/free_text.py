@@ -10,6 +10,7 @@ from ...utils.logger import get_logger
 from ..catalog import resolve_path
 from ..dataset import named
 from ..generated import cache_dir, write_configured
+from .glove import check_finite_vectors
 from .word_index import WordVectorIndex
 from ..tokens import tokenize
 
@@ -49,7 +50,9 @@ class SentenceEncoder:
 
     def __call__(self, sentences):
         tokens = [tokenize(s) for s in sentences]
-        self.known.update(self.index.lookup({t for ts in tokens for t in ts} - set(self.known)))
+        found = self.index.lookup({t for ts in tokens for t in ts} - set(self.known))
+        check_finite_vectors(self.path, found)
+        self.known.update(found)
         encoded = []
         for sentence, ts in zip(sentences, tokens):
             unknown = list(dict.fromkeys(t for t in ts if t not in self.known))  # each word once, in order

@@ -46,6 +46,17 @@ def parse_vector(path, line_no, numbers):
         raise TanError(f"{path}:{line_no}: the last {len(numbers)} fields of the line are not numbers") from None
 
 
+def check_finite_vectors(path, vectors):
+    """TanError naming ``path`` and the words of ``vectors`` ({word: vector}) whose vector holds NaN or
+    an infinite value ("nan" and "inf" parse as numbers): a sentence with such a word would score NaN
+    everywhere and rank no moment, silently."""
+    bad = sorted(word for word, vector in vectors.items() if not np.isfinite(vector).all())
+    if bad:
+        more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+        raise TanError(f"word-vector file {path!r}: the vector of {bad[0]!r}{more} holds NaN or infinite values; "
+                       f"correct its line, or remove it so that the word is unknown")
+
+
 def read_word_vectors(path, vocab, dim):
     """Vectors of the words in ``vocab`` from a GloVe text file: {word: float32[dim]}.
 

@@ -14,7 +14,8 @@ import h5py
 import numpy as np
 
 from ...errors import TanError
-from ..features.array_files import array_shape, list_array_files, read_array
+from ...utils.progress import progress
+from ..features.array_files import list_array_files, read_array
 from ..features.rows import l2_normalize_rows
 from .inputs import TextInput, register_text_input
 
@@ -39,6 +40,7 @@ class SentenceFeatures:
         self.size = size
         self.key = key or TEXT_KEY
         self.paths = []  # row -> file (a folder) or query id (an HDF5 file), for the queries encoded so far
+        self.qids = []  # row -> the query's id
         self._files = None
         self._h5 = None  # (process id, open file): a handle is not shared with loader workers
 
@@ -76,6 +78,7 @@ class SentenceFeatures:
         if path is None:
             return np.asarray([-1], dtype=np.int64)
         self.paths.append(path)
+        self.qids.append(str(query.qid))
         return np.asarray([len(self.paths) - 1], dtype=np.int64)
 
     def drop_reason(self, ids):
@@ -88,32 +91,38 @@ class SentenceFeatures:
         return "sentences from precomputed features"
 
     def _where(self, ids):
-        name = self.paths[int(ids[0])]
-        return f"{self.folder!r}, query {name!r}" if self.hdf5 else repr(name)
+        row = int(ids[0])
+        if self.hdf5:
+            return f"{self.folder!r}, query {self.paths[row]!r}"
+        return f"{self.paths[row]!r} (query {self.qids[row]!r})"
 
     def check_encoded(self, ids_list, dataset):
-        """Every kept query's features are [L >= 1, size] (file headers only)."""
-        if self.size is None:
-            return
-        for ids in ids_list:
-            shape = self.shape(ids)
-            if len(shape) != 2 or shape[0] < 1 or shape[1] != self.size:
+        """Every kept query's features are [L >= 1, size] and finite. Each query's values are read once:
+        a NaN or infinite value makes every score of its query NaN, which ranks no moment, and the
+        figures would fall to 0 without a word."""
+        where = os.path.basename(self.folder.rstrip(os.sep))
+        for ids in progress(ids_list, total=len(ids_list), desc=f"checking {where}", unit="query"):
+            values = self._values(ids)
+            if self.size is not None and (values.ndim != 2 or len(values) < 1 or values.shape[1] != self.size):
                 raise TanError(f"dataset {dataset!r}: {self._where(ids)} holds sentence "
-                               f"features of shape {shape}; expected [L, {self.size}] (INPUT.PRE_QUERY_SIZE)")
+                               f"features of shape {values.shape}; expected [L, {self.size}] (INPUT.PRE_QUERY_SIZE)")
+            finite = np.isfinite(values)
+            if not finite.all():
+                rows = finite.reshape(len(values), -1).all(axis=1) if values.ndim > 1 else finite.reshape(-1)
+                raise TanError(f"dataset {dataset!r}: {self._where(ids)} holds sentence features with NaN or "
+                               f"infinite values ({int((~rows).sum())} of its {len(rows)} rows); extract that "
+                               f"query's features again, or remove them so that the query is left out and counted "
+                               f"({MISSING!r})")
 
-    def shape(self, ids):
-        """(L, E) of an encoded query's features, from its header."""
+    def _values(self, ids):
+        """[L, E] float32 token features of an encoded query, as stored."""
         if self.hdf5:
-            return tuple(self._h5_dataset(self.paths[int(ids[0])]).shape)
-        return array_shape(self.paths[int(ids[0])], self.key, "text_feature_key")
+            return np.asarray(self._h5_dataset(self.paths[int(ids[0])])[()], dtype=np.float32)
+        return read_array(self.paths[int(ids[0])], self.key, "text_feature_key")
 
     def lookup(self, ids):
         """[L, E] token features of an encoded query, rows L2-normalised."""
-        if self.hdf5:
-            values = np.asarray(self._h5_dataset(self.paths[int(ids[0])])[()], dtype=np.float32)
-        else:
-            values = read_array(self.paths[int(ids[0])], self.key, "text_feature_key")
-        return l2_normalize_rows(values)
+        return l2_normalize_rows(self._values(ids))
 
 
 @register_text_input("sentence_features")

@@ -9,6 +9,7 @@ from ..catalog import resolve_path
 from ..generated import cache_dir as prepared_data_folder
 from ..tokens import tokenize
 from .free_text import SentenceEncoder
+from .glove import check_finite_vectors
 from .inputs import TextInput, known_share, register_text_input
 from .words import Vocabulary, cached_word_vectors
 
@@ -60,6 +61,7 @@ class WordVectors(TextInput):
             comm.synchronize()
             if not comm.is_main_process():
                 vectors = cached_word_vectors(path, words, dim, cache_dir)
+            check_finite_vectors(path, vectors)
             get_logger("data").info("word vectors: %d of %d words found in %s", len(vectors), len(words), path)
             self._vocabulary = Vocabulary(vectors, dim)
         return self._vocabulary
