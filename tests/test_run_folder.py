@@ -457,13 +457,58 @@ def test_a_log_file_that_fails_later_is_switched_off_with_one_warning(tmp_path, 
 def test_a_metrics_record_that_cannot_be_written_is_cut_off_and_named(tmp_path):
     """A real short write (a file-size limit in this process): the file keeps its
     whole records only, and the error names it."""
-    from tan.engine.hooks import TrainingLogger
+    from tan.engine.records import RunRecords
 
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"epoch": 1}\n')
-    logger = TrainingLogger.__new__(TrainingLogger)
-    logger.metrics_path = str(path)
+    records = RunRecords(str(tmp_path))
     with file_size_limit(path.stat().st_size + 10), \
             pytest.raises(TanError, match=f"cannot write {path}: File too large"):
-        logger.write({"epoch": 2, "loss": 0.123456789, "note": "x" * 100})
+        records.write({"epoch": 2, "loss": 0.123456789, "note": "x" * 100})
     assert path.read_text() == '{"epoch": 1}\n'
+
+
+def test_records_are_cut_back_to_what_a_checkpoint_saw(tmp_path):
+    """RunRecords: a checkpoint's lengths, then lines written after it (one cut short by a kill); a
+    run resumed from it keeps the lines before it, empties a hook's file the checkpoint never saw
+    when it first writes to it, and a checkpoint without lengths keeps the records before its
+    iteration and its first validation to come."""
+    from tan.engine.records import RunRecords
+
+    records = RunRecords(str(tmp_path))
+    for iteration in (2, 4):
+        records.write({"epoch": 1, "iter": iteration, "iteration": iteration})
+    records.write({"epoch": 1, "note": "a hook's"}, "mine.jsonl")
+    saved = records.lengths()
+    assert saved == {"metrics.jsonl": 2, "mine.jsonl": 1}
+    records.write({"epoch": 2, "iter": 2, "iteration": 6})
+    records.write({"epoch": 1, "dataset": "val", "R@1": 5.0})
+    records.write({"epoch": 2}, "mine.jsonl")
+    records.write({"epoch": 2}, "late.jsonl")
+    with open(tmp_path / "metrics.jsonl", "a") as f:
+        f.write('{"epoch": 2, "it')  # a line a kill cut short
+    resumed = RunRecords(str(tmp_path))
+    resumed.rewind(saved)
+    assert [json.loads(line)["iteration"] for line in open(tmp_path / "metrics.jsonl")] == [2, 4]
+    assert (tmp_path / "mine.jsonl").read_text() == '{"epoch": 1, "note": "a hook\'s"}\n'
+    assert (tmp_path / "late.jsonl").read_text() == '{"epoch": 2}\n'  # untouched until written to
+    resumed.write({"epoch": 2, "again": True}, "late.jsonl")
+    assert (tmp_path / "late.jsonl").read_text() == '{"epoch": 2, "again": true}\n'
+    assert resumed.lengths() == {"metrics.jsonl": 2, "mine.jsonl": 1, "late.jsonl": 1}
+    resumed.rewind({})  # a run that starts afresh: no record of before is its own
+    assert (tmp_path / "metrics.jsonl").read_text() == ""
+    resumed.write({"epoch": 1}, "mine.jsonl")
+    assert (tmp_path / "mine.jsonl").read_text() == '{"epoch": 1}\n'
+
+    from tan.engine.state import TrainingState
+    from tan.engine.trainer import _recorded_before
+
+    for record in ({"epoch": 1, "iter": 4, "iteration": 4}, {"epoch": 1, "dataset": "val"},
+                   {"epoch": 2, "iter": 2, "iteration": 6}, {"epoch": 2, "dataset": "val"}):
+        resumed.write(record)
+    # an epoch's end saved before its hooks ran (epoch 2's), by a version that counted no records
+    resumed.rewind(None, legacy_keep=_recorded_before(TrainingState(epoch=3, iteration=8)))
+    assert [json.loads(line) for line in open(tmp_path / "metrics.jsonl")] == [
+        {"epoch": 1, "iter": 4, "iteration": 4}, {"epoch": 1, "dataset": "val"}, {"epoch": 2, "iter": 2, "iteration": 6}]
+    with pytest.raises(TanError, match="a record file is named like 'my_hook.jsonl'"):
+        resumed.write({}, "../elsewhere.txt")
