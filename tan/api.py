@@ -27,7 +27,7 @@ from .data.prediction_inputs import reads_backbone_features
 from .engine.prediction import (SENTENCE_BATCH, check_duration, check_sentences, checked_features, encode_video,
                                 ground_and_draw, ground_sentences, ground_windowed, load_trained_model,
                                 window_picture)
-from .engine.windows import WindowedVideo, window_settings, window_spans
+from .engine.windows import WindowedVideo, describe_windows, window_settings
 from .engine.wrappers import unwrap
 from .engine.precision import amp_is_emulated, slow_amp_warning
 from .errors import TanError
@@ -102,11 +102,12 @@ class Grounder:
         windowed grounding instead of being encoded whole."""
         duration = check_duration(duration)
         if self.windows is not None and self.windows.applies_to(duration):
-            spans = window_spans(duration, self.windows.length, self.windows.stride)
-            get_logger("api").info("a video of %.1f s: grounded in %d windows of %.4g s", duration, len(spans),
-                                   self.windows.length)
             features = checked_features(self.model, self.cfg, features)
-            return EncodedVideo(None, duration, WindowedVideo(features, duration, spans, self.windows))
+            windowed = WindowedVideo.of(features, duration, self.windows)
+            get_logger("api").info("%s", describe_windows(duration, windowed.spans, len(features), self.windows))
+            if len(windowed.spans) > 1:
+                return EncodedVideo(None, duration, windowed)
+            # its rows are no more than one window takes: every window would hold the same rows
         return EncodedVideo(encode_video(self.model, self.cfg, features, self.device), duration)
 
     def encode_sentences(self, sentences):

@@ -168,7 +168,8 @@ class RunData:
     def trained_span(self):
         """What the training videos (DATASETS.TRAIN) last as the model takes them in (whole, by the
         windows of its clip input or by INPUT.TRAIN_WINDOW), for windowed grounding of longer videos
-        (tan.engine.windows): {"median": s, "longest": s, "videos": n}; None without training
+        (tan.engine.windows): {"median": s, "longest": s, "videos": n}, the longest a video that
+        evaluation may score whole (ClipInput.whole_seconds); None without training
         datasets. Read from the annotations alone, once a run (the checkpointer, the periodic
         evaluation and the test each ask)."""
         if self._trained_span is None:
@@ -185,7 +186,10 @@ class RunData:
         clips, windows = self.declared.clip_input, self.train_windows
         seconds = np.asarray([windows.trained_seconds(d) if windows else clips.trained_seconds(d)
                               for d in durations.values()], dtype=np.float64)
-        return {"median": round(float(np.median(seconds)), 4), "longest": round(float(seconds.max()), 4),
+        # the longest is what evaluation may score whole: the window of a run trained by windows, but the
+        # whole video for a model that trains on windows of its own rows and reads whole videos
+        whole = [windows.trained_seconds(d) if windows else clips.whole_seconds(d) for d in durations.values()]
+        return {"median": round(float(np.median(seconds)), 4), "longest": round(float(max(whole)), 4),
                 "videos": len(seconds)}
 
     def check_labeled(self):

@@ -12,7 +12,9 @@ from collections import defaultdict
 
 import torch
 
+from ..data.dataset import named
 from ..utils import comm
+from ..utils.logger import get_logger
 from ..utils.progress import progress
 from .prediction import ground_windowed
 from .windows import WindowedVideo, window_spans
@@ -27,12 +29,32 @@ class WindowedEvaluation:
         self.cfg, self.settings = cfg, settings
 
     def long_videos(self, dataset):
-        """{video index: [query indices]} of the videos of ``dataset`` that are grounded by windows."""
-        chosen = defaultdict(list)
+        """{video index: [query indices]} of the videos of ``dataset`` that are grounded by windows:
+        longer than the threshold, and with more feature rows than one window takes (a video of
+        fewer rows, whatever its duration, is scored whole in the evaluation's usual pass: windows
+        would all hold its same rows; the log names them)."""
+        longer = defaultdict(list)
         for index, (video, duration) in enumerate(zip(dataset.video_ids.tolist(), dataset.durations.tolist())):
             if self.settings.applies_to(duration):
-                chosen[video].append(index)
-        return dict(chosen)
+                longer[video].append(index)
+        rows = dataset.features.shapes([dataset.videos[video] for video in longer]) if longer else {}
+        chosen, few_rows = {}, []
+        for video, queries in longer.items():
+            name, duration = dataset.videos[video], float(dataset.durations[queries[0]])
+            if name in rows and len(self.spans(duration, rows[name][0])) == 1:
+                few_rows.append(name)
+            else:
+                chosen[video] = queries
+        if few_rows:
+            get_logger("inference").info(
+                "%s: %d video%s longer than %.4g s with no more feature rows than one window of %.4g s takes, "
+                "scored whole: %s", getattr(dataset, "name", "the dataset"), len(few_rows),
+                "" if len(few_rows) == 1 else "s", self.settings.longer_than, self.settings.length, named(few_rows))
+        return chosen
+
+    def spans(self, duration, num_rows):
+        """The windows of a video of ``duration`` seconds and ``num_rows`` feature rows, laid on its rows."""
+        return window_spans(duration, self.settings.length, self.settings.stride, num_rows)
 
     def describe(self, chosen):
         """What was windowed, for the log and for metrics.json."""
@@ -51,8 +73,7 @@ class WindowedEvaluation:
         for video in progress(mine, total=len(mine), desc="windows", unit="video"):
             queries = chosen[video]
             duration = float(dataset.durations[queries[0]])
-            spans = window_spans(duration, self.settings.length, self.settings.stride)
-            windowed = WindowedVideo(dataset.features.read(dataset.videos[video]), duration, spans, self.settings)
+            windowed = WindowedVideo.of(dataset.features.read(dataset.videos[video]), duration, self.settings)
             moments, scores, filled, _ = ground_windowed(core, self.cfg, windowed,
                                                          [dataset.query(i) for i in queries], device, topk)
             for row, index in enumerate(queries):

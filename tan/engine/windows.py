@@ -14,7 +14,11 @@ seconds and merged: one NMS over the whole video, top-k over the whole
 video. Memory follows the batch of windows, not the video's length.
 
 A window is scored as a video of its own, so scores compare across windows
-as they compare across the videos of an evaluation.
+as they compare across the videos of an evaluation. The windows are laid on
+the video's feature rows (window_spans with its rows): each holds the same
+number of whole rows, so a model that takes the rows at their own rate gets
+inputs of one size, and no two start at the same row; a video whose rows
+are no more than one window's is scored whole.
 """
 import math
 from typing import NamedTuple
@@ -23,6 +27,7 @@ import numpy as np
 import torch
 
 from ..data.features.rows import window_rows
+from ..errors import TanError
 from ..structures.candidates import Candidates
 from .evaluation import top_candidates
 
@@ -67,17 +72,81 @@ def window_settings(cfg, trained_span, evaluation=False):
     longer_than = float(window.LONGER_THAN) or float(span.get("longest") or 0.0) or length
     settings = WindowSettings(length, stride, max(longer_than, length), int(window.BATCH), int(window.CANDIDATES))
     source = "TEST.WINDOW.LENGTH" if window.LENGTH else f"the median of the {span.get('videos', '?')} training videos"
-    return settings, f"{settings.describe()} (length from {source})"
+    return settings, f"{settings.describe()} (length from {source}); {_threshold_source(window, span, settings)}"
 
 
-def window_spans(duration, length, stride):
+def _threshold_source(window, span, settings):
+    """Where the threshold of ``settings`` comes from, for the log."""
+    threshold, longest = f"{settings.longer_than:.4g} s", float(span.get("longest") or 0.0)
+    if window.LONGER_THAN:
+        raised = float(window.LONGER_THAN) < settings.longer_than
+        return f"{threshold}: TEST.WINDOW.LONGER_THAN" + (", raised to the window's length" if raised else "")
+    if longest:
+        if longest < settings.longer_than:
+            return f"{threshold}: the window's length, as the longest training video ({longest:.4g} s) is shorter"
+        return f"{threshold}: the longest training video, as the model took it in"
+    return f"{threshold}: the window's length, as the checkpoint records no longest training video"
+
+
+def window_spans(duration, length, stride, num_rows=None):
     """[(start, end)] seconds: windows of ``length`` every ``stride`` from 0, the last one
-    ending at ``duration`` (moved back so that every window has the full length)."""
+    ending at ``duration`` (moved back so that every window has the full length); a video
+    not longer than one window is one window, the whole video.
+
+    With ``num_rows`` (the video's feature rows, which a window takes whole: tan.data.features.rows.
+    window_rows), the windows are laid on the rows: every window holds the same number of rows
+    (``length`` at the video's rate, at least one) and starts at the row nearest its start, so that
+    a model that takes the rows at their own rate gets inputs of one
+    size, and no two windows start at the same row; a video of no more rows than a window is one
+    window."""
+    if num_rows is not None:
+        return _row_spans(duration, length, stride, int(num_rows))
     if duration <= length:
         return [(0.0, float(duration))]
-    count = math.ceil((duration - length) / stride) + 1
-    starts = [min(i * stride, duration - length) for i in range(count)]
-    return [(float(s), float(s) + length) for s in dict.fromkeys(starts)]
+    # a hair under the quotient: a float a hair above a whole number would add a window a hair after the
+    # last, holding the same rows (the last window starts at duration - length whatever the count)
+    count = math.ceil((duration - length) / stride - 1e-9) + 1
+    starts = [i * stride for i in range(count - 1)]
+    return [(float(s), float(s) + length) for s in starts] + [(float(duration - length), float(duration))]
+
+
+def _row_spans(duration, length, stride, num_rows):
+    rows, step = window_size_in_rows(duration, length, stride, num_rows)
+    if rows >= num_rows:
+        return [(0.0, float(duration))]
+    last = num_rows - rows
+    if step <= 1:  # a stride under a row: a window at every row (not one per stride, most of them the same)
+        firsts = range(last + 1)
+    else:
+        count = math.ceil(last / step - 1e-9) + 1
+        # the row nearest each start (a length or stride recorded to 4 decimals lies a hair off the rows),
+        # the last window ending at the last row
+        firsts = dict.fromkeys([min(math.floor(i * step + 0.5), last) for i in range(count - 1)] + [last])
+    seconds = float(duration) / num_rows
+    return [(first * seconds, float(duration) if first == last else (first + rows) * seconds) for first in firsts]
+
+
+def window_size_in_rows(duration, length, stride, num_rows):
+    """(rows of a window, rows from one window's start to the next) of a video of ``num_rows``
+    feature rows over ``duration`` seconds: the window's seconds at its rate rounded to whole rows,
+    at least one; the stride at that rate, no longer than a window (no row left out between two)."""
+    rate = num_rows / float(duration)
+    rows = min(num_rows, max(1, math.floor(length * rate + 0.5)))
+    return rows, min(float(rows), stride * rate)
+
+
+def describe_windows(duration, spans, num_rows, settings):
+    """What grounding a video of ``duration`` seconds and ``num_rows`` feature rows in ``spans``
+    (:func:`window_spans` on its rows) does, for the log: its windows' real seconds and rows, or,
+    for one window, that it is scored whole."""
+    rows, _ = window_size_in_rows(duration, settings.length, settings.stride, num_rows)
+    if len(spans) == 1:
+        return (f"a video of {duration:.1f} s: scored whole: it has {num_rows} feature "
+                f"row{'' if num_rows == 1 else 's'}, no more than one window of {settings.length:.4g} s takes "
+                f"({rows} at its rate)")
+    start, end = spans[0]
+    return (f"a video of {duration:.1f} s: grounded in {len(spans)} windows of {end - start:.4g} s ({rows} feature "
+            f"row{'' if rows == 1 else 's'} each) every {settings.stride:.4g} s")
 
 
 class WindowedVideo(NamedTuple):
@@ -87,6 +156,12 @@ class WindowedVideo(NamedTuple):
     duration: float
     spans: list
     settings: WindowSettings
+
+    @classmethod
+    def of(cls, features, duration, settings):
+        """The video of ``features`` [T, D] in the windows of ``settings``, laid on its rows."""
+        return cls(features, float(duration), window_spans(duration, settings.length, settings.stride, len(features)),
+                   settings)
 
 
 @torch.no_grad()
@@ -105,6 +180,10 @@ def ground_in_windows(model, cfg, video, encoded_sentences, device, topk, prepar
         spans = video.spans[first:first + settings.batch]
         bounds = [window_rows(total_rows, video.duration, s, e) for s, e in spans]
         prepared = [prepare(video.features[first_row:end_row]) for first_row, end_row, _, _ in bounds]
+        sizes = sorted({len(p[0]) for p in prepared})
+        if len(sizes) > 1:  # spans in seconds that are not on the rows: windows a row apart in size
+            raise TanError(f"windows of {' and '.join(map(str, sizes))} rows in one batch: the windows must "
+                           f"hold the same rows each; lay them on the video's rows (WindowedVideo.of)")
         rows = torch.stack([p[0] for p in prepared]).to(device)
         counts = [p[1] for p in prepared]
         durations = torch.tensor([e - s for _, _, s, e in bounds], dtype=torch.float32)

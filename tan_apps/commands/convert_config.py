@@ -7,6 +7,8 @@ catalog it needs beside it (OUT stem + "_catalog.yaml") when the reference
 reads its data from its own layout; then it is loaded as training would
 load it, so a converted file that tan would refuse is never left behind.
 What the conversion could not carry over is listed at the top of the file.
+The written config evaluates as the reference does, every video whole
+(TEST.WINDOW.IN_EVALUATION False), unless the model's converter says otherwise.
 
 Examples:
   tan-convert-config reference/experiments/charades/EXPERIMENT.yaml --out my_charades.yaml \\
@@ -71,6 +73,23 @@ def with_root(config, root):
     return config
 
 
+# What every reference's evaluation does, which tan's evaluation does only when told.
+EVALUATED_WHOLE = ("TEST.WINDOW.IN_EVALUATION False: tan-test and the periodic evaluation score every video "
+                   "whole, as the reference evaluates (tan-predict, the API and the demo still window videos "
+                   "longer than the training ones; docs/long_videos.md)")
+
+
+def evaluated_as_the_reference(config, notes):
+    """(``config``, ``notes``) with the evaluation the reference runs: every video scored whole
+    (TEST.WINDOW.IN_EVALUATION False), unless the converter chose windows itself."""
+    test = dict(config.get("TEST") or {})
+    window = dict(test.get("WINDOW") or {})
+    if "IN_EVALUATION" in window:
+        return config, notes
+    window["IN_EVALUATION"] = False
+    return dict(config, TEST=dict(test, WINDOW=window)), (*notes, EVALUATED_WHOLE)
+
+
 def header(path, name, notes):
     lines = [f"Converted by tan-convert-config from {path} (model {name})."]
     lines += [f"Note: {note}" for note in notes]
@@ -85,7 +104,8 @@ def main(argv=None):
     if not isinstance(data, dict):
         raise TanError(f"{args.file}: expected a mapping of settings at the top, got {type(data).__name__}")
     name, converted = recognise(data, args.file)
-    config = with_root(converted.config, args.data_root)
+    config, notes = evaluated_as_the_reference(with_root(converted.config, args.data_root), tuple(converted.notes))
+    converted = converted._replace(notes=notes)
     if args.plugin:
         config = dict(config, PLUGINS=list(args.plugin))
     out = os.path.abspath(args.out)

@@ -50,6 +50,12 @@ class ClipInput:
         """The seconds of a video of ``duration`` that one training item takes in: all of it."""
         return duration
 
+    def whole_seconds(self, duration):
+        """The seconds of a training video of ``duration`` that evaluation may score whole as the
+        model was trained (the longest of them is the threshold of windowed grounding): what a
+        training item takes in."""
+        return self.trained_seconds(duration)
+
     def describe(self):
         return f"{type(self).__name__}({self.num_clips}{'' if self.normalize else ', not normalised'})"
 
@@ -116,6 +122,12 @@ class NativeClips(ClipInput):
     def trained_seconds(self, duration):
         """A training item is a window of ``num_clips`` rows: that many rows' seconds (when the rate is known)."""
         return min(duration, self.num_clips * self.seconds_per_row) if self.seconds_per_row else duration
+
+    def whole_seconds(self, duration):
+        """All of it: evaluation reads a whole video at the rows' own rate, where a cell lasts what it
+        lasted in a training window, as the references evaluate; only a video longer than every
+        training video is windowed."""
+        return duration
 
     def take(self, base, rng=None):
         total, start = len(base), 0

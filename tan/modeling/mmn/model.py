@@ -15,6 +15,7 @@ from ...utils.hooks import HookBase
 from ..map2d.config import MAP_RUNTIME_KEYS
 from ..map2d.feat2d import build_feat2d
 from ..map2d.featpool import build_featpool
+from ..map2d.reference_files import MMN as MMN_FILES
 from ..meta_arch import GroundingModel
 from . import config
 from .joint_conv import JointProposalConv
@@ -77,6 +78,7 @@ class MMN(GroundingModel):
     KEYS_OUTSIDE = config.KEYS_OUTSIDE
     add_config = staticmethod(config.add_mmn_config)
     validate_config = staticmethod(config.validate_mmn_config)
+    from_foreign_config = staticmethod(MMN_FILES.convert)  # MCG-NJU/MMN's files, for tan-convert-config
     check_environment = staticmethod(check_text_encoder)
 
     @classmethod

@@ -7,6 +7,7 @@ from ..map2d.config import MAP_RUNTIME_KEYS
 from ..map2d.feat2d import build_feat2d
 from ..map2d.featpool import build_featpool
 from ..map2d.iou_loss import ScaledIoULoss
+from ..map2d.reference_files import CHENJOYA
 from ..meta_arch import GroundingModel
 from .config import add_tan_config, validate_tan_config
 from ..map2d.definitions import runs_own_definition
@@ -23,6 +24,7 @@ class TAN(GroundingModel):
 
     add_config = staticmethod(add_tan_config)
     validate_config = staticmethod(validate_tan_config)
+    from_foreign_config = staticmethod(CHENJOYA.convert)  # chenjoya/2dtan's files, for tan-convert-config
 
     def __init__(self, cfg):
         super().__init__()
