@@ -414,8 +414,8 @@ def test_a_log_that_cannot_be_written_at_start_stops_the_run(synthetic_root, tmp
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "Traceback" not in proc.stdout + proc.stderr and "Logging error" not in proc.stderr
     assert error_lines(proc)[-1].endswith(f"cannot write {out}/log.txt: File too large")
-    assert sorted(os.listdir(out)) == ["log.txt"]  # what it could write; no config.yml, no lock
-    assert 0 < (out / "log.txt").stat().st_size <= 1500
+    # refused at its start in a folder it made: the part of the log it could write goes with the folder
+    assert not out.exists()
 
 
 def test_a_log_file_that_fails_later_is_switched_off_with_one_warning(tmp_path, capsys):
@@ -500,14 +500,14 @@ def test_records_are_cut_back_to_what_a_checkpoint_saw(tmp_path):
     resumed.write({"epoch": 1}, "mine.jsonl")
     assert (tmp_path / "mine.jsonl").read_text() == '{"epoch": 1}\n'
 
+    from tan.engine.records import recorded_before
     from tan.engine.state import TrainingState
-    from tan.engine.trainer import _recorded_before
 
     for record in ({"epoch": 1, "iter": 4, "iteration": 4}, {"epoch": 1, "dataset": "val"},
                    {"epoch": 2, "iter": 2, "iteration": 6}, {"epoch": 2, "dataset": "val"}):
         resumed.write(record)
     # an epoch's end saved before its hooks ran (epoch 2's), by a version that counted no records
-    resumed.rewind(None, legacy_keep=_recorded_before(TrainingState(epoch=3, iteration=8)))
+    resumed.rewind(None, legacy_keep=recorded_before(TrainingState(epoch=3, iteration=8)))
     assert [json.loads(line) for line in open(tmp_path / "metrics.jsonl")] == [
         {"epoch": 1, "iter": 4, "iteration": 4}, {"epoch": 1, "dataset": "val"}, {"epoch": 2, "iter": 2, "iteration": 6}]
     with pytest.raises(TanError, match="a record file is named like 'my_hook.jsonl'"):

@@ -18,6 +18,7 @@ Examples (after the README's quick start; the third after docs/quickstart.md's v
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 
@@ -30,8 +31,11 @@ import tan
 from tan.errors import TanError
 from tan.structures.moments import temporal_iou
 from tan_apps.commands.predict import extractor_models
+from tan_apps.synthetic.features import CLIP_SECONDS
 from tan_apps.synthetic.long_videos import long_video
-from tan_apps.synthetic.videos import write_long_video
+from tan_apps.synthetic.videos import FPS, write_long_video
+
+VIDEO_FRAME_SECONDS = 1 / FPS
 
 
 def feature_videos(seconds, queries, moment_seconds):
@@ -85,16 +89,31 @@ def build_parser():
     return parser
 
 
+def _check(args):
+    """What numpy or the generators would end in a traceback for, refused in one line."""
+    if args.seed < 0:
+        raise SystemExit(f"--seed {args.seed}: expected a number of 0 or more")
+    shortest = VIDEO_FRAME_SECONDS if args.video_files else CLIP_SECONDS  # a shorter moment has no frame or row
+    if not args.moment_seconds >= shortest:
+        raise SystemExit(f"--moment-seconds {args.moment_seconds:g}: a moment lasts at least a "
+                         f"{'frame' if args.video_files else 'clip'}; give {shortest:g} or more")
+    if args.video_files and not all(2 * args.moment_seconds <= seconds for seconds in args.seconds):
+        raise SystemExit(f"--seconds: a long video file must last at least twice --moment-seconds "
+                         f"({args.moment_seconds:g} s)")
+    clips = round(args.moment_seconds / CLIP_SECONDS)  # what long_video counts in: clips of CLIP_SECONDS
+    if not all(math.isfinite(seconds) and clips < round(seconds / CLIP_SECONDS) for seconds in args.seconds):
+        raise SystemExit(f"--seconds: a long video must last longer than --moment-seconds ({args.moment_seconds:g} s) "
+                         f"by a clip ({CLIP_SECONDS:g} s) or more")
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    _check(args)
     if args.write:
         feats, duration, sentence, moment = long_video(args.seconds[0], args.moment_seconds, args.seed)
         np.save(args.write, feats)
         print(json.dumps({"features": args.write, "duration": duration, "sentence": sentence, "moment": moment}))
         return 0
-    if args.video_files and any(2 * args.moment_seconds > seconds for seconds in args.seconds):
-        raise SystemExit(f"--seconds: a long video file must last at least twice --moment-seconds "
-                         f"({args.moment_seconds:g} s)")
     if not args.ckpt:
         raise SystemExit("give --ckpt (a model trained on the synthetic dataset), or --write FILE.npy")
     logging.disable(logging.WARNING)  # one line per unknown word of the templates; the table is the output

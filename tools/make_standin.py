@@ -96,6 +96,8 @@ def parse_args(argv=None):
                              f"{MAD_MINUTES[0]:g} to {MAD_MINUTES[1]:g})")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if args.seed < 0:  # numpy's generators take none below 0
+        parser.error(f"--seed {args.seed}: expected a number of 0 or more")
     _check_layout_options(parser, args)
     return args
 

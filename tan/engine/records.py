@@ -152,3 +152,22 @@ def _ends_in_newline(path):
     with open(path, "rb") as f:
         f.seek(-1, os.SEEK_END)
         return f.read(1) == b"\n"
+
+
+def recorded_before(state):
+    """For a checkpoint saved before the lengths of the records were (``state``: its
+    tan.engine.state.TrainingState): which metrics.jsonl records came before it (training steps up
+    to its iteration, validations of the epochs before the first one a resumed run validates)."""
+    first_validated = state.epoch_to_close or state.epoch
+
+    def keep(record):
+        if "iteration" in record:
+            return record["iteration"] <= state.iteration
+        if "dataset" in record:
+            return record.get("epoch", 0) < first_validated
+        return True
+    return keep
+
+# Keys a resumed run cannot change: its checkpoint holds the state of the optimizer and the schedule
+# they chose (a trainer may build its own), which another one cannot take.
+FIXED_IN_A_RUN = ("SOLVER.OPTIMIZER", "SOLVER.SCHEDULER", "TRAINER")

@@ -3,8 +3,9 @@
 Before anything is written: the folder is created, locked for this run alone,
 cleared of what a killed run left, and its config.yml compared with this
 run's config (docs/checkpoints.md §6 gives the rules; docs/training.md the
-flag). As the run goes: config.yml and config_history.jsonl, and what a run
-that stopped before its first checkpoint takes back.
+flag). As the run goes: config.yml and config_history.jsonl, what a run
+that stopped before its first checkpoint takes back, and what a run refused
+at its start takes back (its log, and the folder it made).
 
 config.yml is the config the next epoch trains with; config_history.jsonl
 says which values held from which epoch. Each time config.yml is written a
@@ -25,11 +26,13 @@ from ..config.compare import config_changes, flatten
 from ..config.setup import save_config
 from ..errors import TanError
 from ..utils.io import atomic_write_text, clear_abandoned_temporaries, read_json_lines, read_named_text
+from ..utils.logger import close_log_file
 from ..utils.run_lock import RunLock, describe_holder
 
 ACCEPT_FLAG = "--accept-config-changes"
 CONFIG_FILE = "config.yml"
 HISTORY_FILE = "config_history.jsonl"
+LOG_FILE = "log.txt"
 
 
 @dataclass
@@ -43,16 +46,26 @@ class RunFolder:
     changes: list = field(default_factory=list)
     removed_temporaries: list = field(default_factory=list)
     created: bool = False  # OUTPUT_DIR did not exist before this run
+    log_started: bool = False  # there was no log.txt: the one in the folder is this run's
+    started: bool = False  # the run began to train: :meth:`record` wrote the folder's config
+
+    def release(self):
+        """The run is over, however it ended: unlock. A run that never began to train (refused at its
+        start) takes back what it wrote: its own log.txt where that is all the folder holds, and
+        OUTPUT_DIR where this run made it, so that a refusal leaves no folder behind that looks like a
+        run's. The console keeps the message that says why."""
+        self.lock.release()
+        take_back_log(self.path, self.log_started and not self.started, self.created)
 
     def abandon(self):
-        """This run stops before it started: unlock, and remove OUTPUT_DIR if this run made it and left it empty."""
-        self.lock.release()
-        _remove_if_empty(self.path, self.created)
+        """This run stops before it started (:meth:`release`)."""
+        self.release()
 
     def record(self, cfg, state, logger):
         """config.yml becomes the config the next step trains with (``state``: the run's
         TrainingState); the history says from where: its first line for a fresh folder, a change
         line for accepted changes. Nothing is written for a resumed run with the same config."""
+        self.started = True
         if self.fresh:
             logger.info("saved the merged config to %s", commit_config(cfg, start_record(cfg, state.epoch)))
             return
@@ -86,6 +99,20 @@ class RunFolder:
 def _remove_if_empty(path, created):
     if created and os.path.isdir(path) and not os.listdir(path):
         os.rmdir(path)
+
+
+def take_back_log(folder, log_started, created):
+    """The log.txt a run started in ``folder`` (``log_started``), where it is all the folder holds,
+    removed (it stops being written to), and the folder with it where the run made it (``created``):
+    what a run refused at its start leaves. Best effort: an error is on its way to the user."""
+    path = os.path.join(folder, LOG_FILE)
+    try:
+        if log_started and os.path.isdir(folder) and os.listdir(folder) == [LOG_FILE]:
+            close_log_file(path)
+            os.unlink(path)
+        _remove_if_empty(folder, created)
+    except OSError:
+        pass
 
 
 def create_output_dir(path):

@@ -16,7 +16,7 @@ from ..utils.events import check_tensorboard
 from ..utils.io import read_named_text
 from ..utils.logger import log_file_failure, setup_logger
 from ..utils.rng import seed_everything
-from .run_folder import create_output_dir, open_run_folder
+from .run_folder import create_output_dir, open_run_folder, take_back_log
 
 
 # Evaluation reads the test split only: no training file needs to be on disk.
@@ -34,11 +34,17 @@ class Session:
     distributed: bool
     data: RunData
     folder: object = None
+    output_made: bool = False  # evaluation: OUTPUT_DIR did not exist before this run (rank 0)
+    log_started: bool = False  # evaluation: OUTPUT_DIR/log.txt is this run's own (rank 0)
 
     def close(self):
-        """Give the run folder's lock back (also done at exit): the run is over, however it ended."""
+        """The run is over, however it ended: give the run folder's lock back (also done at exit). A
+        run refused before it wrote anything but its log takes the log back, and OUTPUT_DIR where it
+        made it (:meth:`tan.engine.run_folder.RunFolder.release`)."""
         if self.folder is not None:
-            self.folder.lock.release()
+            self.folder.release()
+        else:
+            take_back_log(self.cfg.OUTPUT_DIR, self.log_started, self.output_made)
 
 
 def resolve_device(name, local_rank=0):
@@ -60,29 +66,29 @@ def resolve_device(name, local_rank=0):
 
 def _prepare_output_dir(cfg, training, accept_changes):
     """Rank 0 creates OUTPUT_DIR, and for training locks it and checks its config
-    (tan/engine/run_folder.py); every rank stops if that fails."""
-    folder, error = None, None
+    (tan/engine/run_folder.py); every rank stops if that fails. Returns (the run folder for
+    training on rank 0, whether OUTPUT_DIR was made by this run)."""
+    folder, created, error = None, False, None
     if comm.is_main_process():
         try:
             if training:
                 folder = open_run_folder(cfg, accept_changes)
+                created = folder.created
             else:
-                create_output_dir(cfg.OUTPUT_DIR)
+                created = create_output_dir(cfg.OUTPUT_DIR)
         except TanError as e:
             error = e
     if comm.reduce_max_int(error is not None):
         raise error or TanError(f"rank 0 could not prepare OUTPUT_DIR {cfg.OUTPUT_DIR!r} (its message says why)")
-    return folder
+    return folder, created
 
 
 def _start_log(cfg):
     """log.txt on rank 0; a log that cannot be written at start stops the run and is not left empty."""
-    existed = os.path.exists(os.path.join(cfg.OUTPUT_DIR, "log.txt"))
     try:
-        logger = setup_logger(cfg.OUTPUT_DIR, comm.get_rank())
+        return setup_logger(cfg.OUTPUT_DIR, comm.get_rank())
     except OSError as e:
         raise TanError(f"cannot write {os.path.join(cfg.OUTPUT_DIR, 'log.txt')}: {e.strerror or e}") from None
-    return logger, existed
 
 
 def _check_log(existed):
@@ -128,12 +134,16 @@ def default_setup(cfg, args, training=True, declared=None):
     prepare_backends(cfg, device)
     # on every rank: reading a generated dataset's annotations writes it first (rank 0, the others wait)
     data_warnings = data.check_with_processes(comm.get_world_size())
-    folder = _prepare_output_dir(cfg, training, getattr(args, "accept_config_changes", False))
+    folder, output_made = _prepare_output_dir(cfg, training, getattr(args, "accept_config_changes", False))
+    # a run refused before it wrote more than its log takes that log back (RunFolder.release, Session.close)
+    log_started = comm.is_main_process() and not os.path.exists(os.path.join(cfg.OUTPUT_DIR, "log.txt"))
+    if folder is not None:
+        folder.log_started = log_started
     try:
-        logger, log_existed = _start_log(cfg)
+        logger = _start_log(cfg)
         _log_run(logger, args, cfg, device)
         if comm.is_main_process():
-            _check_log(log_existed)
+            _check_log(not log_started)
             for warning in data_warnings:
                 logger.warning("%s", warning)
         if folder is not None:
@@ -141,6 +151,8 @@ def default_setup(cfg, args, training=True, declared=None):
     except BaseException:  # a TanError, or Ctrl-C: the run never started
         if folder is not None:
             folder.abandon()
+        else:
+            take_back_log(cfg.OUTPUT_DIR, log_started, output_made)
         raise
     seed_everything(cfg.SEED)
-    return Session(cfg, device, distributed, data, folder)
+    return Session(cfg, device, distributed, data, folder, output_made, log_started)

@@ -39,7 +39,7 @@ from ..utils.registry import Registry
 from .hooks import (FINAL_NAME, BestModel, EpochCheckpointer, LoopPlan, PeriodicEvaluator, Step, StopOnSignal,
                     TrainingLogger, check_best_metric)
 from .precision import make_grad_scaler
-from .records import RunRecords
+from .records import RunRecords, recorded_before
 from .setup import default_setup
 from .state import TrainingState
 from .step import run_step
@@ -66,20 +66,6 @@ def _named(hooks):
         seen[name] = seen.get(name, 0) + 1
         yield (name if seen[name] == 1 else f"{name}#{seen[name]}"), hook
 
-
-def _recorded_before(state):
-    """For a checkpoint saved before the lengths of the records were: which metrics.jsonl records
-    came before it (training steps up to its iteration, validations of the epochs before the
-    first one a resumed run validates)."""
-    first_validated = state.epoch_to_close or state.epoch
-
-    def keep(record):
-        if "iteration" in record:
-            return record["iteration"] <= state.iteration
-        if "dataset" in record:
-            return record.get("epoch", 0) < first_validated
-        return True
-    return keep
 
 # Keys a resumed run cannot change: its checkpoint holds the state of the optimizer and the schedule
 # they chose (a trainer may build its own), which another one cannot take.
@@ -264,8 +250,10 @@ class Trainer:
             self._record_config(state)
             if os.path.abspath(self.final) in map(os.path.abspath, self.checkpointer.unreadable):
                 # model_final.pth could not be read and the run resumed from its last epoch's
-                # checkpoint, which holds the same state: write the final model again from it.
-                self.checkpointer.save(FINAL_NAME, **resumed)
+                # checkpoint, which holds the same state: write the final model again from it, after the
+                # epoch's hooks, which the finished run ran, with what it recorded.
+                self.checkpointer.save(FINAL_NAME, **dict(resumed, epoch_hooks_done=True,
+                                                          records=self.records.lengths()))
                 self.logger.warning("%s could not be read; written again from %s, which holds all %d epochs",
                                     self.final, self.checkpointer.loaded, cfg.SOLVER.MAX_EPOCH)
             else:
@@ -281,7 +269,7 @@ class Trainer:
         # Only now, with everything the new config could fail on behind us, does the folder say it holds.
         self._record_config(state)
         # What the run recorded after the checkpoint it resumes from is done again, so it goes.
-        self.records.rewind(state.records if state.iteration else {}, legacy_keep=_recorded_before(state))
+        self.records.rewind(state.records if state.iteration else {}, legacy_keep=recorded_before(state))
         try:
             self.train_loop(state)
         except BaseException:

@@ -9,6 +9,7 @@ import os
 import re
 
 import torch
+import yaml
 
 from ..errors import TanError
 from .io import atomic_torch_save, atomic_write_text, read_named_file
@@ -67,6 +68,13 @@ def check_model_weights(model, state, path, adapt=True):
     mismatched = [f"{k}: checkpoint {list(state[k].shape)} vs model {list(own[k].shape)}"
                   for k in own if k in state and state[k].shape != own[k].shape]
     if missing or unexpected or mismatched:
+        # Weights that do not fit are most often another model's: say so rather than list its names.
+        other, this_model = _architecture_of_file(path), _model_name(model)
+        if other and this_model and other != this_model:
+            raise TanError(f"checkpoint {path!r} is a checkpoint of another model: {other} (the MODEL.ARCHITECTURE it "
+                           f"was trained with), where this config's model is {this_model}; give a checkpoint of "
+                           f"{this_model}, or a config whose MODEL.ARCHITECTURE is {other}")
+
         def show(items):
             return ", ".join(items[:8]) + (f" (+{len(items) - 8} more)" if len(items) > 8 else "")
         parts = []
@@ -78,6 +86,11 @@ def check_model_weights(model, state, path, adapt=True):
             parts.append(f"not in the model: {show(unexpected)}")
         raise TanError(f"checkpoint {path!r} does not fit the configured model ({'; '.join(parts)}); "
                        f"is it from another config?")
+
+
+def _model_name(model):
+    """The MODEL.ARCHITECTURE a model was registered under (tan.config.models.register_model), or None."""
+    return getattr(model, "NAME", None) or getattr(getattr(model, "module", None), "NAME", None)
 
 
 # How torch.save's files begin: a zip archive (torch >= 1.6), or a pickle (the legacy format).
@@ -95,8 +108,10 @@ def read_checkpoint(path, lazily=False):
     try:
         return torch.load(path, map_location="cpu", weights_only=False, mmap=lazily and head == _TORCH_MAGICS[0])
     except Exception as e:  # noqa: BLE001 - truncated or damaged: torch raises many kinds
+        # torch's first sentence says what failed; the rest is advice a user of tan cannot act on
+        detail = (str(e).strip().splitlines() or [""])[0].split(". ", 1)[0]
         raise TanError(f"checkpoint {path!r} cannot be read: it is truncated or damaged "
-                       f"({type(e).__name__}: {e})") from None
+                       f"({type(e).__name__}: {detail})") from None
 
 
 def stored_config(checkpoint):
@@ -104,6 +119,31 @@ def stored_config(checkpoint):
     files, the reference's, bare state dicts)."""
     text = checkpoint.get(CONFIG_FIELD) if isinstance(checkpoint, dict) else None
     return text if isinstance(text, str) else None
+
+
+def stored_architecture(checkpoint):
+    """MODEL.ARCHITECTURE of the config a checkpoint (or a Checkpointer's ``info``) was saved with: the
+    model it holds; None where it carries no config."""
+    text = stored_config(checkpoint)
+    if text is None:
+        return None
+    try:
+        config = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return None
+    model = config.get("MODEL") if isinstance(config, dict) else None
+    name = model.get("ARCHITECTURE") if isinstance(model, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
+def _architecture_of_file(path):
+    """The model a checkpoint file records (:func:`stored_architecture`), None when unknown or unreadable."""
+    if not (isinstance(path, str) and os.path.isfile(path)):
+        return None
+    try:
+        return stored_architecture(read_checkpoint(path, lazily=True))
+    except TanError:
+        return None
 
 
 def stored_extractors(checkpoint):
@@ -186,10 +226,11 @@ def last_checkpoint(save_dir):
     return last_checkpoint_file(save_dir)[0]
 
 
-def training_checkpoints(save_dir):
+def training_checkpoints(save_dir, unreadable=None):
     """The training checkpoints in ``save_dir`` (model_{e}e[_{it}it].pth and model_final.pth; not
     model_best.pth, which holds weights only), as [(progress, path)], latest in training first; the
-    progress of model_final.pth is what it records (read lazily), and one that cannot be read is left out."""
+    progress of model_final.pth is what it records (read lazily), and one that cannot be read is left out
+    (``unreadable``: a list that gets what it says of it, so that a caller can name it)."""
     found = []
     for name in sorted(os.listdir(save_dir)) if save_dir and os.path.isdir(save_dir) else ():
         path = os.path.join(save_dir, name)
@@ -197,7 +238,9 @@ def training_checkpoints(save_dir):
         if progress is None and name == FINAL and os.path.isfile(path):
             try:
                 progress = recorded_progress(read_checkpoint(path, lazily=True))
-            except TanError:
+            except TanError as e:
+                if unreadable is not None:
+                    unreadable.append((path, str(e)))
                 continue
         if progress is not None and os.path.isfile(path):
             found.append((progress, path))
@@ -205,14 +248,58 @@ def training_checkpoints(save_dir):
     return sorted(found, key=lambda pair: (pair[0], os.path.basename(pair[1]) == FINAL), reverse=True)
 
 
-def latest_checkpoint(save_dir, read=read_checkpoint, resuming=True):
+def name_of_progress(progress):
+    """The file name training gives the checkpoint of ``progress`` (epoch, steps of it done)."""
+    epoch, steps = progress
+    return f"model_{epoch}e_{steps}it.pth" if steps else f"model_{epoch - 1}e.pth"
+
+
+def _misnamed(path, checkpoint):
+    """(the progress its name says, the progress it records) of a training checkpoint whose name says
+    another point in training than it holds (a file renamed or copied over another); else None."""
+    named, recorded = progress_of_name(os.path.basename(path)), recorded_progress(checkpoint)
+    return (named, recorded) if named and recorded and named != recorded else None
+
+
+def _another_model(checkpoint, architecture):
+    """The model a checkpoint records when it is not ``architecture`` (a run's MODEL.ARCHITECTURE, None:
+    unknown), else None."""
+    other = stored_architecture(checkpoint)
+    return other if architecture and other and other != architecture else None
+
+
+def _not_of_this_run(path, checkpoint, architecture):
+    """What makes checkpoint ``path`` of a run folder no checkpoint of this run (``architecture``: its
+    MODEL.ARCHITECTURE, None when unknown): another model's, or a name that says another point in
+    training than the file holds; None when nothing does."""
+    name = os.path.basename(path)
+    other = _another_model(checkpoint, architecture)
+    if other:
+        return f"{name} is a checkpoint of another model ({other}, where this run's model is {architecture})"
+    misnamed = _misnamed(path, checkpoint)
+    if misnamed:
+        named, recorded = misnamed
+        return (f"{name}'s name says it was saved {_progress_text(named)}, but it holds the state "
+                f"{_progress_text(recorded)}")
+    return None
+
+
+def _same_file(a, b):
+    return a is not None and b is not None and os.path.abspath(a) == os.path.abspath(b)
+
+
+def latest_checkpoint(save_dir, read=read_checkpoint, resuming=True, architecture=None):
     """(path, checkpoint, warning) of the checkpoint to resume ``save_dir`` from: what last_checkpoint
     names; when that file or the checkpoint it names cannot be read, the latest readable one by
-    training progress (``warning`` says why); (None, None, None) without last_checkpoint.
+    training progress (``warning`` says why, and names every checkpoint passed over and why);
+    (None, None, None) without last_checkpoint.
 
-    ``resuming``: it never goes back past a readable checkpoint saved later in training than the
-    one last_checkpoint names: that is an error, as resuming would train those steps again and
-    overwrite the later files. ``read``: how a checkpoint is read (:func:`read_checkpoint`)."""
+    ``architecture``: the run's MODEL.ARCHITECTURE. A checkpoint of another model is refused where
+    last_checkpoint names it, and passed over as a fallback. ``resuming``: it never goes back past a
+    readable checkpoint saved later in training than the one it resumes from, and never writes over a
+    file that is no checkpoint of this run (another model's, or one whose name says another point in
+    training than it holds): each is an error, as resuming would train those steps again and overwrite
+    the later files. ``read``: how a checkpoint is read (:func:`read_checkpoint`)."""
     latest, problem = last_checkpoint_file(save_dir)
     if latest is None and problem is None:
         return None, None, None
@@ -222,40 +309,129 @@ def latest_checkpoint(save_dir, read=read_checkpoint, resuming=True):
         except TanError as e:
             problem = str(e)
         else:
+            _refuse_another_model(save_dir, latest, checkpoint, architecture, resuming)
+            written_over = []
             if resuming:
-                _refuse_going_back(save_dir, latest, checkpoint)
-            return latest, checkpoint, None
-    for _, path in training_checkpoints(save_dir):
-        if latest is not None and os.path.abspath(path) == os.path.abspath(latest):
+                written_over = _refuse_going_back(save_dir, latest, checkpoint, architecture)
+                _refuse_misnamed(save_dir, latest, checkpoint)
+            return latest, checkpoint, "; ".join(written_over) or None
+    unreadable = []
+    passed_over = []  # what a fallback went past, named in its warning: each file it passed over and why
+    for _, path in training_checkpoints(save_dir, unreadable):
+        if _same_file(path, latest):
             continue
         try:
             checkpoint = read(path)
-        except TanError:
+        except TanError as e:
+            passed_over.append(str(e))
             continue
-        return path, checkpoint, (f"{problem}; falling back to the latest readable checkpoint in training "
-                                  f"order, {path}")
-    advice = (f"remove {os.path.join(save_dir, LAST_CHECKPOINT)} to train from scratch" if resuming else
+        why_not = _not_of_this_run(path, checkpoint, architecture)
+        if why_not:
+            passed_over.append(f"{why_not}: passed over")
+            continue
+        if resuming:
+            _refuse_going_back(save_dir, path, checkpoint, architecture)
+        return path, checkpoint, "; ".join([problem, *_named(unreadable, latest), *passed_over,
+                                            f"falling back to the latest readable checkpoint in training order, "
+                                            f"{path}"])
+    # without last_checkpoint a model_final.pth is taken for a finished run's: it has to go too
+    final = os.path.join(save_dir, FINAL)
+    also_final = f" and {final}" if os.path.lexists(final) else ""
+    advice = (f"remove {os.path.join(save_dir, LAST_CHECKPOINT)}{also_final} to train from scratch" if resuming else
               "name a readable checkpoint file with --ckpt")
-    raise TanError(f"{problem}, and no other checkpoint in {save_dir} can be read; {advice}")
+    skipped = "".join(f"; {why}" for why in [*_named(unreadable, latest), *passed_over])
+    raise TanError(f"{problem}{skipped}, and no other checkpoint in {save_dir} can be read; {advice}")
 
 
-def _refuse_going_back(save_dir, latest, checkpoint):
-    """A TanError when a readable training checkpoint was saved later in training than ``latest``."""
+def _named(unreadable, latest):
+    """What :func:`training_checkpoints` said of the files it could not read, less the one already named."""
+    return [why for path, why in unreadable if not _same_file(path, latest)]
+
+
+def _refuse_another_model(save_dir, latest, checkpoint, architecture, resuming):
+    """A TanError when the checkpoint that last_checkpoint names is another model's."""
+    other = _another_model(checkpoint, architecture)
+    if not other:
+        return
+    name = os.path.basename(latest)
+    own = next((path for _, path in training_checkpoints(save_dir) if not _same_file(path, latest)
+                and _is_of_this_run(path, architecture)), None)
+    then = (f"write {os.path.basename(own)!r}, this run's latest checkpoint, into last_checkpoint" if own else
+            ("remove last_checkpoint to train from scratch" if resuming else "name a checkpoint with --ckpt"))
+    raise TanError(f"{os.path.join(save_dir, LAST_CHECKPOINT)} names {name}, a checkpoint of another model: it "
+                   f"was trained as {other}, and this run's model is {architecture}. A run folder holds the "
+                   f"checkpoints of one run: move {name} out of {save_dir}, then {then}")
+
+
+def _read_or_none(path):
+    """The checkpoint at ``path`` read lazily, None when it cannot be read."""
+    try:
+        return read_checkpoint(path, lazily=True)
+    except TanError:
+        return None
+
+
+def _is_of_this_run(path, architecture):
+    checkpoint = _read_or_none(path)
+    return checkpoint is not None and not _not_of_this_run(path, checkpoint, architecture)
+
+
+def _refuse_going_back(save_dir, latest, checkpoint, architecture=None):
+    """A TanError when a readable training checkpoint was saved later in training than ``latest``, or
+    when resuming from ``latest`` would write over a file that is no checkpoint of this run. Returns
+    what it says of the later ones that cannot be read, which resuming writes over."""
     progress = recorded_progress(checkpoint) or progress_of_name(os.path.basename(latest))
     if progress is None:
-        return
-    for later, path in training_checkpoints(save_dir):
-        if later <= progress:
-            break
-        try:
-            read_checkpoint(path, lazily=True)
-        except TanError:
+        return []
+    unreadable = []  # model_final.pth among them when it cannot be read: the run's end writes it again
+    misnamed = _misnamed(latest, checkpoint)
+    saved = (f"saved {_progress_text(progress)}, though its name says {_progress_text(misnamed[0])}" if misnamed
+             else f"saved {_progress_text(progress)}")
+    for named_later, path in training_checkpoints(save_dir, unreadable):
+        if _same_file(path, latest):  # compared with the others, never with itself
             continue
-        raise TanError(f"{os.path.join(save_dir, LAST_CHECKPOINT)} names {os.path.basename(latest)} (saved "
-                       f"{_progress_text(progress)}), but {os.path.basename(path)}, saved later in training "
-                       f"({_progress_text(later)}), is there and readable: resuming would train those steps again "
-                       f"and overwrite it. Write {os.path.basename(path)!r} into last_checkpoint to resume from it, "
-                       f"or move the later checkpoints away to go back")
+        # an earlier file is never written over; model_final.pth is, at the run's end, whatever it records
+        if named_later <= progress and os.path.basename(path) != FINAL:
+            continue
+        try:
+            other = read_checkpoint(path, lazily=True)
+        except TanError as e:  # nothing in it to lose, but the log says which file goes
+            unreadable.append((path, str(e)))
+            continue
+        name = os.path.basename(path)
+        why_not = _not_of_this_run(path, other, architecture)
+        if why_not:
+            renamed = _misnamed(path, other) if not _another_model(other, architecture) else None
+            true_name = (f" (or rename it {name_of_progress(renamed[1])}, the name training gives it)" if renamed
+                         else "")
+            raise TanError(f"{why_not}; resuming from {os.path.basename(latest)} ({saved}) would write over it "
+                           f"when training reaches that point. A run folder holds the checkpoints of one run: "
+                           f"move {name} out of {save_dir}{true_name}")
+        if named_later <= progress:
+            continue
+        later = recorded_progress(other) or named_later
+        raise TanError(f"{os.path.join(save_dir, LAST_CHECKPOINT)} names {os.path.basename(latest)} ({saved}), but "
+                       f"{name}, saved later in training ({_progress_text(later)}), is there and readable: resuming "
+                       f"would train those steps again and overwrite it. Write {name!r} into last_checkpoint to "
+                       f"resume from it, or move the later checkpoints away to go back")
+    return [f"{why}: resuming from {os.path.basename(latest)} writes over it" for path, why in unreadable
+            if not _same_file(path, latest)]
+
+
+def _refuse_misnamed(save_dir, latest, checkpoint):
+    """A TanError when the checkpoint to resume from says another point in training than it holds: the
+    run would save its next checkpoints under names that no longer say what they hold, over it among them."""
+    misnamed = _misnamed(latest, checkpoint)
+    if not misnamed:
+        return
+    named, recorded = misnamed
+    name, true_name = os.path.basename(latest), name_of_progress(recorded)
+    taken = (f" ({true_name} is there too: keep one of the two)"
+             if os.path.exists(os.path.join(save_dir, true_name)) else "")
+    raise TanError(f"{os.path.join(save_dir, LAST_CHECKPOINT)} names {name}, whose name says it was saved "
+                   f"{_progress_text(named)}, but it holds the state {_progress_text(recorded)} (was it renamed?): "
+                   f"resuming from it would save later checkpoints over it. Rename it {true_name}, the name training "
+                   f"gives it, and write {true_name!r} into last_checkpoint{taken}")
 
 
 def _progress_text(progress):
@@ -263,12 +439,14 @@ def _progress_text(progress):
     return f"in epoch {epoch} after {steps} steps" if steps else f"after epoch {epoch - 1}"
 
 
-def default_checkpoint(output_dir, weight=""):
+def default_checkpoint(output_dir, weight="", architecture=None):
     """(checkpoint, warning): the checkpoint the tools use when none is named: the latest in
     ``output_dir`` (what its last_checkpoint file names, model_final.pth once a run has finished, or
     the fallback of :func:`latest_checkpoint`, which ``warning`` then explains), else ``weight``
-    (MODEL.WEIGHT), else ""."""
-    path, _, warning = latest_checkpoint(output_dir, read=lambda p: read_checkpoint(p, lazily=True), resuming=False)
+    (MODEL.WEIGHT), else "". ``architecture``: the config's MODEL.ARCHITECTURE; a checkpoint of
+    another model is named as such (:func:`latest_checkpoint`)."""
+    path, _, warning = latest_checkpoint(output_dir, read=lambda p: read_checkpoint(p, lazily=True), resuming=False,
+                                         architecture=architecture)
     return path or weight or "", warning
 
 
@@ -334,12 +512,14 @@ class Checkpointer:
         """Resume from the latest checkpoint (model, optimizer, scheduler); else
         load ``weight`` (model only); else start fresh. Returns the saved
         loop arguments (empty unless resuming)."""
-        latest, checkpoint, warning = latest_checkpoint(self.save_dir) if use_latest else (None, None, None)
+        latest, checkpoint, warning = (latest_checkpoint(self.save_dir, architecture=stored_architecture(self.info))
+                                       if use_latest else (None, None, None))
         if latest:
             if warning:
-                named = last_checkpoint(self.save_dir)
-                self.unreadable.append(named or os.path.join(self.save_dir, LAST_CHECKPOINT))
                 self.logger.warning("%s", warning)
+            named = last_checkpoint(self.save_dir)
+            if not _same_file(named, latest):  # fallen back: what last_checkpoint names could not be read
+                self.unreadable.append(named or os.path.join(self.save_dir, LAST_CHECKPOINT))
                 if named is None and self.save_to_disk:  # the file names nothing: it names the resume point now
                     atomic_write_text(os.path.join(self.save_dir, LAST_CHECKPOINT), os.path.basename(latest))
                     self.logger.info("%s now names %s", os.path.join(self.save_dir, LAST_CHECKPOINT),

@@ -52,6 +52,18 @@ def setup_logger(output_dir=None, rank=0, filename="log.txt", stream=None):
     return logger
 
 
+def close_log_file(path):
+    """Stop logging to the file ``path`` (closed, and no longer the log file): the console goes on alone."""
+    global _log_file
+    logger = logging.getLogger(LOGGER_NAME)
+    for handler in list(logger.handlers):
+        if isinstance(handler, logging.FileHandler) and os.path.abspath(handler.baseFilename) == os.path.abspath(path):
+            logger.removeHandler(handler)
+            handler.close()
+            if handler is _log_file:
+                _log_file = None
+
+
 def log_file_failure():
     """(path, OSError) of a log file that could not be written since setup_logger, else None."""
     if _log_file is None or _log_file.failure is None:

@@ -6,6 +6,8 @@ import sys
 
 # A config key: OUTPUT_DIR, SOLVER.LR, MODEL.DEVICE ... (never a file name, which has lower case).
 _CONFIG_KEY = re.compile(r"[A-Z][A-Z0-9_]*(\.[A-Z][A-Z0-9_]*)*")
+# A negative number is a value, not an option, as argparse itself reads it (--seeds -1 2).
+_NEGATIVE_NUMBER = re.compile(r"-\d+|-\d*\.\d+")
 
 DEFAULT_CONFIG = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "configs",
                                                "2dtan_128x128_pool_k5l8_tacos.yaml"))
@@ -16,8 +18,8 @@ class ConfigArgumentParser(argparse.ArgumentParser):
 
     Config keys and values never start with "--", so such tokens (and the
     value of an option that takes one; for an option of several values, the
-    tokens up to the next option or config key) are moved in front; what is
-    left is the KEY VALUE list."""
+    tokens up to the next option or config key, negative numbers included) are
+    moved in front; what is left is the KEY VALUE list."""
 
     def parse_args(self, args=None, namespace=None):
         args = list(sys.argv[1:] if args is None else args)
@@ -29,8 +31,8 @@ class ConfigArgumentParser(argparse.ArgumentParser):
             if name in nargs:
                 front.append(token)
                 if "=" not in token and nargs[name] in ("+", "*"):
-                    while k + 1 < len(args) and not args[k + 1].startswith("-") \
-                            and not _CONFIG_KEY.fullmatch(args[k + 1]):
+                    while k + 1 < len(args) and not _CONFIG_KEY.fullmatch(args[k + 1]) \
+                            and (not args[k + 1].startswith("-") or _NEGATIVE_NUMBER.fullmatch(args[k + 1])):
                         front.append(args[k + 1])
                         k += 1
                 elif nargs[name] != 0 and "=" not in token and k + 1 < len(args):

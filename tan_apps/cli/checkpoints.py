@@ -135,7 +135,7 @@ def plan_evaluations(specs, config_file, opts, keep_going=False):
     left out and the others are evaluated."""
     if not specs:
         cfg = load_config(config_file or DEFAULT_CONFIG, opts)
-        checkpoint, warning = default_checkpoint(cfg.OUTPUT_DIR, cfg.MODEL.WEIGHT)
+        checkpoint, warning = default_checkpoint(cfg.OUTPUT_DIR, cfg.MODEL.WEIGHT, cfg.MODEL.ARCHITECTURE)
         name = checkpoint_name(checkpoint) if checkpoint else "untrained"
         return Plan(cfg.OUTPUT_DIR, [Evaluation(name, checkpoint, cfg)], [], [warning] if warning else [])
     paths = expand_checkpoints(specs)
@@ -163,7 +163,7 @@ def one_checkpoint(ckpt, config_file, opts):
         raise TanError("name the model: --ckpt PATH (a checkpoint saved by tan carries its config), "
                        "or --config-file FILE to use the latest checkpoint of its OUTPUT_DIR")
     cfg = load_config(config_file, opts)
-    checkpoint, warning = default_checkpoint(cfg.OUTPUT_DIR, cfg.MODEL.WEIGHT)
+    checkpoint, warning = default_checkpoint(cfg.OUTPUT_DIR, cfg.MODEL.WEIGHT, cfg.MODEL.ARCHITECTURE)
     if warning:
         get_logger("checkpoint").warning("%s", warning)
     if not checkpoint:

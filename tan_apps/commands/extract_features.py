@@ -68,8 +68,14 @@ def build_parser():
     return parser
 
 
+# torch.manual_seed's range: a larger seed ends in "Overflow when unpacking long long"
+LARGEST_SEED = 2 ** 64 - 1
+
+
 def _check(args):
     if args.write_tiny:
+        if not 0 <= args.seed <= LARGEST_SEED:
+            raise TanError(f"--seed {args.seed}: expected a whole number of 0 to {LARGEST_SEED}")
         return
     if not args.model or not args.output:
         raise TanError("--model and --output are needed (only --write-tiny goes without)")

@@ -20,6 +20,9 @@ from tan_apps.cli import signal_exits
 from tan_apps.cli.exit_codes import run_cli
 
 
+LONG_MOMENT_SECONDS = 10.0  # --long-video's asked moment, unless --moment-seconds says otherwise
+
+
 def build_parser():
     from tan_apps.synthetic.videos import LONG_SPLITS, SPLITS
 
@@ -40,7 +43,8 @@ def build_parser():
                         help="instead: write one video of SECONDS of the same stage to DIR/videos/"
                              "synvid_long_{SECONDS}s_{seed}.mp4, with one moment of --moment-seconds among "
                              "others of other shapes, and print its sentence and moment as JSON")
-    parser.add_argument("--moment-seconds", type=float, default=10.0, help="--long-video: the asked moment's length")
+    parser.add_argument("--moment-seconds", type=float, default=None,
+                        help=f"--long-video: the asked moment's length (default {LONG_MOMENT_SECONDS:g})")
     return parser
 
 
@@ -48,10 +52,17 @@ def main(argv=None):
     from tan_apps.synthetic.videos import LONG_SPLITS, SEED, SPLITS, generate
 
     args = build_parser().parse_args(argv)
+    if args.seed is not None and args.seed < 0:  # numpy's generators take none below 0
+        raise TanError(f"--seed {args.seed}: expected a number of 0 or more")
     if args.long_video is not None:
         if args.long:
             raise TanError("--long writes a dataset of long videos, --long-video one video: give one of them")
+        if args.train_videos is not None or args.test_videos is not None:
+            raise TanError("--train-videos and --test-videos go with a dataset; --long-video writes one video: "
+                           "give one of them")
         return write_long(args)
+    if args.moment_seconds is not None:  # it would be ignored without a word
+        raise TanError("--moment-seconds goes with --long-video (the datasets' moments have lengths of their own)")
     defaults = LONG_SPLITS if args.long else SPLITS
     args.train_videos = defaults["train"] if args.train_videos is None else args.train_videos
     args.test_videos = defaults["test"] if args.test_videos is None else args.test_videos
@@ -66,11 +77,14 @@ def main(argv=None):
 
 
 def write_long(args):
-    from tan_apps.synthetic.videos import write_long_video
+    from tan_apps.synthetic.videos import FPS, write_long_video
 
     seed = 0 if args.seed is None else args.seed
-    if seed < 0:
-        raise TanError(f"--seed {seed}: expected a number of 0 or more")
+    if args.moment_seconds is None:
+        args.moment_seconds = LONG_MOMENT_SECONDS
+    if not args.moment_seconds >= 1 / FPS:  # a shorter one rounds to no frame: a moment from t to t
+        raise TanError(f"--moment-seconds {args.moment_seconds:g}: a moment lasts at least a frame; give "
+                       f"{1 / FPS:g} or more (the videos have {FPS} frames per second)")
     if not (math.isfinite(args.long_video) and 0 < 2 * args.moment_seconds <= args.long_video):
         raise TanError(f"--long-video {args.long_video:g} with --moment-seconds {args.moment_seconds:g}: expected a "
                        f"positive moment at most half the video's length")

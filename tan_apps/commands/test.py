@@ -71,6 +71,14 @@ def main(argv=None):
     if not plan.evaluations:
         raise TanError(_left_out_text(plan, "no checkpoint could be evaluated"))
     run = default_setup(plan.evaluations[0].cfg, args, training=False)
+    try:
+        return _evaluate(plan, run, args)
+    finally:
+        run.close()  # a run refused before it wrote a result takes back the log it started
+
+
+def _evaluate(plan, run, args):
+    """The evaluations of ``plan`` on the ``run`` that default_setup prepared; {name: results}."""
     signal_exits.now_doing("testing", "checkpoints and earlier results are kept")
     logger = get_logger()
     several = len(plan.evaluations) + len(plan.left_out) > 1

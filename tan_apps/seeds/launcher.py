@@ -13,6 +13,7 @@ then writes the summary) and "submitit-local" (submitit's local executor: the SL
 import ctypes
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,6 +22,7 @@ import time
 import torch
 
 from tan.config import load_config
+from tan.config.setup import INT_LIMIT
 from tan.engine.run_folder import CONFIG_FILE
 from tan.engine.testing import results_folder
 from tan_apps.seeds.summary import metrics_of, publish_summary, seed_folder
@@ -38,7 +40,8 @@ POLL_SECONDS = 0.2
 
 
 def add_seed_arguments(parser):
-    parser.add_argument("--seeds", nargs="+", type=int, metavar="N",
+    # read as text: check_seed_arguments says in one line what a seed is, where int() would say "invalid int value"
+    parser.add_argument("--seeds", nargs="+", metavar="N",
                         help="train once per seed, each in OUTPUT_DIR/seed_N, then sum every metric up over the "
                              "seeds (mean, standard deviation, each seed) in OUTPUT_DIR/seeds_summary.{json,csv}; "
                              "run the same command again to resume")
@@ -53,12 +56,24 @@ def add_seed_arguments(parser):
                              "slurm_ prefix: partition=gpu, timeout_min=2880, gpus_per_node=1, cpus_per_task=8 ...")
 
 
+def seed_number(text):
+    """The seed ``text`` of --seeds names: a whole number of 0 or more that config SEED can hold (each seed
+    is a run's SEED, trained in OUTPUT_DIR/seed_N)."""
+    text = str(text).strip()
+    if not re.fullmatch(r"\d+", text):
+        raise TanError(f"--seeds {text}: seeds are whole numbers of 0 or more (each trains in OUTPUT_DIR/seed_N)")
+    if int(text) > INT_LIMIT:
+        raise TanError(f"--seeds {text}: seeds are whole numbers of 0 to {INT_LIMIT}, the values config SEED takes")
+    return int(text)
+
+
 def check_seed_arguments(args):
     """Refuse what cannot go with --seeds, before anything runs."""
     if not args.seeds:
         if args.launcher != "local" or args.slurm or args.seeds_at_once != 1:
             raise TanError("--launcher, --slurm and --seeds-at-once go with --seeds")
         return
+    args.seeds = [seed_number(text) for text in args.seeds]
     if len(set(args.seeds)) != len(args.seeds):
         raise TanError(f"--seeds: each seed once, got {args.seeds}")
     keys = args.opts[0::2]
