@@ -222,14 +222,15 @@ def test_a_truncated_word_vector_cache_is_rebuilt_and_a_failed_start_leaves_no_c
     with np.load(cache) as data:  # written again, whole
         assert data["vectors"].shape[0] == len(data["words"]) > 0
 
-    # A start that fails once the run folder is prepared (a bad line in the word-vector file) leaves the
-    # log of what happened and no config.yml that would claim the folder holds a run.
+    # A start that fails once the run folder is prepared (a bad line in the word-vector file) leaves no
+    # config.yml that would claim the folder holds a run, nor a folder holding only its log: the console
+    # says what happened.
     with open(root / "synthetic" / "word_vectors.txt", "a") as f:
         f.write("broken line\n")
     failed = tmp_path / "failed"
     line = one_error(train(str(root), failed, "SOLVER.MAX_EPOCH", "1"))
     assert "word_vectors.txt:" in line and "expected a word and 300 numbers" in line
-    assert sorted(os.listdir(failed)) == ["log.txt"]
+    assert not failed.exists()
 
 
 # ---------------------------------------------------------------- checkpoints
@@ -482,3 +483,424 @@ def test_sigterm_and_sigkill_during_a_conversion_leave_no_temporaries_behind(man
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"cleared what a killed conversion had left: removed {tmp_path / left}" in proc.stdout
     assert temporaries(tmp_path) == [] and len(os.listdir(dst)) == 3000  # ... but the next conversion does
+
+
+# ================================================================ issue 61: sentence features with NaN or inf,
+# Ego4D NLQ's duplicate ids and the queries its figures count (items 5, 6 and 8)
+
+TEXT_WIDTH, VIDEO_WIDTH = 5, 6
+
+
+def text_feature_data(root, storage, bad_value):
+    """A JSON-lines dataset "nan_test" of four queries (qids 0..3) whose sentence features are one HDF5
+    file keyed by qid (``storage`` "hdf5", as MAD ships them) or a folder of qid{qid}.npz files
+    (lighthouse's); query 2's features hold ``bad_value`` in one of their 7 rows. Returns the file
+    that holds query 2's features."""
+    rng = np.random.default_rng(0)
+    (root / "video").mkdir(parents=True)
+    records = []
+    for q in range(4):
+        np.save(root / "video" / f"v{q}.npy", rng.normal(size=(20, VIDEO_WIDTH)).astype(np.float32))
+        records.append({"qid": q, "query": "the person opens the door", "vid": f"v{q}", "duration": 20.0,
+                        "relevant_windows": [[2, 6]]})
+    (root / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    rows = {q: rng.normal(size=(7, TEXT_WIDTH)).astype(np.float32) for q in range(4)}
+    rows[2][3, 1] = bad_value
+    if storage == "hdf5":
+        text = root / "text.h5"
+        with h5py.File(text, "w") as h5:
+            for q, r in rows.items():
+                h5.create_dataset(str(q), data=r)
+        bad = text
+    else:
+        text = root / "text"
+        text.mkdir()
+        for q, r in rows.items():
+            np.savez(text / f"qid{q}.npz", last_hidden_state=r.astype(np.float16))
+        bad = text / "qid2.npz"
+    (root / "catalog.yaml").write_text(json.dumps({"nan_test": {
+        "annotations": "queries.jsonl", "format": "jsonl", "features": "video", "text_features": text.name}}))
+    return bad
+
+
+def text_feature_options(root):
+    return ["DATASETS.ROOT", str(root), "DATASETS.CATALOG", "catalog.yaml", "INPUT.SENTENCE_FEATURES", "True",
+            "INPUT.PRE_QUERY_SIZE", str(TEXT_WIDTH), "MODEL.TAN.FEATPOOL.INPUT_SIZE", str(VIDEO_WIDTH),
+            "DATASETS.TRAIN", "('nan_test',)", "DATASETS.VAL", "()", "DATASETS.TEST", "('nan_test',)",
+            "MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0"]
+
+
+@pytest.mark.parametrize("storage, bad_value", [("hdf5", np.nan), ("folder", np.inf)])
+def test_sentence_features_with_nan_or_inf_are_refused_by_every_tool_naming_the_file_and_the_query(
+        tmp_path, storage, bad_value):
+    """A NaN row made every score of its query NaN: tan-test exited 0 with every metric 0.00 and
+    tan-check-data found no problem. Each tool now refuses the dataset in one line."""
+    root = tmp_path / "data"
+    bad = text_feature_data(root, storage, bad_value)
+    where = f"'{bad}', query '2'" if storage == "hdf5" else f"'{bad}' (query '2')"
+    expected = (f"dataset 'nan_test': {where} holds sentence features with NaN or infinite values (1 of its 7 "
+                f"rows); extract that query's features again, or remove them so that the query is left out and "
+                f"counted ('query without sentence features')")
+    options = text_feature_options(root)
+    report = tmp_path / "report.json"
+    proc = run_main("check_data", "--config-file", SYNTHETIC_CONFIG, "--json", str(report), *options)
+    assert proc.returncode == 1, console(proc)[-3000:]  # the checker's "problems found"
+    assert json.loads(report.read_text())["problems"] == [f"nan_test: {expected}"]
+    assert "no problem found" not in console(proc)
+    out = tmp_path / "test"
+    assert one_error(run_main("test_net", "--config-file", SYNTHETIC_CONFIG, *options, "OUTPUT_DIR",
+                              str(out))).endswith(expected)
+    assert not (out / "inference").exists()  # no metrics.json of zeros
+    assert one_error(train(str(root), tmp_path / "train", *options, "SOLVER.MAX_EPOCH", "1")).endswith(expected)
+
+
+def test_word_vectors_with_nan_are_refused_in_training_and_in_prediction(tmp_path):
+    """The same fault in a GloVe text file ("nan" parses as a number): refused where the word is used."""
+    from tan.data.text.free_text import SentenceEncoder
+
+    root = tmp_path / "data"
+    text_feature_data(root, "hdf5", 0.0)
+    words = ["the", "person", "opens", "door"]
+    lines = [" ".join([w] + [("nan" if w == "door" and k == 2 else f"0.{k + 1}") for k in range(TEXT_WIDTH)])
+             for w in words]
+    (root / "vectors.txt").write_text("\n".join(lines) + "\n")
+    options = text_feature_options(root)
+    options[options.index("INPUT.SENTENCE_FEATURES") + 1] = "False"
+    expected = (f"word-vector file '{root / 'vectors.txt'}': the vector of 'door' holds NaN or infinite values; "
+                f"correct its line, or remove it so that the word is unknown")
+    report = tmp_path / "report.json"
+    proc = run_main("check_data", "--config-file", SYNTHETIC_CONFIG, "--json", str(report), *options,
+                    "INPUT.WORD_VECTORS", "vectors.txt")
+    assert proc.returncode == 1, console(proc)[-3000:]
+    assert json.loads(report.read_text())["problems"] == [f"nan_test: {expected}"]
+    assert one_error(train(str(root), tmp_path / "train", *options, "INPUT.WORD_VECTORS", "vectors.txt",
+                           "SOLVER.MAX_EPOCH", "1")).endswith(expected)
+    encoder = SentenceEncoder(str(root / "vectors.txt"), TEXT_WIDTH, str(tmp_path / "cache"))  # tan-predict's
+    assert len(encoder(["the person opens"])) == 1
+    with pytest.raises(TanError, match=re.escape(expected)):
+        encoder(["the person opens the door"])
+
+
+@pytest.fixture(scope="module")
+def nlq_faults(tmp_path_factory):
+    """An Ego4D NLQ stand-in whose validation file has the faults of issue 61: an annotation of the first
+    clip given again in the second (its annotation_uid twice), a window that ends before it starts and a
+    query without text in the second clip, and a third clip without features. Returns (root, the
+    validation file, its content, the clip without features)."""
+    from tan.data.catalog import builtin_entries
+    from tan_apps.nlq_standin import make_nlq_standin
+
+    root = tmp_path_factory.mktemp("nlq_faults")
+    make_nlq_standin(str(root), dim=32, seed=0, clips_per_split={"train": 2, "val": 3})
+    entry = builtin_entries()["ego4d_nlq_val"]
+    path = root / entry["annotations"]
+    data = json.loads(path.read_text())
+    first, second, featureless = [c for v in data["videos"] for c in v["clips"]]
+    largest = max(first["annotations"], key=lambda a: len(a["language_queries"]))
+    faulty = max(second["annotations"], key=lambda a: len(a["language_queries"]))  # of three queries or more
+    faulty["language_queries"][0].update(query="where is the cup?", clip_start_sec=40.0, clip_end_sec=30.0)
+    faulty["language_queries"][1].update(query="  ")
+    second["annotations"].append(dict(largest, language_queries=[dict(q, query="where is the knife?")
+                                                                 for q in largest["language_queries"][:2]]))
+    path.write_text(json.dumps(data))
+    with h5py.File(root / entry["features"], "a") as h5:
+        del h5[featureless["clip_uid"]]
+    return root, path, data, featureless
+
+
+def nlq_options(root):
+    from conftest import SMALL_2DTAN, STANDIN_RUN
+
+    return ["--config-file", os.path.join(REPO, "configs", "2dtan_ego4d_nlq.yaml"), "DATASETS.ROOT", str(root),
+            *SMALL_2DTAN, *STANDIN_RUN]
+
+
+def test_nlq_duplicate_ids_and_queries_left_out_are_named_and_every_query_with_a_sentence_is_counted(
+        nlq_faults, tmp_path):
+    """A duplicate annotation_uid was accepted (two submission entries of one annotation_uid and
+    query_idx); a clip without features dropped its queries from NLQ-queries; queries without text or
+    with a reversed window were counted without a name."""
+    root, path, data, featureless = nlq_faults
+    first, second, _ = [c for v in data["videos"] for c in v["clips"]]
+    duplicate, faulty = second["annotations"][-1]["annotation_uid"], max(
+        second["annotations"][:-1], key=lambda a: len(a["language_queries"]))["annotation_uid"]
+    with_text = sum(1 for c in (first, second, featureless) for a in c["annotations"] for q in a["language_queries"]
+                    if q.get("query", "").strip())
+    in_featureless = sum(1 for a in featureless["annotations"] for q in a["language_queries"]  # those read
+                         if q.get("query", "").strip() and q["clip_end_sec"] > q["clip_start_sec"])
+    out = tmp_path / "test"
+    proc = run_main("test_net", *nlq_options(root), "OUTPUT_DIR", str(out))
+    assert proc.returncode == 0, console(proc)[-3000:]
+    text = console(proc)
+    # item 6: the later annotation of one uid is left out and counted, as the jsonl reader does a qid seen before
+    assert (f"annotation file '{path}': 2 queries left out (annotation_uid seen before in the file): "
+            f"'{duplicate}' in clip '{second['clip_uid']}' (first in clip '{first['clip_uid']}'); the first "
+            f"annotation of each annotation_uid is kept; give each annotation its own annotation_uid") in text
+    # item 8: the queries left out are named by file, annotation_uid and index
+    assert (f"annotation file '{path}': 1 query left out (query window that ends before it starts): "
+            f"'{faulty}' query 0; scored as misses, as the NLQ evaluator scores them") in text
+    without_text = [f"'{a['annotation_uid']}' query {i}" for c in (first, second, featureless) for a in c["annotations"]
+                    for i, q in enumerate(a["language_queries"]) if not q.get("query", "").strip()]
+    assert f"'{faulty}' query 1" in without_text  # the stand-in has some of its own, as the release has
+    assert (f"annotation file '{path}': {len(without_text)} queries left out (query without text): "
+            f"{', '.join(without_text)}; NLQ-queries does not count them") in text
+    folder = out / "inference" / "untrained" / "ego4d_nlq_val"
+    submission = json.loads((folder / "ego4d_nlq_val_submission.json").read_text())["results"]
+    keys = [(r["annotation_uid"], r["query_idx"]) for r in submission]
+    assert len(keys) == len(set(keys)) and featureless["clip_uid"] not in {r["clip_uid"] for r in submission}
+    # item 8: every query with a sentence is in NLQ-queries, those of the clip without features as misses
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert metrics["NLQ-queries"] == with_text > len(submission)
+    assert (f"ego4d_nlq_val: {in_featureless + 2} of the {with_text} queries of '{path}' could not be evaluated "
+            f"(annotation_uid seen before in the file 2, video missing from the feature file {in_featureless}) and "
+            f"count as misses in the NLQ figures, which are over every query of the file; tan-check-data says what "
+            f"left them out") in text
+
+
+def test_the_checker_counts_and_names_the_nlq_queries_left_out(nlq_faults, tmp_path):
+    root, path, data, featureless = nlq_faults
+    report = tmp_path / "report.json"
+    proc = run_main("check_data", "--json", str(report), *nlq_options(root))
+    assert proc.returncode == 0, console(proc)[-3000:]  # queries left out do not stop training; they are listed
+    [val] = [d for d in json.loads(report.read_text())["datasets"] if d["name"] == "ego4d_nlq_val"]
+    assert val["dropped"]["annotation_uid seen before in the file"] == 2
+    assert val["dropped"]["query window that ends before it starts"] == 1
+    assert val["without_features"] == [featureless["clip_uid"]]
+    assert f"annotation file '{path}': 2 queries left out (annotation_uid seen before in the file)" in console(proc)
+
+
+def test_mad_queries_of_a_movie_without_features_count_as_misses_and_faults_are_named(tmp_path):
+    """The same class in MAD: MAD-queries counts every query of the file with a sentence and a movie (a movie
+    without features, as a clip without features in NLQ, counts its queries as misses), and a query left out
+    for a fault of the file is named by its id."""
+    from conftest import SMALL_2DTAN, STANDIN_RUN
+    from tan.data.catalog import builtin_entries
+    from tan_apps.mad_standin import make_mad_standin
+
+    root = tmp_path / "mad"
+    make_mad_standin(str(root), dim=32, seed=0, movies_per_split={"train": 1, "val": 1, "test": 2},
+                     queries_per_movie={"train": 4, "val": 1, "test": 2}, minutes=(2, 3))
+    entries = builtin_entries()
+    path = root / entries["mad_test"]["annotations"]
+    data = json.loads(path.read_text())
+    movies = sorted({r["movie"] for r in data.values()})
+    reversed_qid = next(q for q, r in data.items() if r["movie"] == movies[0])
+    data[reversed_qid]["ext_timestamps"] = [20.0, 10.0]
+    path.write_text(json.dumps(data))
+    with h5py.File(root / entries["mad_test"]["features"], "a") as h5:
+        del h5[movies[1]]
+    out = tmp_path / "test"
+    proc = run_main("test_net", "--config-file", os.path.join(REPO, "configs", "2dtan_mad.yaml"), "DATASETS.ROOT",
+                    str(root), "OUTPUT_DIR", str(out), *SMALL_2DTAN, *STANDIN_RUN)
+    assert proc.returncode == 0, console(proc)[-3000:]
+    assert (f"annotation file '{path}': 1 query left out (query window that ends before it starts): "
+            f"'{reversed_qid}'; scored as misses") in console(proc)
+    metrics = json.loads((out / "inference" / "untrained" / "mad_test" / "metrics.json").read_text())
+    assert metrics["MAD-queries"] == len(data) == 4 and metrics["num_queries"] == 1
+    assert (f"mad_test: 2 of the 4 queries of '{path}' could not be evaluated (video missing from the feature "
+            f"file 2) and count as misses in the MAD figures, which are over every query of the file") in console(proc)
+
+
+def test_a_plugin_format_with_ids_that_returns_one_qid_twice_is_refused_naming_the_reader(tmp_path):
+    """Every reader whose format has ids is held to unique ids, a plug-in's too: two records of one qid
+    would share the query's sentence features and its line of a submission file."""
+    root = tmp_path / "data"
+    text_feature_data(root, "hdf5", 0.0)
+    plugin = tmp_path / "issue61_repeated_ids.py"
+    plugin.write_text(
+        "import json\n"
+        "from tan.data.formats import Query, register_format\n\n\n"
+        "@register_format('issue61_repeated_ids', query_ids=True)\n"
+        "def read(path, durations, counts):\n"
+        "    records = [json.loads(line) for line in open(path)]\n"
+        "    return [Query(r['vid'], r['duration'], *r['relevant_windows'][0], r['query'], qid='same') "
+        "for r in records]\n")
+    catalog = json.loads((root / "catalog.yaml").read_text())
+    catalog["nan_test"]["format"] = "issue61_repeated_ids"
+    (root / "catalog.yaml").write_text(json.dumps(catalog))
+    report = tmp_path / "report.json"
+    proc = run_main("check_data", "--config-file", SYNTHETIC_CONFIG, "--json", str(report), "PLUGINS",
+                    repr([str(plugin)]), *text_feature_options(root))
+    assert proc.returncode == 1, console(proc)[-3000:]
+    assert json.loads(report.read_text())["problems"] == [
+        f"nan_test: annotation format 'issue61_repeated_ids': its reader issue61_repeated_ids.read returned a record "
+        f"that breaks the Query guarantees of docs/data.md §11.2 (record 2 of '{root / 'queries.jsonl'}': its qid "
+        f"'same' is that of record 1); a reader counts such records and leaves them out"]
+
+
+# ---------------------------------------------------------------- issue 61: checkpoints that are not this run's,
+# seeds, refused starts
+
+MMN_SYNTHETIC = os.path.join(REPO, "configs", "mmn_synthetic.yaml")
+
+
+@pytest.fixture(scope="module")
+def mmn_checkpoint(synthetic_root, tmp_path_factory):
+    """A checkpoint of another model than `finished`'s 2D-TAN: MMN's, after one short epoch."""
+    out = tmp_path_factory.mktemp("mmn") / "out"
+    proc = train(synthetic_root, out, "SOLVER.MAX_EPOCH", "1", "--skip-test", config=MMN_SYNTHETIC)
+    assert proc.returncode == 0, console(proc)[-3000:]
+    return out / "model_1e.pth"
+
+
+def checkpoint_files(run):
+    return {n: (run / n).read_bytes() for n in os.listdir(run) if n.endswith(".pth")}
+
+
+@pytest.mark.slow
+def test_a_renamed_checkpoint_is_compared_with_the_others_not_itself_and_named_for_what_it_holds(
+        finished, synthetic_root, tmp_path):
+    run = copied_run(finished, tmp_path)
+    (run / "model_1e.pth").rename(run / "model_3e.pth")
+    (run / "last_checkpoint").write_text("model_3e.pth")
+    before = checkpoint_files(run)
+    line = one_error(train(synthetic_root, run, "SOLVER.MAX_EPOCH", "2", "--skip-test"))
+    assert line.endswith(f"{run / 'last_checkpoint'} names model_3e.pth (saved after epoch 1, though its name says "
+                         f"after epoch 3), but model_final.pth, saved later in training (after epoch 2), is there and "
+                         f"readable: resuming would train those steps again and overwrite it. Write 'model_final.pth' "
+                         f"into last_checkpoint to resume from it, or move the later checkpoints away to go back")
+    # the advice leads on: the renamed file is named for what it holds, with the name training gives it
+    (run / "last_checkpoint").write_text("model_final.pth")
+    line = one_error(train(synthetic_root, run, "SOLVER.MAX_EPOCH", "2", "--skip-test"))
+    assert line.endswith(f"model_3e.pth's name says it was saved after epoch 3, but it holds the state after epoch 1; "
+                         f"resuming from model_final.pth (saved after epoch 2) would write over it when training "
+                         f"reaches that point. A run folder holds the checkpoints of one run: move model_3e.pth out "
+                         f"of {run} (or rename it model_1e.pth, the name training gives it)")
+    assert checkpoint_files(run) == before
+    (run / "model_3e.pth").rename(run / "model_1e.pth")
+    proc = train(synthetic_root, run, "SOLVER.MAX_EPOCH", "2", "--skip-test")
+    assert proc.returncode == 0 and "holds all 2 epochs: nothing to train" in console(proc), console(proc)[-3000:]
+
+    # the renamed file alone: what to call it, and what to write into last_checkpoint
+    alone = copied_run(finished, tmp_path / "alone")
+    for name in ("model_2e.pth", "model_final.pth"):
+        (alone / name).unlink()
+    (alone / "model_1e.pth").rename(alone / "model_3e.pth")
+    (alone / "last_checkpoint").write_text("model_3e.pth")
+    line = one_error(train(synthetic_root, alone, "SOLVER.MAX_EPOCH", "2", "--skip-test"))
+    assert line.endswith(f"{alone / 'last_checkpoint'} names model_3e.pth, whose name says it was saved after epoch "
+                         f"3, but it holds the state after epoch 1 (was it renamed?): resuming from it would save "
+                         f"later checkpoints over it. Rename it model_1e.pth, the name training gives it, and write "
+                         f"'model_1e.pth' into last_checkpoint")
+    (alone / "model_3e.pth").rename(alone / "model_1e.pth")
+    (alone / "last_checkpoint").write_text("model_1e.pth")
+    proc = train(synthetic_root, alone, "SOLVER.MAX_EPOCH", "2", "--skip-test")
+    assert proc.returncode == 0, console(proc)[-3000:]
+    assert f"resuming from {alone / 'model_1e.pth'}" in console(proc) and (alone / "model_final.pth").is_file()
+
+
+@pytest.mark.slow
+def test_a_checkpoint_of_another_model_is_named_as_such_and_a_refused_start_leaves_no_folder(
+        finished, mmn_checkpoint, synthetic_root, tmp_path):
+    run = copied_run(finished, tmp_path)
+    shutil.copyfile(mmn_checkpoint, run / "model_3e.pth")
+    (run / "last_checkpoint").write_text("model_3e.pth")
+    before = checkpoint_files(run)
+    named = (f"{run / 'last_checkpoint'} names model_3e.pth, a checkpoint of another model: it was trained as MMN, "
+             f"and this run's model is TAN. A run folder holds the checkpoints of one run: move model_3e.pth out of "
+             f"{run}, then write 'model_final.pth', this run's latest checkpoint, into last_checkpoint")
+    assert one_error(train(synthetic_root, run, "SOLVER.MAX_EPOCH", "2", "--skip-test")).endswith(named)
+    assert one_error(run_main("test_net", "--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", synthetic_root,
+                              "OUTPUT_DIR", run, "MODEL.DEVICE", "cpu")).endswith(named)
+    (run / "last_checkpoint").write_text("model_final.pth")
+    line = one_error(train(synthetic_root, run, "SOLVER.MAX_EPOCH", "2", "--skip-test"))
+    assert line.endswith(f"model_3e.pth is a checkpoint of another model (MMN, where this run's model is TAN); "
+                         f"resuming from model_final.pth (saved after epoch 2) would write over it when training "
+                         f"reaches that point. A run folder holds the checkpoints of one run: move model_3e.pth out "
+                         f"of {run}")
+    assert checkpoint_files(run) == before
+
+    # given by hand, it is named as another model's too; refused once the log has begun, in a new OUTPUT_DIR,
+    # the run leaves no folder behind (the console says why)
+    foreign = (f"checkpoint '{mmn_checkpoint}' is a checkpoint of another model: MMN (the MODEL.ARCHITECTURE it was "
+               f"trained with), where this config's model is TAN; give a checkpoint of TAN, or a config whose "
+               f"MODEL.ARCHITECTURE is MMN")
+    new = tmp_path / "new"
+    proc = train(synthetic_root, new, "SOLVER.MAX_EPOCH", "1", "MODEL.WEIGHT", mmn_checkpoint)
+    assert one_error(proc).endswith(foreign) and "running with config" in console(proc)
+    assert not new.exists()
+    proc = run_main("test_net", "--config-file", SYNTHETIC_CONFIG, "--ckpt", mmn_checkpoint, "DATASETS.ROOT",
+                    synthetic_root, "OUTPUT_DIR", new, "MODEL.DEVICE", "cpu")
+    assert one_error(proc).endswith(foreign) and not new.exists()
+    new.mkdir()  # a folder the user made stays; the log the run started goes
+    proc = run_main("test_net", "--config-file", SYNTHETIC_CONFIG, "--ckpt", mmn_checkpoint, "DATASETS.ROOT",
+                    synthetic_root, "OUTPUT_DIR", new, "MODEL.DEVICE", "cpu")
+    assert one_error(proc).endswith(foreign) and os.listdir(new) == []
+
+
+def truncate(path):
+    path.write_bytes(path.read_bytes()[:1000])
+
+
+@pytest.mark.slow
+def test_a_fallback_names_each_checkpoint_it_passes_over_in_the_log(finished, synthetic_root, tmp_path):
+    run = copied_run(finished, tmp_path)
+    truncate(run / "model_final.pth")
+    truncate(run / "model_2e.pth")
+    proc = train(synthetic_root, run, "SOLVER.MAX_EPOCH", "2", "--skip-test")
+    assert proc.returncode == 0, console(proc)[-3000:]
+    damaged = "cannot be read: it is truncated or damaged (RuntimeError: PytorchStreamReader failed reading zip " \
+              "archive: failed finding central directory)"
+    [warning] = [line for line in console(proc).splitlines() if "falling back" in line]
+    assert warning.endswith(f"checkpoint '{run / 'model_final.pth'}' {damaged}; checkpoint '{run / 'model_2e.pth'}' "
+                            f"{damaged}; falling back to the latest readable checkpoint in training order, "
+                            f"{run / 'model_1e.pth'}")
+    assert warning.split("WARNING: ")[1] in (run / "log.txt").read_text()
+    # resuming from what last_checkpoint names: the later files it writes over are named too
+    truncate(run / "model_final.pth")
+    truncate(run / "model_2e.pth")
+    (run / "last_checkpoint").write_text("model_1e.pth")
+    proc = train(synthetic_root, run, "SOLVER.MAX_EPOCH", "2", "--skip-test")
+    assert proc.returncode == 0, console(proc)[-3000:]
+    [warning] = [line for line in console(proc).splitlines() if "writes over it" in line]
+    assert warning.endswith(f"checkpoint '{run / 'model_final.pth'}' {damaged}: resuming from model_1e.pth writes "
+                            f"over it; checkpoint '{run / 'model_2e.pth'}' {damaged}: resuming from model_1e.pth "
+                            f"writes over it")
+    assert warning.split("WARNING: ")[1] in (run / "log.txt").read_text()
+
+
+@pytest.mark.parametrize("seeds, shown", [
+    (["-1", "2"], "-1"), (["2", "-1"], "-1"), (["1.5"], "1.5"), (["-0.5", "3"], "-0.5"),
+])
+def test_seeds_are_whole_numbers_of_0_or_more_said_in_one_line(tmp_path, seeds, shown):
+    out = tmp_path / "seeds"
+    line = one_error(run_main("train_net", "--config-file", SYNTHETIC_CONFIG, "--seeds", *seeds, "OUTPUT_DIR", out,
+                              "MODEL.DEVICE", "cpu"))
+    assert line == f"error: --seeds {shown}: seeds are whole numbers of 0 or more (each trains in OUTPUT_DIR/seed_N)"
+    assert not out.exists()
+    line = one_error(run_main("train_net", "--config-file", SYNTHETIC_CONFIG, "--seeds", "1", str(2 ** 31),
+                              "OUTPUT_DIR", out))
+    assert line == f"error: --seeds {2 ** 31}: seeds are whole numbers of 0 to 2147483647, the values config SEED takes"
+
+
+@pytest.mark.parametrize("extra", [[], ["--long"], ["--long-video", "20"]])
+def test_a_negative_synthetic_video_seed_is_refused_in_one_line(tmp_path, extra):
+    out = tmp_path / "videos"
+    line = one_error(run_main("synthetic_videos", "--output", out, "--seed", "-4", *extra))
+    assert line == "error: --seed -4: expected a number of 0 or more"
+    assert not out.exists()
+
+
+def test_a_synthetic_moment_lasts_at_least_a_frame(tmp_path):
+    out = tmp_path / "videos"
+    for seconds in ("0.001", "0.05", "nan"):
+        line = one_error(run_main("synthetic_videos", "--output", out, "--long-video", "20", "--moment-seconds",
+                                  seconds))
+        assert line == (f"error: --moment-seconds {float(seconds):g}: a moment lasts at least a frame; give 0.1 or "
+                        f"more (the videos have 10 frames per second)")
+    line = one_error(run_main("synthetic_videos", "--output", out, "--moment-seconds", "3"))
+    assert line == ("error: --moment-seconds goes with --long-video (the datasets' moments have lengths of their "
+                    "own)")
+    assert not out.exists()
+    proc = run_main("synthetic_videos", "--output", out, "--long-video", "2", "--moment-seconds", "0.1")
+    assert proc.returncode == 0, console(proc)[-3000:]
+    start, end = json.loads(proc.stdout.strip().splitlines()[-1])["moment"]
+    assert end - start == pytest.approx(0.1)
+
+
+def test_a_tiny_backbone_seed_torch_cannot_take_is_refused_in_one_line(tmp_path):
+    out = tmp_path / "tiny"
+    line = one_error(run_main("extract_features", "--write-tiny", out, "--backbone", "clip", "--seed",
+                              str(2 ** 64)))
+    assert line.endswith(f"--seed {2 ** 64}: expected a whole number of 0 to {2 ** 64 - 1}")
+    assert not out.exists()
