@@ -392,6 +392,12 @@ def test_a_full_disk_during_the_second_checkpoint(synthetic_root, tmp_path):
     assert (keep / "last_checkpoint").read_text() == "model_1e.pth"
     assert torch.load(keep / "model_1e.pth", weights_only=False)["epoch"] == 2
     assert not [n for n in os.listdir(keep) if n.endswith(".tmp") or n == "run.lock"]
+    # the rerun, with room: epoch 2's steps, logged before the failed save, are logged once
+    assert [json.loads(line)["iter"] for line in open(keep / "metrics.jsonl")][-1] == 6
+    proc = train(synthetic_root, keep)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    logged = [(r["epoch"], r["iter"]) for r in map(json.loads, open(keep / "metrics.jsonl"))]
+    assert logged == [(epoch, it) for epoch in (1, 2) for it in (2, 4, 6)]
 
 
 def test_a_full_disk_at_start(synthetic_root, tmp_path):

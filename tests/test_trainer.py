@@ -266,6 +266,8 @@ class ReturnsNothing(Trainer):
         return None if self.method == "build_optimizer" else super().build_optimizer(model)
 
     def build_scheduler(self, optimizer):
+        if self.method == "plateau":
+            return torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer)
         return None if self.method == "build_scheduler" else super().build_scheduler(optimizer)
 
     def build_checkpointer(self, model, optimizer, scheduler, grad_scaler):
@@ -273,6 +275,8 @@ class ReturnsNothing(Trainer):
         return "checkpoints/" if self.method == "build_checkpointer" else built
 
     def build_train_loader(self):
+        if self.method == "plain_loader":  # a torch DataLoader the loop cannot resume mid-epoch
+            return torch.utils.data.DataLoader(super().build_train_loader().dataset)
         return None if self.method == "build_train_loader" else super().build_train_loader()
 
     def build_hooks(self):
@@ -284,8 +288,11 @@ class ReturnsNothing(Trainer):
     ("build_optimizer", "None", "a torch.optim.Optimizer over the model's parameters"),
     ("build_scheduler", "None", "a torch.optim.lr_scheduler scheduler"),
     ("build_checkpointer", "a builtins.str", "a tan.utils.checkpoint.Checkpointer"),
-    ("build_train_loader", "None", "a torch DataLoader of the run's data"),
+    ("build_train_loader", "None", "a loader of the run's data, as self.data's loaders are"),
     ("build_hooks", "a list whose item 4 is a builtins.object, which has no before_train", "tan.engine.HookBase"),
+    ("plateau", "a ReduceLROnPlateau, which steps on a metric", "return a scheduler of the epoch"),
+    ("plain_loader", "a torch.utils.data.dataloader.DataLoader, which has no sampler.resume",
+     "a loader of the run's data, as self.data's loaders are"),
 ])
 def test_a_build_method_returning_the_wrong_thing_is_named_in_one_line(method, returned, expected, synthetic_root,
                                                                          tmp_path):
@@ -295,8 +302,10 @@ def test_a_build_method_returning_the_wrong_thing_is_named_in_one_line(method, r
     proc = run_main("train_net", *args(synthetic_root, tmp_path / "out", "sgd", "TRAINER", name))
     assert proc.returncode == 2, proc.stderr[-3000:]
     [line] = [line for line in (proc.stdout + proc.stderr).splitlines() if " ERROR: " in line]  # logging is on
-    assert f"{name}.{method}() returned {returned}" in line and expected in line, line
+    called = {"plateau": "build_scheduler", "plain_loader": "build_train_loader"}.get(method, method)
+    assert f"{name}.{called}() returned {returned}" in line and expected in line, line
     assert "Traceback" not in proc.stdout + proc.stderr
+    assert not (tmp_path / "out").exists()  # refused before a step: the folder it made is taken back
 
 
 def test_the_final_weights_are_evaluated_once_on_a_dataset_validated_and_tested(synthetic_root, tmp_path):

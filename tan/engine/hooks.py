@@ -24,6 +24,7 @@ from ..utils.hooks import HookBase
 from ..utils.logger import get_logger
 from ..utils.metric_logger import MetricLogger
 from .inference import inference, reported_metrics
+from .wrappers import unwrap, weights_digest
 from .preemption import PreemptionFlag
 
 # Checkpointer.save() and save_weights() take names without ".pth".
@@ -94,7 +95,9 @@ class TrainingLogger(HookBase):
         self.timed_iters, self.warmed_up = 0, False
 
     def state_dict(self):
-        """The loss meters: a resumed run logs the medians and averages the uninterrupted one logs."""
+        """The loss meters: a resumed run logs the medians and averages the uninterrupted one logs (one
+        process; with several, each rank resumes with rank 0's meters, and the logged mean over ranks of
+        ``loss_avg`` is then near, not equal, to an uninterrupted run's)."""
         return {"meters": {name: meter for name, meter in self.meters.state_dict().items()
                            if name not in ("data_time", "iter_time")}}
 
@@ -299,9 +302,10 @@ class PeriodicEvaluator(HookBase):
         self.windows = windows
         self.period, self.first_epoch = cfg.SOLVER.TEST_PERIOD, cfg.SOLVER.SKIP_TEST
         self.best_model, self.training_logger = best_model, training_logger
-        # The last epoch's evaluations ({dataset: tan.engine.inference.Evaluation}): the final model's
-        # weights, which the test after training writes from instead of evaluating them again.
-        self.final_evaluations = {}
+        # The last epoch's evaluations ({dataset: tan.engine.inference.Evaluation}) and a digest of the
+        # weights they evaluated: the test after training writes from them instead of evaluating the
+        # final model again, when it holds those weights (a later hook may have changed them).
+        self.final_evaluations, self.final_digest = {}, None
 
     def before_train(self, state):
         self.best_model.recover(state)
@@ -321,7 +325,7 @@ class PeriodicEvaluator(HookBase):
         comm.synchronize()
         self.model.train()
         if kept is not None:
-            self.final_evaluations = kept
+            self.final_evaluations, self.final_digest = kept, weights_digest(unwrap(self.model))
         if results:
             self.training_logger.record_validation(epoch, results)
             self.best_model.update(state, results, epoch)
@@ -344,7 +348,8 @@ class StopOnSignal(HookBase):
         self.flag = PreemptionFlag()
 
     def before_train(self, state):
-        if state.epoch <= self.plan.max_epoch:
+        # a resumed run that has epochs to train, or the last epoch's hooks to run again
+        if state.epoch <= self.plan.max_epoch or state.epoch_to_close is not None:
             self.flag.__enter__()
 
     def after_step(self, state, step):

@@ -11,6 +11,7 @@ import json
 import os
 
 from ..errors import TanError
+from ..utils.io import atomic_write_bytes
 from ..utils.logger import get_logger
 
 METRICS = "metrics.jsonl"
@@ -31,12 +32,7 @@ def _complete_lines(path):
 
 def _replace_lines(path, lines):
     """``path`` now holds ``lines`` (atomic: a kill leaves it as it was or as it becomes)."""
-    temporary = f"{path}.tmp"
-    with open(temporary, "wb") as f:
-        f.writelines(lines)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(temporary, path)
+    atomic_write_bytes(path, b"".join(lines))
 
 
 def _cut_to_lines(path, lines):
@@ -95,14 +91,25 @@ class RunRecords:
             _cut_to_lines(path, 0)
         self.lines[name] = _count_lines(path)
 
-    def lengths(self):
-        """{file name: lines} of every record file written so far: saved in a checkpoint."""
+    def lengths(self, known=()):
+        """{file name: lines} of every record file written so far, the ones of the checkpoint resumed
+        from and the ``known`` names too: saved in a checkpoint."""
         if not self.folder:
             return {}
-        for name in (METRICS, *(n for n in (self.rewound_to or {}) if n not in self.lines)):
+        for name in (METRICS, *(self.rewound_to or {}), *known):
             if name not in self.lines:
                 self._open(name)
         return dict(self.lines)
+
+    def withdraw(self):
+        """Remove the record files this run wrote: it stopped before its first checkpoint, and the
+        folder holds no run (tan.engine.run_folder)."""
+        for name in list(self.lines):
+            try:
+                os.unlink(self.path(name))
+            except FileNotFoundError:
+                pass
+        self.lines = {}
 
     def rewind(self, lengths, legacy_keep=None):
         """Cut every record file back to ``lengths`` (a checkpoint's :meth:`lengths`; {} for a run that
@@ -167,7 +174,3 @@ def recorded_before(state):
             return record.get("epoch", 0) < first_validated
         return True
     return keep
-
-# Keys a resumed run cannot change: its checkpoint holds the state of the optimizer and the schedule
-# they chose (a trainer may build its own), which another one cannot take.
-FIXED_IN_A_RUN = ("SOLVER.OPTIMIZER", "SOLVER.SCHEDULER", "TRAINER")

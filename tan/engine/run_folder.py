@@ -75,9 +75,13 @@ class RunFolder:
         commit_config(cfg, change_record(self.changes, state.epoch, state.iter_in_epoch, reason))
         logger.info("config.yml updated; the change is recorded in %s from epoch %d", HISTORY_FILE, state.epoch)
 
-    def withdraw(self):
+    def withdraw(self, trained=True):
         """A run that started this folder stopped before it saved anything to resume from: the
-        folder holds no run again (:func:`withdraw_config`). A folder that held a run keeps it."""
+        folder holds no run again (:func:`withdraw_config`). A folder that held a run keeps it.
+        ``trained``: whether it took a step; one that took none never began to train, and its log
+        is taken back as a refused one's (:meth:`release`)."""
+        if not trained:
+            self.started = False
         if self.fresh:
             withdraw_config(self.path)
 

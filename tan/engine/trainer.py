@@ -44,17 +44,28 @@ from .setup import default_setup
 from .state import TrainingState
 from .step import run_step
 from .testing import test_final_and_best, windowed_evaluation
-from .wrappers import maybe_compile, prepare_model, unwrap, wrap_distributed
+from .wrappers import maybe_compile, prepare_model, unwrap, weights_digest, wrap_distributed
 
 TRAINERS = Registry("trainer (TRAINER)")
 
-_LR_SCHEDULER = (torch.optim.lr_scheduler.LRScheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
+# What the loop needs of a loader: the training one resumes mid-epoch, an evaluation one names its
+# dataset and reaches the queries' dataset (a loader of videos holds the queries of each).
+_TRAIN_LOADER_NEEDS = ("sampler.resume",)
+_EVAL_LOADER_NEEDS = ("dataset.name", "dataset.by_query")
 _HOOK_METHODS = ("before_train", "before_epoch", "before_step", "after_step", "after_epoch", "after_train", "close")
 
 
 def _shown(value):
     """A returned value as an error names it: None, or its type."""
     return "None" if value is None else f"a {type(value).__module__}.{type(value).__qualname__}"
+
+
+def _has_path(obj, path):
+    for name in path.split("."):
+        if not hasattr(obj, name):
+            return False
+        obj = getattr(obj, name)
+    return True
 
 
 def _named(hooks):
@@ -231,11 +242,7 @@ class Trainer:
         self._refuse_another_optimizer(has_checkpoints)
         self.optimizer = self._built("build_optimizer", self.build_optimizer(self.model), torch.optim.Optimizer,
                                      "a torch.optim.Optimizer over the model's parameters")
-        scheduler = self._built("build_scheduler", self.build_scheduler(self.optimizer), _LR_SCHEDULER,
-                                "a torch.optim.lr_scheduler scheduler of the optimizer build_optimizer returned")
-        if getattr(scheduler, "optimizer", self.optimizer) is not self.optimizer:
-            raise TanError(f"{type(self).__name__}.build_scheduler() returned a scheduler of another optimizer; it "
-                           f"must schedule the optimizer it is given")
+        scheduler = self._built_scheduler(self.build_scheduler(self.optimizer))
         self.grad_scaler = self._built("build_grad_scaler", self.build_grad_scaler(), torch.amp.GradScaler,
                                        "a torch.amp.GradScaler (disabled where no scaling is needed)")
         self.checkpointer = self._built(
@@ -253,7 +260,7 @@ class Trainer:
                 # checkpoint, which holds the same state: write the final model again from it, after the
                 # epoch's hooks, which the finished run ran, with what it recorded.
                 self.checkpointer.save(FINAL_NAME, **dict(resumed, epoch_hooks_done=True,
-                                                          records=self.records.lengths()))
+                                                          records=self.records.lengths(resumed.get("records", ()))))
                 self.logger.warning("%s could not be read; written again from %s, which holds all %d epochs",
                                     self.final, self.checkpointer.loaded, cfg.SOLVER.MAX_EPOCH)
             else:
@@ -261,7 +268,7 @@ class Trainer:
                                  cfg.SOLVER.MAX_EPOCH)
             return self.final
         self.model = maybe_compile(cfg, wrap_distributed(self.model, self.device, self.distributed))
-        self.train_loader = self._built_loader("build_train_loader", self.build_train_loader())
+        self.train_loader = self._built_loader("build_train_loader", self.build_train_loader(), _TRAIN_LOADER_NEEDS)
         self.val_loaders = self._built_loaders("build_val_loaders", self.build_val_loaders(), none_allowed=True)
         self.plan = LoopPlan.from_config(cfg, self.train_loader)
         self.plan.check_resume(state)
@@ -274,7 +281,10 @@ class Trainer:
             self.train_loop(state)
         except BaseException:
             if self.folder and not self.checkpointer.last_checkpoint():
-                self.folder.withdraw()  # stopped before its first checkpoint: a folder it started holds no run
+                # stopped before its first checkpoint: a folder it started holds no run
+                if self.folder.fresh:
+                    self.records.withdraw()
+                self.folder.withdraw(trained=state.iteration > 0)
             raise
         return self.final
 
@@ -340,8 +350,10 @@ class Trainer:
         # The last epoch's validation evaluated the final weights already, on the datasets it shares
         evaluated = {}
         if os.path.abspath(checkpoint) == os.path.abspath(self.final):
+            digest = weights_digest(self.model)
             for hook in self.hooks:
-                evaluated.update(getattr(hook, "final_evaluations", {}))
+                if getattr(hook, "final_digest", None) == digest:
+                    evaluated.update(hook.final_evaluations)
         return test_final_and_best(self.cfg, self.model, self.device, self.distributed, self.data, checkpoint,
                                    loaders, evaluated)
 
@@ -353,10 +365,25 @@ class Trainer:
                            f"(docs/training.md, 'A trainer of your own')")
         return value
 
-    def _built_loader(self, method, loader, place=""):
-        if not (hasattr(loader, "__iter__") and hasattr(loader, "__len__") and hasattr(loader, "dataset")):
-            raise TanError(f"{type(self).__name__}.{method}() returned {place}{_shown(loader)}; it must return a "
-                           f"torch DataLoader of the run's data (docs/training.md, 'A trainer of your own')")
+    def _built_scheduler(self, scheduler):
+        scheduler = self._built("build_scheduler", scheduler, torch.optim.lr_scheduler.LRScheduler,
+                                "a torch.optim.lr_scheduler scheduler of the optimizer build_optimizer returned")
+        if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+            raise TanError(f"{type(self).__name__}.build_scheduler() returned a ReduceLROnPlateau, which steps on a "
+                           f"metric; the loop steps the scheduler once an epoch without one: return a scheduler "
+                           f"of the epoch (docs/training.md, 'A trainer of your own')")
+        if getattr(scheduler, "optimizer", self.optimizer) is not self.optimizer:
+            raise TanError(f"{type(self).__name__}.build_scheduler() returned a scheduler of another optimizer; it "
+                           f"must schedule the optimizer it is given")
+        return scheduler
+
+    def _built_loader(self, method, loader, needs, place=""):
+        missing = [need for need in needs if not _has_path(loader, need)]
+        if loader is None or not hasattr(loader, "__len__") or missing:
+            lacking = f", which has no {' or '.join(missing)}" if loader is not None and missing else ""
+            raise TanError(f"{type(self).__name__}.{method}() returned {place}{_shown(loader)}{lacking}; it must "
+                           f"return a loader of the run's data, as self.data's loaders are (docs/training.md, "
+                           f"'A trainer of your own')")
         return loader
 
     def _built_loaders(self, method, loaders, none_allowed=False):
@@ -367,7 +394,7 @@ class Trainer:
                            f"torch DataLoaders{' (or None)' if none_allowed else ''} (docs/training.md, "
                            f"'A trainer of your own')")
         for index, loader in enumerate(loaders):
-            self._built_loader(method, loader, place=f"a list whose item {index} is ")
+            self._built_loader(method, loader, _EVAL_LOADER_NEEDS, place=f"a list whose item {index} is ")
         return list(loaders)
 
     def _built_hooks(self, hooks):

@@ -1,5 +1,6 @@
 """The model as the run uses it: memory format, DistributedDataParallel,
 torch.compile, and the way back to the plain module inside those wrappers."""
+import hashlib
 import warnings
 
 import torch
@@ -44,3 +45,13 @@ def unwrap(model):
             model = model._orig_mod
         else:
             return model
+
+
+def weights_digest(model):
+    """A digest of the plain module's parameters and buffers, exactly: equal digests, equal weights."""
+    digest = hashlib.blake2b(digest_size=16)
+    for name, tensor in unwrap(model).state_dict().items():
+        digest.update(name.encode())
+        digest.update(str((tuple(tensor.shape), tensor.dtype)).encode())
+        digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()

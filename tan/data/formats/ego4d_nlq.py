@@ -77,13 +77,18 @@ def _clip_queries(clip, labeled, left_out, seen):
     return queries
 
 
+def _asked(record):
+    return isinstance(record, dict) and isinstance(record.get("query"), str) and bool(record["query"].strip())
+
+
 def _listed(language_queries):
-    """How many queries a dropped annotation is counted as: those it lists, at least one."""
-    return max(len(language_queries), 1) if isinstance(language_queries, list) else 1
+    """How many queries a dropped annotation is counted as: those it lists with a sentence (the NLQ
+    figures are over these; an entry that asks nothing is named in the warning, not counted)."""
+    return sum(map(_asked, language_queries)) if isinstance(language_queries, list) else 0
 
 
 def _query(clip_uid, duration, annotation_uid, index, record, labeled, counts):
-    if not isinstance(record, dict) or not isinstance(record.get("query"), str) or not record["query"].strip():
+    if not _asked(record):
         raise Dropped(NO_TEXT)
     sentence = sentence_text(record["query"])
     qid = f"{annotation_uid}_{index}"
@@ -140,8 +145,6 @@ def _check_duration(path, query, lengths):
 
 
 def _queries_listed(clip):
-    """How many queries a dropped clip is counted as: those it lists, at least one."""
+    """How many queries a dropped clip is counted as: those it lists with a sentence (:func:`_listed`)."""
     annotations = clip.get("annotations") if isinstance(clip, dict) else None
-    listed = sum(len(a["language_queries"]) for a in annotations or []
-                 if isinstance(a, dict) and isinstance(a.get("language_queries"), list))
-    return max(listed, 1)
+    return sum(_listed(a.get("language_queries")) for a in annotations or [] if isinstance(a, dict))
