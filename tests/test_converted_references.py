@@ -1,6 +1,6 @@
 """The references' own experiment files, converted by tan-convert-config, train and evaluate as the
-references do (issue 61, item 11), and the windows of long videos lie on the video's rows (items 11
-and 9).
+references do (the references score every video whole), and the windows of long videos lie on the
+video's rows.
 
 Each built-in model (2D-TAN in chenjoya/2dtan's form, microsoft's 2D-TAN as TAN_MSRA, MMN, MS-2D-TAN)
 trains from its reference's file, converted, on the seed comparison's generated data in TACoS's layout

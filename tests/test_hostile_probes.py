@@ -485,8 +485,8 @@ def test_sigterm_and_sigkill_during_a_conversion_leave_no_temporaries_behind(man
     assert temporaries(tmp_path) == [] and len(os.listdir(dst)) == 3000  # ... but the next conversion does
 
 
-# ================================================================ issue 61: sentence features with NaN or inf,
-# Ego4D NLQ's duplicate ids and the queries its figures count (items 5, 6 and 8)
+# ================================================================ sentence features with NaN or inf,
+# Ego4D NLQ's duplicate ids and the queries its figures count
 
 TEXT_WIDTH, VIDEO_WIDTH = 5, 6
 
@@ -583,7 +583,7 @@ def test_word_vectors_with_nan_are_refused_in_training_and_in_prediction(tmp_pat
 
 @pytest.fixture(scope="module")
 def nlq_faults(tmp_path_factory):
-    """An Ego4D NLQ stand-in whose validation file has the faults of issue 61: an annotation of the first
+    """An Ego4D NLQ stand-in whose validation file has these faults: an annotation of the first
     clip given again in the second (its annotation_uid twice), a window that ends before it starts and a
     query without text in the second clip, and a third clip without features. Returns (root, the
     validation file, its content, the clip without features)."""
@@ -706,29 +706,30 @@ def test_a_plugin_format_with_ids_that_returns_one_qid_twice_is_refused_naming_t
     would share the query's sentence features and its line of a submission file."""
     root = tmp_path / "data"
     text_feature_data(root, "hdf5", 0.0)
-    plugin = tmp_path / "issue61_repeated_ids.py"
+    plugin = tmp_path / "repeated_qids.py"
     plugin.write_text(
         "import json\n"
         "from tan.data.formats import Query, register_format\n\n\n"
-        "@register_format('issue61_repeated_ids', query_ids=True)\n"
+        "@register_format('repeated_qids', query_ids=True)\n"
         "def read(path, durations, counts):\n"
         "    records = [json.loads(line) for line in open(path)]\n"
         "    return [Query(r['vid'], r['duration'], *r['relevant_windows'][0], r['query'], qid='same') "
         "for r in records]\n")
     catalog = json.loads((root / "catalog.yaml").read_text())
-    catalog["nan_test"]["format"] = "issue61_repeated_ids"
+    catalog["nan_test"]["format"] = "repeated_qids"
     (root / "catalog.yaml").write_text(json.dumps(catalog))
     report = tmp_path / "report.json"
-    proc = run_main("check_data", "--config-file", SYNTHETIC_CONFIG, "--json", str(report), "PLUGINS",
-                    repr([str(plugin)]), *text_feature_options(root))
+    # in a process of its own: the plug-in's format stays registered in the process that imports it
+    proc = run_tool("check_data", "--config-file", SYNTHETIC_CONFIG, "--json", str(report), "PLUGINS",
+                    repr([str(plugin)]), *map(str, text_feature_options(root)))
     assert proc.returncode == 1, console(proc)[-3000:]
     assert json.loads(report.read_text())["problems"] == [
-        f"nan_test: annotation format 'issue61_repeated_ids': its reader issue61_repeated_ids.read returned a record "
+        f"nan_test: annotation format 'repeated_qids': its reader repeated_qids.read returned a record "
         f"that breaks the Query guarantees of docs/data.md §11.2 (record 2 of '{root / 'queries.jsonl'}': its qid "
         f"'same' is that of record 1); a reader counts such records and leaves them out"]
 
 
-# ---------------------------------------------------------------- issue 61: checkpoints that are not this run's,
+# ---------------------------------------------------------------- checkpoints that are not this run's,
 # seeds, refused starts
 
 MMN_SYNTHETIC = os.path.join(REPO, "configs", "mmn_synthetic.yaml")
