@@ -16,6 +16,8 @@ import torch
 from torch import nn
 
 from ...config.architecture import model_settings
+from .band import take
+from .ordered_sums import accumulate
 
 
 def diagonal_steps(num_clips, pooling_counts):
@@ -69,28 +71,49 @@ class SparseMaxPool2D(nn.Module):
             nxt = torch.maximum(prev[..., : n - w], prev[..., w:])  # windows of 2**k clips
             levels.append(nn.functional.pad(nxt, (0, n - nxt.shape[-1])))
         table = torch.cat(levels, dim=-1)  # [B, H, levels * N]
-        values = PairMax.apply(table[..., self.left], table[..., self.right])  # [B, H, C]
+        values = PairMax.apply(table, self.left, self.right)  # [B, H, C]
         map2d = x.new_zeros(b, h, n * n)
         map2d[..., self.cells] = values
         return map2d.view(b, h, n, n)  # [B, H, N, N]
 
 
 class PairMax(torch.autograd.Function):
-    """torch.maximum(a, b) that keeps for its backward which of the two is larger
-    (one byte per value) instead of both operands. The gradient is autograd's
-    for maximum, exactly: to the larger, halved between the two on a tie."""
+    """torch.maximum(table[..., left], table[..., right]) that keeps for its backward which of
+    the two windows is larger (one byte per value) instead of both. The gradient is
+    autograd's for the indexing and the maximum: to the larger, halved between the two on
+    a tie, summed into the table in the same order (bit for bit in float32 and float64; in
+    bfloat16 a table entry's terms are summed in float32 and rounded once, where autograd
+    rounds after each addition).
+
+    The sums add each table entry's terms in a fixed order on every device
+    (:mod:`.ordered_sums`: on the CPU a scatter-add, one row per thread). Autograd's own
+    backward of ``table[..., left]`` (index_put_ with accumulation) adds float32 terms on
+    the CPU with atomic additions from several threads, in an order that depends on which
+    thread gets there first wherever the threads' shares of the work split a row: two runs
+    then differ in the last bits (docs/training.md, "Repeatability on a CPU")."""
 
     @staticmethod
-    def forward(ctx, a, b):
-        if any(ctx.needs_input_grad):  # nothing to keep in inference
-            ctx.save_for_backward((a > b).to(torch.int8) - (a < b).to(torch.int8))
+    def forward(ctx, table, left, right):
+        a, b = take(table, left), take(table, right)
+        if ctx.needs_input_grad[0]:  # nothing to keep in inference
+            ctx.save_for_backward((a > b).to(torch.int8) - (a < b).to(torch.int8), left, right)
+            ctx.table_shape = table.shape
         return torch.maximum(a, b)
 
     @staticmethod
     def backward(ctx, grad):
-        (order,) = ctx.saved_tensors
+        order, left, right = ctx.saved_tensors
         shared = torch.where(order == 0, grad / 2, grad)
-        return shared.masked_fill(order < 0, 0), shared.masked_fill(order > 0, 0)
+        # Each window's gradient into a table of its own, then their sum: what autograd does
+        # for a tensor indexed twice (so the result is bit for bit the single-threaded one).
+        return (put_back(shared.masked_fill(order < 0, 0), left, ctx.table_shape)
+                + put_back(shared.masked_fill(order > 0, 0), right, ctx.table_shape)), None, None
+
+
+def put_back(grad, index, shape):
+    """The gradient of ``take(x, index)`` for an ``x`` of ``shape``: ``grad`` [B, H, K] summed
+    into zeros [B, H, L] at ``index`` [K] of the last dimension, in the order of ``index``."""
+    return accumulate(grad.new_zeros(shape), -1, index, grad)
 
 
 class SparseConv2D(nn.Module):

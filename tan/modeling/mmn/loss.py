@@ -12,6 +12,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ...structures.moments import best_window_iou, cell_seconds, cell_spans, temporal_iou
+from ..map2d.ordered_sums import take_rows
 
 # MMN's IoU score is sigmoid(10 * cosine): the cosine's range [-1, 1] spread over the sigmoid.
 IOU_SCORE_SCALE = 10.0
@@ -58,7 +59,11 @@ class MutualMatchingLoss(nn.Module):
 
         # Video to sentence: each positive cell against every sentence of the batch.
         # Sentences of the same video whose moments overlap enough are left out.
-        cell_vs_sentences = match.permute(1, 2, 0)[video_index[:, None], positives]  # [S, k, S']
+        # [S, k, S']: match.permute(1, 2, 0)[video_index[:, None], positives], taken as rows of match
+        # seen as [V * C, S'] so that the gradient sums the terms of a cell shared by sentences in a
+        # fixed order (docs/training.md, "Repeatability on a CPU")
+        cells = (video_index[:, None] * match.shape[2] + positives).flatten()
+        cell_vs_sentences = take_rows(match.permute(1, 2, 0).flatten(0, 1), cells).view(s, -1, s)
         same_video = video_index[:, None] == video_index[None, :]
         # (with several windows: the best IoU between any window of one and any of the other)
         pair_iou = temporal_iou(windows[:, None, :, None, :], windows[None, :, None, :, :]).amax(dim=(-2, -1))

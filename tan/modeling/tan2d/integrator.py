@@ -5,6 +5,7 @@ from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
 from ..map2d.band import CONV_ARGS, autocast_now, cells_of, take, to_dense, with_slot
+from ..map2d.ordered_sums import accumulate
 from ..map2d.sentence import last_word_states
 
 
@@ -124,9 +125,8 @@ def _map(cells, where):
 def _map_backward(grad_map, where, videos):
     """The valid cells' gradient [V, H, C] from that of the sentences' maps."""
     valid, _, video_index, _ = where
-    if video_index is not None:  # the gather's backward: each video sums its sentences'
-        grad_map = grad_map.new_zeros((videos,) + grad_map.shape[1:]).index_put_((video_index,), grad_map,
-                                                                                accumulate=True)
+    if video_index is not None:  # the gather's backward: each video sums its sentences', in their order
+        grad_map = accumulate(grad_map.new_zeros((videos,) + grad_map.shape[1:]), 0, video_index, grad_map)
     return take(grad_map.flatten(2), valid)
 
 
