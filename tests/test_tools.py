@@ -104,19 +104,25 @@ def test_best_selection_on_a_known_sequence_keeps_the_first_maximum():
     assert state.best == {"metric": "R@1,IoU@0.5", "value": 30.0, "epoch": 2, "dataset": "val_a"}
 
 
-def test_resume_takes_the_best_so_far_from_model_best(tmp_path):
+def test_resume_takes_the_best_so_far_from_the_checkpoint_and_model_best_only_from_before_it(tmp_path):
     best = {"metric": "R@1,IoU@0.5", "value": 41.0, "epoch": 3, "dataset": "synthetic_val"}
     torch.save({"model": {}, "epoch": 3, "best": best}, tmp_path / "model_best.pth")
-    state = TrainingState(best={"metric": "R@1,IoU@0.5", "value": 12.0, "epoch": 2, "dataset": "synthetic_val"})
     checkpointer = _FakeCheckpointer()
     checkpointer.save_dir = str(tmp_path)
+    older = {"metric": "R@1,IoU@0.5", "value": 12.0, "epoch": 2, "dataset": "synthetic_val"}
+    # saved at the end of epoch 3, before its validation: that validation is done again
+    state = TrainingState(epoch=4, iteration=30, best=older)
+    BestModel("R@1,IoU@0.5", checkpointer).recover(state)
+    assert state.best == older
+    # saved mid-epoch 4 by a version that kept no best in checkpoints: epoch 3's came before it
+    state = TrainingState(epoch=4, iteration=33, iter_in_epoch=3)
     BestModel("R@1,IoU@0.5", checkpointer).recover(state)
     assert state.best == best
 
 
-def test_a_resumed_run_keeps_a_best_model_newer_than_its_checkpoint(run, tmp_path):
-    """model_{e}e.pth is saved before epoch e's validation, so after a resume
-    the best so far must come from model_best.pth, not from the checkpoint."""
+def test_a_resumed_run_validates_again_the_epoch_its_checkpoint_came_before(run, tmp_path):
+    """model_{e}e.pth is saved before epoch e's validation: a run resumed from it validates epoch e
+    again, and model_best.pth (here one made up after the checkpoint) follows that validation."""
     cfg, src, _ = run
     out = tmp_path / "resumed"
     out.mkdir()
@@ -133,7 +139,9 @@ def test_a_resumed_run_keeps_a_best_model_newer_than_its_checkpoint(run, tmp_pat
     proc = run_main("train_net", *args)
     assert proc.returncode == 0, proc.stdout[-3000:]
     kept = torch.load(out / "model_best.pth", weights_only=False)
-    assert kept["best"]["value"] == 100.0 and kept["epoch"] == 2  # epoch 3 (< 100) did not replace it
+    validated = {r["epoch"]: r for r in map(json.loads, open(out / "metrics.jsonl")) if "dataset" in r}
+    assert 2 in validated and kept["best"]["value"] != 100.0
+    assert kept["best"]["value"] == max(r["R@1,IoU@0.5"] for r in validated.values())
     assert torch.load(out / "model_final.pth", weights_only=False)["best"] == kept["best"]
 
 

@@ -91,7 +91,7 @@ def test_final_and_best(cfg, model, device, distributed, data, checkpoint, loade
     info = best_checkpoint.get("best", {})
     logger.info("testing the best model: epoch %s, %s %.2f on %s", info.get("epoch", "?"), info.get("metric", "?"),
                 info.get("value", float("nan")), info.get("dataset", "?"))
-    if same_weights(unwrap(model), best_state):
+    if not comm.reduce_max_int(not same_weights(unwrap(model), best_state)):  # every rank decides alike
         logger.info("%s holds the final model's weights: its results are the final model's", best_path)
         results["best"] = run_test(cfg, model, device, distributed, data, best_path, loaders=loaders,
                                    trained_span=span, evaluated=final)

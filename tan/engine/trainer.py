@@ -352,7 +352,8 @@ class Trainer:
         if os.path.abspath(checkpoint) == os.path.abspath(self.final):
             digest = weights_digest(self.model)
             for hook in self.hooks:
-                if getattr(hook, "final_digest", None) == digest:
+                # every rank must take the same decision (a rank's buffers may differ from rank 0's)
+                if not comm.reduce_max_int(getattr(hook, "final_digest", None) != digest):
                     evaluated.update(hook.final_evaluations)
         return test_final_and_best(self.cfg, self.model, self.device, self.distributed, self.data, checkpoint,
                                    loaders, evaluated)
