@@ -164,7 +164,7 @@ def test_the_text_backbone_writes_token_features_and_the_sentence_vector(tiny_mo
     assert read_extractor(out)["kind"] == "text"
     from tan.video.backbones import tiny_writer
 
-    with pytest.raises(TanError, match="unknown backbone 'nope'; registered: clip, video_transformer"):
+    with pytest.raises(TanError, match="unknown backbone 'nope'; registered: clip, slowfast, video_transformer"):
         tiny_writer("nope")
 
 

@@ -14,6 +14,8 @@ from ..errors import TanError
 from .backbones import text_backbone, video_backbone
 from .backbones.base import DTYPES
 from .decode import VideoError, check_sampling, clip_chunks
+from .release import encode_streams, stored
+from .release_sampling import sampling_of_record
 
 
 def recorded_model(record, models=None):
@@ -24,18 +26,32 @@ def recorded_model(record, models=None):
     for key in (name, os.path.basename(name.rstrip("/"))):
         if key in models:
             return models[key]
-    if os.path.isabs(name) and not os.path.isdir(name):
+    if os.path.isabs(name) and not os.path.exists(name):
+        kind = "weights file" if os.path.splitext(name)[1] else "folder"
         raise TanError(f"the features this model was trained on were made by {describe_extractor(record)}, and "
-                       f"the folder {name!r} is gone; give its new place with --extractor-model "
-                       f"{os.path.basename(name.rstrip('/'))}=FOLDER")
+                       f"the {kind} {name!r} is not there; give its place on this machine with --extractor-model "
+                       f"{os.path.basename(name.rstrip('/'))}={kind.split()[-1].upper()}{_where_to_get(record)}")
     return name
+
+
+def _where_to_get(record):
+    from .weights.caffe2 import SOURCE as SLOWFAST_SOURCE
+    from .weights.openai_clip import SOURCE as CLIP_SOURCE
+
+    name = str(record.get("model", ""))
+    if record.get("backbone") == "slowfast":
+        return f" ({SLOWFAST_SOURCE})"
+    if record.get("backbone") == "clip" and name.endswith((".pt", ".pth")):
+        return f" ({CLIP_SOURCE})"
+    return ""
 
 
 def build_recorded(record, device, models=None):
     """The backbone of ``record``, with the recorded weights (an error when the digest differs)."""
     registry = video_backbone if record.get("kind", "video") == "video" else text_backbone
     dtype = DTYPES.get(record.get("dtype", "float32"), DTYPES["float32"])
-    backbone = registry(record["backbone"])(recorded_model(record, models), device, dtype)
+    cls = registry(record["backbone"])
+    backbone = cls(recorded_model(record, models), device, dtype, **cls.options_of(record))
     if record.get("weights") and backbone.weights != record["weights"]:
         raise TanError(f"{backbone.model_name!r} holds other weights ({backbone.weights[:19]}...) than the "
                        f"extractor this model's features came from ({describe_extractor(record)}): its rows "
@@ -58,22 +74,35 @@ class VideoFeaturizer:
             raise no_records("video features")
         self.records = streams
         self.backbones = [build_recorded(r, device, models) for r in streams]
-        self.samplings = [check_sampling(r["frame_rate"], r["clip_seconds"], r["resolution"]) for r in streams]
+        # Released features' streams come from one decode of the file; others are each sampled on their own.
+        self.release = [sampling_of_record(r) for r in streams]
+        self.samplings = [check_sampling(r["frame_rate"], r["clip_seconds"], r["resolution"]) if s is None else None
+                          for r, s in zip(streams, self.release)]
         self.clips_per_chunk = clips_per_chunk
 
     def __call__(self, path):
-        arrays, duration = [], None
-        for backbone, sampling in zip(self.backbones, self.samplings):
-            rows = []
-            try:
-                for chunk in clip_chunks(path, sampling, self.clips_per_chunk):
-                    if len(chunk.frames):
-                        rows.append(backbone.encode(chunk.frames))
-                    duration = chunk.end if chunk.end is not None else duration
-            except VideoError as e:
-                raise TanError(f"video file {path!r}: {e}") from None
-            arrays.append(np.concatenate(rows).astype(np.float32))
+        try:
+            if all(s is not None for s in self.release):  # every stream from one decode
+                arrays, duration = encode_streams(path, self.backbones, self.release, self.clips_per_chunk)
+            else:
+                parts = [self._stream(path, i) for i in range(len(self.backbones))]
+                arrays, duration = [p[0] for p in parts], parts[-1][1]
+        except VideoError as e:
+            raise TanError(f"video file {path!r}: {e}") from None
+        arrays = [stored(a, r["storage"]) if r.get("storage") else a for a, r in zip(arrays, self.records)]
         return join_streams(arrays), duration
+
+    def _stream(self, path, i):
+        backbone = self.backbones[i]
+        if self.release[i] is not None:
+            arrays, duration = encode_streams(path, [backbone], [self.release[i]], self.clips_per_chunk)
+            return arrays[0], duration
+        rows, duration = [], None
+        for chunk in clip_chunks(path, self.samplings[i], self.clips_per_chunk):
+            if len(chunk.frames):
+                rows.append(backbone.encode(chunk.frames))
+            duration = chunk.end if chunk.end is not None else duration
+        return np.concatenate(rows).astype(np.float32), duration
 
 
 class SentenceFeaturizer:
@@ -83,7 +112,10 @@ class SentenceFeaturizer:
     def __init__(self, record, device, models=None):
         if record is None:
             raise no_records("sentence features")
+        self.record = record
         self.backbone = build_recorded(record, device, models)
 
     def __call__(self, sentences):
-        return [l2_normalize_rows(hidden) for hidden, _ in self.backbone.encode(list(sentences))]
+        storage = self.record.get("storage")
+        return [l2_normalize_rows(stored(hidden, storage) if storage else hidden)
+                for hidden, _ in self.backbone.encode(list(sentences))]

@@ -51,17 +51,20 @@ def read_query_file(path):
     return queries
 
 
-def text_record(backbone):
-    return {"version": RECORD_VERSION, "kind": "text", **backbone.record(), "tan_version": __version__}
+def text_record(backbone, storage=None):
+    record = {"version": RECORD_VERSION, "kind": "text", **backbone.record(), "tan_version": __version__}
+    return {**record, "storage": storage} if storage else record
 
 
 def query_file_name(qid):
     return f"qid{qid}.npz"
 
 
-def extract_queries(queries, backbone, output, batch_size=64, overwrite=False):
-    """Sentence features of ``queries`` ([(qid, sentence)]) into ``output``; an :class:`ExtractionSummary`."""
-    record = text_record(backbone)
+def extract_queries(queries, backbone, output, batch_size=64, overwrite=False, storage=None):
+    """Sentence features of ``queries`` ([(qid, sentence)]) into ``output``, float32 or as ``storage``
+    ("float16": as the releases store them); an :class:`ExtractionSummary`."""
+    record = text_record(backbone, storage)
+    dtype = np.float16 if storage == "float16" else np.float32
     claim_folder(output, record, "sentence features", overwrite)
     summary = ExtractionSummary(output, unit="queries")
     todo = []
@@ -75,8 +78,8 @@ def extract_queries(queries, backbone, output, batch_size=64, overwrite=False):
         part = todo[start:start + batch_size]
         for (qid, _), (hidden, pooled) in zip(part, backbone.encode([s for _, s in part])):
             atomic_write_bytes(os.path.join(output, query_file_name(qid)),
-                               npz_bytes({"last_hidden_state": hidden.astype(np.float32),
-                                          "pooler_output": pooled.astype(np.float32)}))
+                               npz_bytes({"last_hidden_state": hidden.astype(dtype),
+                                          "pooler_output": pooled.astype(dtype)}))
             summary.written.append(qid)
             summary.clips += len(hidden)
     return summary

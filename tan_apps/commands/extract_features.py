@@ -22,7 +22,18 @@ once into the Hugging Face cache where the network allows). --write-tiny
 writes a tiny randomly initialised model of --backbone into a folder, for a
 first run or a test with no download.
 
+--preset NAME makes a release's streams as HERO's extractor made them
+(qvhighlights, charades, tacos, activitynet; docs/video.md §7): with
+--videos, CLIP ViT-B/32 rows (--clip-model) and SlowFast R50 8x8 rows
+(--slowfast-model) from one decode of each video, into --output/clip and
+--output/slowfast; with --queries, CLIP's token features into
+--output/clip_text. Files are float16, as the releases store them.
+
 Examples:
+  tan-extract-features --videos videos/ --preset qvhighlights --clip-model ViT-B-32.pt \\
+      --slowfast-model SLOWFAST_8x8_R50.pkl --output features/
+  tan-extract-features --queries data/train.jsonl --preset qvhighlights --clip-model ViT-B-32.pt \\
+      --output features/
   tan-extract-features --videos videos/ --backbone clip --model openai/clip-vit-base-patch32 --output features/clip
   tan-extract-features --videos videos/ --backbone video_transformer \\
       --model MCG-NJU/videomae-base-finetuned-kinetics --output features/videomae --workers 4
@@ -51,7 +62,16 @@ def build_parser():
     what.add_argument("--queries", nargs="+", metavar="FILE",
                       help='JSON-lines files with "qid" and "query": sentence features')
     what.add_argument("--write-tiny", metavar="DIR", help="write a tiny random model of --backbone into DIR")
-    parser.add_argument("--backbone", required=True, help="clip or video_transformer")
+    parser.add_argument("--backbone", help="clip, slowfast or video_transformer (not with --preset)")
+    parser.add_argument("--preset", metavar="NAME", help="a release's streams: qvhighlights, charades, tacos, "
+                                                         "activitynet")
+    parser.add_argument("--clip-model", metavar="PATH", help="--preset: openai's ViT-B-32.pt, or a CLIP folder")
+    parser.add_argument("--slowfast-model", metavar="FILE", help="--preset: SLOWFAST_8x8_R50.pkl")
+    parser.add_argument("--scaler", choices=("bilinear", "bicubic"), default="bilinear",
+                        help="--preset: FFmpeg's scaler (default bilinear, the releases'; bicubic: HERO's code "
+                             "run with FFmpeg 5 or newer)")
+    parser.add_argument("--resolution", type=int, default=224,
+                        help="--preset: SlowFast's frame size (default 224, HERO's; CLIP takes its model's)")
     parser.add_argument("--model", metavar="NAME", help="model folder or hub name (not with --write-tiny)")
     parser.add_argument("--output", metavar="DIR", help="folder of the feature files")
     parser.add_argument("--clip-seconds", type=float, default=2.0, help="seconds per clip, one row each (default 2)")
@@ -73,11 +93,25 @@ LARGEST_SEED = 2 ** 64 - 1
 
 
 def _check(args):
-    if args.write_tiny:
+    if args.write_tiny and not args.preset:
+        if not args.backbone:
+            raise TanError("--write-tiny needs --backbone")
         if not 0 <= args.seed <= LARGEST_SEED:
             raise TanError(f"--seed {args.seed}: expected a whole number of 0 to {LARGEST_SEED}")
         return
-    if not args.model or not args.output:
+    if args.preset:
+        if args.backbone or args.model or args.write_tiny:
+            raise TanError("--preset chooses the backbones: give --clip-model and --slowfast-model, not --backbone, "
+                           "--model or --write-tiny")
+        needed = ["clip_model", "output"] + (["slowfast_model"] if not args.queries else [])
+        missing = [f"--{n.replace('_', '-')}" for n in needed if not getattr(args, n)]
+        if missing:
+            raise TanError(f"--preset {args.preset} needs {' and '.join(missing)}")
+        if args.resolution < 1:
+            raise TanError(f"--resolution {args.resolution}: expected a positive number of pixels")
+    elif not args.backbone:
+        raise TanError("--backbone (or --preset) is needed")
+    elif not args.model or not args.output:
         raise TanError("--model and --output are needed (only --write-tiny goes without)")
     for name in ("batch_clips", "batch_queries"):
         if getattr(args, name) < 1:
@@ -100,7 +134,9 @@ def main(argv=None):
     device = resolve_device(args.device)
     signal_exits.now_doing("extracting features", f"the files finished are in {args.output}; run the same command "
                                                   f"again to do the rest")
-    if args.queries:
+    if args.preset:
+        summary = _extract_release(args, device, DTYPES[args.dtype])
+    elif args.queries:
         from tan.video.queries import extract_queries, read_query_file
 
         queries = [q for path in args.queries for q in read_query_file(path)]
@@ -119,6 +155,34 @@ def main(argv=None):
     if summary.failed:
         sys.exit(1)
     return summary
+
+
+def _extract_release(args, device, dtype):
+    import os
+
+    from tan.video.backbones import text_backbone, video_backbone
+    from tan.video.presets import preset
+
+    release = preset(args.preset)
+    if args.queries:
+        from tan.video.queries import extract_queries, read_query_file
+
+        queries = [q for path in args.queries for q in read_query_file(path)]
+        backbone = text_backbone("clip")(args.clip_model, device, dtype, max_length=release.text_tokens)
+        return extract_queries(queries, backbone, os.path.join(args.output, release.text_folder),
+                               args.batch_queries, args.overwrite, storage=release.storage)
+    from tan.video.extract import list_videos
+    from tan.video.release import extract_release
+
+    videos = list_videos(_read_list(args.video_list) if args.video_list else args.videos)
+    streams = []
+    for stream in release.streams:
+        if stream.backbone == "slowfast":
+            backbone = video_backbone("slowfast")(args.slowfast_model, device, dtype, resolution=args.resolution)
+        else:
+            backbone = video_backbone(stream.backbone)(args.clip_model, device, dtype)
+        streams.append((stream.folder, backbone, release.sampling(stream, backbone.resolution, args.scaler)))
+    return extract_release(videos, streams, args.output, args.batch_clips, release.storage, args.overwrite)
 
 
 def _read_list(path):

@@ -60,7 +60,7 @@ def backbone_names():
 
 
 def _load_builtins():
-    from . import clip, video_transformer  # noqa: F401  (they register themselves)
+    from . import clip, slowfast, video_transformer  # noqa: F401  (they register themselves)
 
 
 __all__ = ["TextBackbone", "VideoBackbone", "register_text_backbone", "register_video_backbone", "text_backbone",

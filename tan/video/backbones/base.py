@@ -33,6 +33,12 @@ class VideoBackbone:
         """``frames``: [K, F, S, S, 3] uint8 (array or tensor) -> [K, dim] float32 array."""
         raise NotImplementedError
 
+    @classmethod
+    def options_of(cls, record):
+        """The keyword arguments, beyond model, device and dtype, that rebuild this backbone as
+        ``record`` describes it."""
+        return {}
+
     def record(self):
         """The fields of the extractor record (docs/video.md §3) that this backbone sets."""
         return {"backbone": self.NAME, "model": model_reference(self.model_name), "weights": self.weights,
@@ -57,6 +63,10 @@ class TextBackbone:
         """[(last_hidden_state [L, E] float32, pooler_output [P] float32)], one per sentence."""
         raise NotImplementedError
 
+    @classmethod
+    def options_of(cls, record):
+        return {}
+
     def record(self):
         return {"backbone": self.NAME, "model": model_reference(self.model_name), "weights": self.weights,
                 "dim": self.dim, "dtype": dtype_name(self.dtype)}
@@ -70,9 +80,9 @@ def dtype_name(dtype):
 
 
 def model_reference(name):
-    """How a record names a model: a local folder by its absolute path (it is found again from anywhere),
-    a hub name as it is."""
-    return os.path.abspath(name) if os.path.isdir(name) else name
+    """How a record names a model: a local folder or weights file by its absolute path (it is found
+    again from anywhere), a hub name as it is."""
+    return os.path.abspath(name) if os.path.exists(name) else name
 
 
 def require_transformers():
@@ -106,12 +116,16 @@ def load_pretrained(loader, name, what):
                        f"{hint}") from None
 
 
-def weights_digest(module):
+def weights_digest(module, statistics=False):
     """"sha256:<hex>" of a module's parameters (names, dtypes, shapes, bytes) in name order: the same
     weights give the same digest wherever they were loaded from. Buffers are left out: which of them
-    a library saves (position ids, say) changes between its releases, not the weights."""
+    a library saves (position ids, say) changes between its releases, not the weights; ``statistics``
+    adds BatchNorm's running mean and variance, which a network in eval mode computes with."""
     digest = hashlib.sha256()
-    for name, tensor in sorted(module.named_parameters()):
+    tensors = dict(module.named_parameters())
+    if statistics:
+        tensors.update((n, b) for n, b in module.named_buffers() if n.endswith(("running_mean", "running_var")))
+    for name, tensor in sorted(tensors.items()):
         tensor = tensor.detach().to("cpu").contiguous().reshape(-1)
         digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
         digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
@@ -136,11 +150,12 @@ def preprocessor_settings(name, mean, std):
 
 class FrameNormalizer:
     """uint8 [..., S, S, 3] frames -> float [..., 3, S, S] on the device: scaled to [0, 1], minus the
-    mean, over the standard deviation (per channel), in the backbone's dtype."""
+    mean, over the standard deviation plus ``eps`` (per channel), in the backbone's dtype. The extractors
+    that made the released features add 1e-8 to the deviation."""
 
-    def __init__(self, mean, std, device, dtype):
+    def __init__(self, mean, std, device, dtype, eps=0.0):
         self.mean = torch.tensor(mean, device=device, dtype=torch.float32).view(3, 1, 1)
-        self.std = torch.tensor(std, device=device, dtype=torch.float32).view(3, 1, 1)
+        self.std = torch.tensor(std, device=device, dtype=torch.float32).view(3, 1, 1) + eps
         self.device, self.dtype = device, dtype
 
     def __call__(self, frames):

@@ -9,6 +9,7 @@ import os
 import torch
 
 from . import register_text_backbone, register_video_backbone
+from ..weights.openai_clip import is_openai_archive, load_openai_clip, load_openai_tokenizer, write_archive
 from .base import (FrameNormalizer, TextBackbone, VideoBackbone, load_pretrained, preprocessor_settings,
                    quiet_transformers, require_transformers, weights_digest, write_preprocessor)
 
@@ -18,12 +19,16 @@ _MODELS = {}  # (name, device, dtype) -> (model, digest): the image and the text
 
 
 def load_clip(name, device, dtype):
+    """(CLIPModel, digest) of a folder written by save_pretrained, a hub name, or openai's weights file."""
     key = (name, str(device), dtype)
     if key not in _MODELS:
         require_transformers()
         from transformers import CLIPModel
 
-        model = load_pretrained(CLIPModel, name, "CLIP model").eval()
+        if is_openai_archive(name):
+            model = load_openai_clip(name)
+        else:
+            model = load_pretrained(CLIPModel, name, "CLIP model").eval()
         digest = weights_digest(model)
         _MODELS[key] = (model.to(device=device, dtype=dtype), digest)
     return _MODELS[key]
@@ -36,8 +41,9 @@ class ClipImages(VideoBackbone):
         self.model, self.weights = load_clip(model_name, self.device, dtype)
         self.resolution = self.model.config.vision_config.image_size
         self.dim = self.model.config.projection_dim
-        mean, std = preprocessor_settings(model_name, CLIP_MEAN, CLIP_STD)
-        self.normalize = FrameNormalizer(mean, std, self.device, dtype)
+        mean, std = (CLIP_MEAN, CLIP_STD) if is_openai_archive(model_name) else \
+            preprocessor_settings(model_name, CLIP_MEAN, CLIP_STD)
+        self.normalize = FrameNormalizer(mean, std, self.device, dtype, eps=1e-8)  # as the released rows
 
     @torch.no_grad()
     def encode(self, frames):
@@ -49,19 +55,24 @@ class ClipImages(VideoBackbone):
 
     @classmethod
     def write_tiny(cls, folder, seed=0):
-        write_tiny_clip(folder, seed)
+        (write_tiny_openai if folder.endswith(".pt") else write_tiny_clip)(folder, seed)
 
 
 @register_text_backbone("clip")
 class ClipText(TextBackbone):
-    def __init__(self, model_name, device, dtype=torch.float32):
+    def __init__(self, model_name, device, dtype=torch.float32, max_length=None):
         super().__init__(model_name, device, dtype)
         require_transformers()
         from transformers import AutoTokenizer
 
         self.model, self.weights = load_clip(model_name, self.device, dtype)
-        self.tokenizer = load_pretrained(AutoTokenizer, model_name, "CLIP tokenizer")
-        self.max_length = self.model.config.text_config.max_position_embeddings
+        vocab = self.model.config.text_config.vocab_size
+        self.tokenizer = load_openai_tokenizer(model_name, vocab) if is_openai_archive(model_name) else \
+            load_pretrained(AutoTokenizer, model_name, "CLIP tokenizer")
+        # Tokens kept, the first and the end one included: a longer sentence keeps its first ones and
+        # ends with the end token (openai's tokenizer raises past 77; Moment-DETR's keeps 32).
+        longest = self.model.config.text_config.max_position_embeddings
+        self.max_length = min(int(max_length or longest), longest)
         self.dim = self.model.config.text_config.hidden_size
 
     @torch.no_grad()
@@ -78,8 +89,12 @@ class ClipText(TextBackbone):
         return {**super().record(), "max_length": self.max_length}
 
     @classmethod
+    def options_of(cls, record):
+        return {"max_length": record.get("max_length")}
+
+    @classmethod
     def write_tiny(cls, folder, seed=0):
-        write_tiny_clip(folder, seed)
+        (write_tiny_openai if folder.endswith(".pt") else write_tiny_clip)(folder, seed)
 
 
 # A character-level vocabulary: without merges, CLIP's tokenizer spells each word out.
@@ -113,3 +128,23 @@ def write_tiny_clip(folder, seed=0):
     CLIPModel(CLIPConfig(text_config=text, vision_config=vision, projection_dim=32)).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     write_preprocessor(folder, CLIP_MEAN, CLIP_STD, 32)
+
+
+def write_tiny_openai(path, seed=0):
+    """A tiny CLIP (2 layers of width 64 on 32 x 32 images, projecting to 32) as openai's file holds
+    its weights: a TorchScript archive, with a BPE vocabulary of 40 merges beside it."""
+    require_transformers()
+    from transformers import CLIPConfig, CLIPModel
+
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    letters = "etaoinshrdlucmfwypvbgkqjxz"
+    merges = [(a, b + "</w>") for a, b in zip(letters, letters[1:] + letters[:1])][:26] + \
+        [(a, b) for a, b in zip(letters[::2], letters[1::2])][:14]
+    vocab = 512 + len(merges) + 2
+    text = dict(vocab_size=vocab, hidden_size=64, intermediate_size=256, num_hidden_layers=2, num_attention_heads=1,
+                max_position_embeddings=77, bos_token_id=vocab - 2, eos_token_id=vocab - 1, pad_token_id=vocab - 1,
+                hidden_act="quick_gelu")
+    vision = dict(hidden_size=64, intermediate_size=256, num_hidden_layers=2, num_attention_heads=1, image_size=32,
+                  patch_size=8, hidden_act="quick_gelu")
+    torch.manual_seed(seed)
+    write_archive(CLIPModel(CLIPConfig(text_config=text, vision_config=vision, projection_dim=32)), path, merges)

@@ -1,0 +1,78 @@
+"""A release's streams for many videos, from one decode of each: a folder per
+stream (``clip/``, ``slowfast/``) of ``{video}.npz`` files holding
+``features`` [T, D] as the release stores them (float16), each folder with
+its ``extractor.json``. A video's files are written atomically once the
+whole video is through, every stream's; run again, the videos that have
+their files are skipped. A video that cannot be read is reported at the end
+with its reason; the others go on."""
+import os
+
+import numpy as np
+
+from ..errors import TanError
+from ..utils.io import atomic_write_bytes
+from ..utils.logger import get_logger
+from ..utils.progress import progress
+from ..version import __version__
+from ..data.features.provenance import RECORD_VERSION, describe_extractor
+from .decode import VideoError, decoder_version
+from .extract import FEATURE_KEY, ExtractionSummary, claim_folder, npz_bytes
+from .release_sampling import release_chunks
+
+STORAGE = {"float16": np.float16, "float32": np.float32}
+
+
+def release_record(backbone, sampling, storage):
+    return {"version": RECORD_VERSION, "kind": "video", **backbone.record(), **sampling.fields(),
+            "storage": storage, "decoder": decoder_version(), "tan_version": __version__}
+
+
+def stored(rows, storage):
+    """Rows as a file of the release holds them, read back as float32 (what a model trained on it saw)."""
+    return rows.astype(STORAGE[storage]).astype(np.float32)
+
+
+def encode_streams(path, backbones, samplings, clips_per_chunk=16):
+    """([T_i, D_i] float32 rows of each stream, the video's length) from one decode of ``path``."""
+    rows = [[] for _ in backbones]
+    duration = None
+    for i, chunk in release_chunks(path, samplings, clips_per_chunk):
+        if len(chunk.frames):
+            rows[i].append(backbones[i].encode(chunk.frames))
+        duration = chunk.end if chunk.end is not None else duration
+    arrays = [np.concatenate(r).astype(np.float32) if r else np.zeros((0, b.dim), np.float32)
+              for r, b in zip(rows, backbones)]
+    return arrays, duration
+
+
+def extract_release(videos, streams, output, clips_per_chunk=16, storage="float16", overwrite=False):
+    """Every stream of ``streams`` ([(folder name, backbone, ReleaseSampling)]) of ``videos`` ([(id, path)])
+    into ``output/{folder}/``; an :class:`ExtractionSummary`."""
+    if storage not in STORAGE:
+        raise TanError(f"storage {storage!r}: expected one of {', '.join(STORAGE)}")
+    folders = []
+    for name, backbone, sampling in streams:
+        folder = os.path.join(output, name)
+        record = release_record(backbone, sampling, storage)
+        claim_folder(folder, record, f"{name} features", overwrite)
+        folders.append(folder)
+        get_logger("extract").info("%s: %s", name, describe_extractor(record))
+    summary = ExtractionSummary(output)
+    todo = []
+    for video, path in videos:
+        done = all(os.path.exists(os.path.join(f, f"{video}.npz")) for f in folders)
+        (summary.skipped.append(video) if done and not overwrite else todo.append((video, path)))
+    backbones, samplings = [s[1] for s in streams], [s[2] for s in streams]
+    for video, path in progress(todo, total=len(todo), desc="videos", unit="video"):
+        try:
+            arrays, _ = encode_streams(path, backbones, samplings, clips_per_chunk)
+        except VideoError as e:
+            summary.failed[video] = (e.reason, e.detail)
+            get_logger("extract").warning("video %s: %s", video, e)
+            continue
+        for folder, rows in zip(folders, arrays):
+            atomic_write_bytes(os.path.join(folder, f"{video}.npz"),
+                               npz_bytes({FEATURE_KEY: rows.astype(STORAGE[storage])}))
+        summary.written.append(video)
+        summary.clips += len(arrays[0])
+    return summary

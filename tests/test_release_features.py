@@ -1,0 +1,241 @@
+"""The benchmarks' released features made from video files: HERO's frame
+choice on videos whose frames say their own number, SlowFast's Caffe2 pickle
+and openai CLIP's archive (tiny random ones written in those formats) loaded
+whole or refused in one line, the release preset's folders, and a model
+trained on release-laid features that grounds a new video file as it does
+its stored features."""
+import json
+import os
+import pickle
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+av = pytest.importorskip("av")
+pytest.importorskip("transformers")
+
+from tan.errors import TanError  # noqa: E402
+from tan.video.backbones.clip import ClipImages, ClipText, write_tiny_openai  # noqa: E402
+from tan.video.backbones.slowfast import SlowFastClips  # noqa: E402
+from tan.video.decode import VideoError  # noqa: E402
+from tan.video.release_sampling import ReleaseSampling, fast_indices, release_chunks  # noqa: E402
+from tan.video.weights.caffe2 import blob_names, load_slowfast  # noqa: E402
+
+from conftest import REPO, run_main, run_tool  # noqa: E402
+
+TAN_VIDEOS = os.path.join(REPO, "configs", "video", "2dtan_synthetic_videos.yaml")
+
+
+def numbered_video(path, count, fps, size=(64, 48), rotation=None, container_format=None, left_half=False):
+    """``count`` frames at ``fps`` whose grey level is 2 x their number modulo 128 (lossless FFV1, or
+    x264 at quantiser 0): a frame read back says which one it is."""
+    with av.open(path, "w", format=container_format) as container:
+        codec = "ffv1" if path.endswith(".mkv") else "libx264rgb"
+        stream = container.add_stream(codec, rate=Fraction(fps).limit_denominator(1001))
+        stream.width, stream.height = size
+        stream.pix_fmt = "bgr0" if codec == "ffv1" else "rgb24"
+        if codec == "libx264rgb":
+            stream.options = {"qp": "0"}
+        if rotation is not None:
+            stream.set_display_rotation(rotation)
+        for i in range(count):
+            picture = np.full((size[1], size[0], 3), (2 * i) % 256, np.uint8)
+            if left_half:  # bright: which way is up
+                picture[:, :size[0] // 2] = 255
+            for packet in stream.encode(av.VideoFrame.from_ndarray(picture, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+
+
+def frame_numbers(frames):
+    """The frame number each [S, S, 3] frame shows (its grey level / 2, the bright corner left out)."""
+    s = frames.shape[-2]
+    centre = frames[..., s // 2 - 2:s // 2 + 2, s // 2 - 2:s // 2 + 2, 0].astype(float)
+    return np.rint(centre.mean((-1, -2)) / 2).astype(int)
+
+
+def streams_of(path, clip_seconds=2, resolution=32):
+    samplings = [ReleaseSampling("images", clip_seconds, resolution), ReleaseSampling("clips", clip_seconds,
+                                                                                      resolution)]
+    out, ends = {0: [], 1: []}, {}
+    for i, chunk in release_chunks(path, samplings, clips_per_chunk=2):
+        out[i].append(chunk.frames)
+        ends[i] = chunk.end if chunk.end is not None else ends.get(i)
+    return np.concatenate(out[0]), np.concatenate(out[1]), ends
+
+
+def test_fast_frames_are_hero_s_at_30_29_and_60_frames_a_second():
+    assert fast_indices(60, 30).tolist() == list(range(0, 60, 2)) + [59, 59]
+    at_29 = fast_indices(60, 29).tolist()
+    assert at_29[:3] == [0, 1, 3] and at_29[-3:] == [56, 58, 59]
+    at_60 = fast_indices(60, 60).tolist()  # the span is PySlowFast's for 60 frames a second: half the clip
+    assert at_60[:15] == [0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 45, 49, 53, 57] and at_60[15:] == [59] * 17
+
+
+def test_slowfast_clips_hold_hero_s_frames_padded_with_the_last_second(tmp_path):
+    path = str(tmp_path / "count.mp4")
+    numbered_video(path, 150, 30)  # 5 s: clips 0-2 s, 2-4 s, and 4-5 s completed with its own second
+    images, clips, ends = streams_of(path)
+    assert clips.shape[:2] == (3, 32) and ends == {0: 5.0, 1: 5.0}
+    numbers = frame_numbers(clips)
+    chosen = fast_indices(60, 30)
+    assert numbers[0].tolist() == chosen.tolist()
+    assert numbers[1].tolist() == (60 + chosen).tolist()
+    assert numbers[2].tolist() == [(120 + i % 30) % 128 for i in chosen.tolist()]  # the last second, twice
+    # CLIP: the frame on screen at about the middle of each clip, one row a clip (fps filter at 0.5/s)
+    assert images.shape[:2] == (3, 1)
+    assert frame_numbers(images[:, 0]).tolist() == [29, 89, 149 % 128]
+
+
+def test_a_video_shorter_than_half_a_clip_gives_one_row_of_each_stream(tmp_path):
+    path = str(tmp_path / "short.mp4")
+    numbered_video(path, 12, 30)  # 0.4 s: FFmpeg's fps filter at one frame per 2 s gives no frame at all
+    images, clips, _ = streams_of(path)
+    assert len(images) == 1 and len(clips) == 1
+    assert frame_numbers(images[:, 0]).tolist() == [11]  # the last frame
+    # 12 frames, then the last one to a whole second, then that second again to a whole clip
+    assert frame_numbers(clips[0]).tolist() == [min(i % 30, 11) for i in fast_indices(60, 30).tolist()]
+
+
+def test_mkv_without_a_frame_count_and_a_rotated_phone_video_are_read_upright(tmp_path):
+    mkv = str(tmp_path / "lossless.mkv")
+    numbered_video(mkv, 90, 25)
+    images, clips, ends = streams_of(mkv)
+    assert len(images) == 2 and len(clips) == 2 and ends[1] == pytest.approx(3.6)
+    phone = str(tmp_path / "phone.mp4")
+    numbered_video(phone, 30, 30, size=(64, 32), rotation=-90, left_half=True)  # stored landscape, shown portrait
+    upright, _, _ = streams_of(phone, resolution=32)
+    bright = upright[0, 0, :, :, 0] > 250
+    # shown turned a quarter clockwise, the stored left half is the top: the crop's upper half is bright
+    # (scaled by its stored size, as HERO does, it would be squashed and bright on the left)
+    assert bright[:14].all() and not bright[18:].any()
+
+
+def test_a_file_without_video_gives_one_reason(tmp_path):
+    path = str(tmp_path / "sound.mp4")
+    with av.open(path, "w", format="mp4") as container:
+        stream = container.add_stream("aac", rate=16000)
+        for i in range(5):
+            frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="fltp", layout="mono")
+            frame.sample_rate, frame.pts = 16000, i * 1024
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    with pytest.raises(VideoError, match="no video stream"):
+        streams_of(path)
+
+
+def test_the_caffe2_pickle_loads_every_tensor_and_a_wrong_file_is_named(tmp_path):
+    path = str(tmp_path / "SLOWFAST_tiny.pkl")
+    SlowFastClips.write_tiny(path, seed=3)
+    with open(path, "rb") as f:
+        blobs = pickle.load(f, encoding="latin1")["blobs"]
+    network = load_slowfast(path)
+    names = blob_names(network.shape)
+    for name, tensor in network.state_dict().items():
+        if not name.endswith("num_batches_tracked"):
+            assert np.array_equal(tensor.numpy(), blobs[names[name]]), name
+    frames = np.random.default_rng(0).integers(0, 255, (3, 32, 32, 32, 3), dtype=np.uint8)
+    backbone = SlowFastClips(path, "cpu", resolution=32)
+    together, alone = backbone.encode(frames), backbone.encode(frames[1:2])
+    assert together.shape == (3, 288) and np.abs(together[1] - alone[0]).max() < 1e-5  # eval mode: no batch mixing
+
+    def refused(content, *expected):
+        bad = str(tmp_path / "bad.pkl")
+        with open(bad, "wb") as f:
+            f.write(content)
+        with pytest.raises(TanError) as e:
+            load_slowfast(bad)
+        message = str(e.value)
+        assert "\n" not in message and bad in message and "SLOWFAST_8x8_R50.pkl" in message
+        for text in expected:
+            assert text in message
+
+    raw = open(path, "rb").read()
+    refused(raw[:len(raw) // 2], "truncated")
+    without = dict(blobs)
+    del without["res4_2_branch2b_bn_riv"]
+    refused(pickle.dumps({"blobs": without}), "res4_2_branch2b_bn_riv")
+    wrong = dict(blobs, res3_0_branch2a_w=np.zeros((1, 1, 1, 1, 1), np.float32))
+    refused(pickle.dumps({"blobs": wrong}), "res3_0_branch2a_w", "(1, 1, 1, 1, 1)")
+    refused(pickle.dumps({"model": 1}), "blobs")
+    with pytest.raises(TanError, match="no such file"):
+        load_slowfast(str(tmp_path / "absent.pkl"))
+
+
+def test_openai_s_archive_loads_into_the_same_weights_and_its_vocabulary_reads_sentences(tmp_path):
+    import torch
+    from transformers import CLIPModel
+
+    path = str(tmp_path / "weights" / "ViT-tiny.pt")
+    write_tiny_openai(path, seed=1)
+    assert os.path.isfile(os.path.join(os.path.dirname(path), "bpe_simple_vocab_16e6.txt.gz"))
+    images = ClipImages(path, "cpu")
+    assert torch.jit.load(path).state_dict()["visual.proj"].shape == (64, 32)
+    # the archive's tensors, renamed, are the model it was written from
+    torch.manual_seed(1)
+    rows = images.encode(np.random.default_rng(0).integers(0, 255, (2, 1, 32, 32, 3), dtype=np.uint8))
+    assert rows.shape == (2, 32) and np.isfinite(rows).all()
+    assert isinstance(images.model, CLIPModel)
+    text = ClipText(path, "cpu", max_length=32)
+    (short, pooled), (long, _) = text.encode(["the person rinses the knife", "word " * 60])
+    assert pooled.shape == (32,) and short.shape[1] == 64 and len(long) == 32  # start, 30 tokens, end
+    ids = text.tokenizer("word " * 60, truncation=True, max_length=32)["input_ids"]
+    # a long sentence keeps its start and end tokens
+    assert ids[0] == text.tokenizer.bos_token_id and ids[-1] == text.tokenizer.eos_token_id
+    torch.save({"a": torch.zeros(1)}, str(tmp_path / "other.pt"))
+    with pytest.raises(TanError, match="openai CLIP ViT tensors"):
+        ClipImages(str(tmp_path / "other.pt"), "cpu")
+
+
+@pytest.mark.slow
+def test_a_model_trained_on_release_laid_features_grounds_a_new_video_file_as_its_stored_features(tmp_path):
+    from tan_apps.synthetic.videos import generate
+
+    root = str(tmp_path / "release")
+    generate(root, splits={"train": 24, "test": 4})
+    weights = str(tmp_path / "weights")
+    assert run_main("extract_features", "--write-tiny", f"{weights}/SLOWFAST_tiny.pkl", "--backbone",
+                    "slowfast").returncode == 0
+    assert run_main("extract_features", "--write-tiny", f"{weights}/ViT-tiny.pt", "--backbone",
+                    "clip").returncode == 0
+    models = ["--clip-model", f"{weights}/ViT-tiny.pt"]
+    features = os.path.join(root, "features")
+    made = run_main("extract_features", "--videos", os.path.join(root, "videos"), "--preset", "charades", *models,
+                    "--slowfast-model", f"{weights}/SLOWFAST_tiny.pkl", "--resolution", "32", "--output", features)
+    assert made.returncode == 0, made.stderr[-3000:]
+    texts = run_main("extract_features", "--queries", *[os.path.join(root, "data", f"{s}.jsonl")
+                                                        for s in ("train", "test")],
+                     "--preset", "charades", *models, "--output", features)
+    assert texts.returncode == 0, texts.stderr[-3000:]
+    stored = np.load(os.path.join(features, "slowfast", "synvid_test_0000.npz"))
+    assert stored.files == ["features"] and stored["features"].dtype == np.float16
+    with open(os.path.join(root, "release.yaml"), "w") as f:
+        json.dump({f"release_{s}": {"annotations": f"data/{s}.jsonl", "format": "jsonl",
+                                    "features": ["features/clip", "features/slowfast"],
+                                    "text_features": "features/clip_text"} for s in ("train", "test")}, f)
+    out = str(tmp_path / "run")
+    trained = run_tool("train_net", "--config-file", TAN_VIDEOS, "DATASETS.ROOT", root, "DATASETS.CATALOG",
+                       "release.yaml", "DATASETS.TRAIN", "('release_train',)", "DATASETS.TEST", "('release_test',)",
+                       "MODEL.TAN.FEATPOOL.INPUT_SIZE", "320", "INPUT.PRE_QUERY_SIZE", "64", "OUTPUT_DIR", out,
+                       "MODEL.DEVICE", "cpu", "SOLVER.MAX_EPOCH", "1", "--skip-test")
+    assert trained.returncode == 0, trained.stdout[-2000:] + trained.stderr[-3000:]
+    checkpoint = os.path.join(out, "model_final.pth")
+    record = json.loads(open(os.path.join(root, "data", "test.jsonl")).readline())
+    video_file = os.path.join(root, "videos", f"{record['vid']}.mp4")
+    from_file = run_main("predict", "--ckpt", checkpoint, "--video-file", video_file, "--query", record["query"],
+                         "--json")
+    assert from_file.returncode == 0, from_file.stderr[-3000:]
+    from_features = run_main("predict", "--ckpt", checkpoint, "--video", record["vid"], "--duration",
+                             str(record["duration"]), "--query", record["query"], "--json", "DATASETS.ROOT", root,
+                             "DATASETS.CATALOG", "release.yaml", "DATASETS.TEST", "('release_test',)")
+    assert from_features.returncode == 0, from_features.stderr[-3000:]
+    a, b = json.loads(from_file.stdout)["queries"][0], json.loads(from_features.stdout)["queries"][0]
+    assert [(m["start"], m["end"]) for m in a["moments"]] == [(m["start"], m["end"]) for m in b["moments"]]
+    assert [m["score"] for m in a["moments"]] == pytest.approx([m["score"] for m in b["moments"]], abs=1e-5)
+    os.rename(f"{weights}/SLOWFAST_tiny.pkl", f"{weights}/moved.pkl")
+    gone = run_main("predict", "--ckpt", checkpoint, "--video-file", video_file, "--query", record["query"])
+    assert gone.returncode != 0 and "SLOWFAST_tiny.pkl" in gone.stderr and "model_zoo" in gone.stderr
