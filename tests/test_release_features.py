@@ -239,3 +239,31 @@ def test_a_model_trained_on_release_laid_features_grounds_a_new_video_file_as_it
     os.rename(f"{weights}/SLOWFAST_tiny.pkl", f"{weights}/moved.pkl")
     gone = run_main("predict", "--ckpt", checkpoint, "--video-file", video_file, "--query", record["query"])
     assert gone.returncode != 0 and "SLOWFAST_tiny.pkl" in gone.stderr and "model_zoo" in gone.stderr
+
+
+def test_a_bad_weights_file_is_refused_in_one_line_before_anything_is_written(tmp_path):
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    numbered_video(str(videos / "v.mp4"), 30, 30)
+    weights = tmp_path / "weights"
+    clip_model = str(weights / "ViT-tiny.pt")
+    write_tiny_openai(clip_model)
+    slowfast = str(weights / "SLOWFAST_tiny.pkl")
+    SlowFastClips.write_tiny(slowfast)
+    whole = open(slowfast, "rb").read()
+    cut = str(weights / "cut.pkl")
+    open(cut, "wb").write(whole[:1000])
+    out = str(tmp_path / "features")
+    for args, named in ((["--slowfast-model", cut, "--clip-model", clip_model], cut),
+                        (["--slowfast-model", str(weights / "gone.pkl"), "--clip-model", clip_model], "gone.pkl"),
+                        (["--slowfast-model", slowfast, "--clip-model", slowfast], slowfast)):
+        proc = run_main("extract_features", "--videos", str(videos), "--preset", "qvhighlights", *args,
+                        "--output", out)
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        errors = [line for line in proc.stderr.splitlines() if "error" in line.lower()]
+        assert len(errors) == 1 and named in errors[0], proc.stderr[-2000:]
+        assert not os.path.exists(out)
+    half = str(weights / "half.pt")
+    open(half, "wb").write(open(clip_model, "rb").read()[:5000])
+    with pytest.raises(TanError, match="half.pt.*neither a TorchScript archive nor a state dict of tensors"):
+        ClipImages(half, "cpu")

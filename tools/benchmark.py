@@ -39,6 +39,11 @@ each length (features at 1 row per second) scored whole and by windows, seconds 
 peak memory, each in a fresh process:
   python tools/benchmark.py --long-videos --device cpu
 
+--release-extraction measures a release's CLIP and SlowFast streams (tools/benchmarking/
+release_extraction.py) made from one decode of each video against one decode per stream, with
+the same backbones (tiny random ones unless --clip-model and --slowfast-model name real weights):
+  python tools/benchmark.py --release-extraction --device cpu --extract-videos 2 --extract-seconds 30
+
 --extraction measures tan-extract-features instead (tools/benchmarking/extraction.py):
 videos rendered on the fly through one backbone (a tiny random one unless
 --extract-model names real weights), decoded in the main process beside
@@ -56,7 +61,7 @@ import torch
 
 from benchmarking import mmn_workloads as M
 from benchmarking import ms2dtan_workloads as MS
-from benchmarking import extraction, long_videos, saved_memory, sweep
+from benchmarking import extraction, long_videos, release_extraction, saved_memory, sweep
 from benchmarking import workloads as W
 from benchmarking.memory import step_memory
 from tan_apps.cli.exit_codes import run_cli
@@ -164,6 +169,15 @@ def parse_args(argv=None):
     parser.add_argument("--extract-clip-seconds", type=float, default=2.0,
                         help="--extraction: seconds per clip (default 2)")
     parser.add_argument("--workers", type=int, default=2, help="--extraction: decoding workers (default 2)")
+    parser.add_argument("--release-extraction", action="store_true",
+                        help="measure a release's two streams from one decode against one decode per stream")
+    parser.add_argument("--release-preset", default="qvhighlights", help="--release-extraction: the release")
+    parser.add_argument("--clip-model", default="", metavar="PATH",
+                        help="--release-extraction: openai's ViT-B-32.pt (default: a tiny random one)")
+    parser.add_argument("--slowfast-model", default="", metavar="FILE",
+                        help="--release-extraction: SLOWFAST_8x8_R50.pkl (default: a tiny random one)")
+    parser.add_argument("--release-resolution", type=int, default=224,
+                        help="--release-extraction: SlowFast's frame size (default 224)")
     parser.add_argument("--saved-memory", action="store_true",
                         help="2D-TAN: what a training step keeps for its backward and its peak growth, in fresh "
                              "processes (CPU), beside --reference-code's")
@@ -341,6 +355,13 @@ def run_extraction(args, device):
     write_json(args.json, report)
 
 
+def run_release_extraction(args, device):
+    report = {"device": str(device), "machine": describe_machine(device), "torch": torch.__version__,
+              **release_extraction.measure_release_extraction(args, device)}
+    print(release_extraction.format_release_extraction(report))
+    write_json(args.json, report)
+
+
 def run_saved_memory(args):
     batch = args.batch or 2
     report = {"config": os.path.relpath(args.config_file), "overrides": list(args.opts), "batch": batch,
@@ -380,6 +401,8 @@ def main(argv=None):
         return run_long_videos(args)
     if args.extraction:
         return run_extraction(args, torch.device(args.device))
+    if args.release_extraction:
+        return run_release_extraction(args, torch.device(args.device))
     if args.saved_memory:
         return run_saved_memory(args)
     architecture = load_config(args.config_file, args.opts).MODEL.ARCHITECTURE

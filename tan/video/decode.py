@@ -125,7 +125,7 @@ def _ffmpeg_message(error):
     return getattr(error, "strerror", None) or str(error)
 
 
-def _decoded(container, stream):
+def decoded_frames(container, stream):
     """The stream's frames in presentation order; a truncated or damaged tail ends the stream."""
     av = _av()
     try:
@@ -170,7 +170,7 @@ def sampled_frames(container, stream, sampling):
     rate = float(stream.average_rate or stream.guessed_rate or 25)
     period = 1.0 / sampling.frame_rate
     index, shown, shown_time, end, start = 0, None, 0.0, 0.0, None
-    for count, frame in enumerate(_decoded(container, stream)):
+    for count, frame in enumerate(decoded_frames(container, stream)):
         stamp = _frame_time(frame, count, rate)
         start = stamp if start is None else start
         time = stamp - start

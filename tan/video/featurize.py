@@ -83,7 +83,8 @@ class VideoFeaturizer:
     def __call__(self, path):
         try:
             if all(s is not None for s in self.release):  # every stream from one decode
-                arrays, duration = encode_streams(path, self.backbones, self.release, self.clips_per_chunk)
+                arrays, duration = encode_streams(path, self.backbones, self.release, self.clips_per_chunk,
+                                                  desc=os.path.basename(path))
             else:
                 parts = [self._stream(path, i) for i in range(len(self.backbones))]
                 arrays, duration = [p[0] for p in parts], parts[-1][1]

@@ -32,11 +32,13 @@ def stored(rows, storage):
     return rows.astype(STORAGE[storage]).astype(np.float32)
 
 
-def encode_streams(path, backbones, samplings, clips_per_chunk=16):
-    """([T_i, D_i] float32 rows of each stream, the video's length) from one decode of ``path``."""
+def encode_streams(path, backbones, samplings, clips_per_chunk=16, desc=None):
+    """([T_i, D_i] float32 rows of each stream, the video's length) from one decode of ``path``; with
+    ``desc``, a progress bar of the batches (an hour-long video takes a while)."""
     rows = [[] for _ in backbones]
     duration = None
-    for i, chunk in release_chunks(path, samplings, clips_per_chunk):
+    chunks = release_chunks(path, samplings, clips_per_chunk)
+    for i, chunk in (progress(chunks, desc=desc, unit="batch") if desc else chunks):
         if len(chunk.frames):
             rows[i].append(backbones[i].encode(chunk.frames))
         duration = chunk.end if chunk.end is not None else duration
@@ -65,7 +67,7 @@ def extract_release(videos, streams, output, clips_per_chunk=16, storage="float1
     backbones, samplings = [s[1] for s in streams], [s[2] for s in streams]
     for video, path in progress(todo, total=len(todo), desc="videos", unit="video"):
         try:
-            arrays, _ = encode_streams(path, backbones, samplings, clips_per_chunk)
+            arrays, _ = encode_streams(path, backbones, samplings, clips_per_chunk, desc=video)
         except VideoError as e:
             summary.failed[video] = (e.reason, e.detail)
             get_logger("extract").warning("video %s: %s", video, e)

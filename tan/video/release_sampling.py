@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .decode import NO_FRAMES, Chunk, VideoError, open_video, _decoded as decoded_frames  # noqa: F401
+from .decode import NO_FRAMES, Chunk, VideoError, decoded_frames, open_video
 
 SCALERS = ("bilinear", "bicubic")
 DECODE_RATE = 30  # HERO's target frame rate for SlowFast
@@ -167,7 +167,7 @@ class FrameGraph:
 class _Images:
     """A row per frame that the ``fps`` filter gives, at least one."""
 
-    def __init__(self, graph, facts, sampling):
+    def __init__(self, graph, facts, sampling):  # noqa: ARG002  (the clips' signature)
         self.graph, self.count, self.last = graph, 0, None
 
     def push(self, frame):

@@ -51,8 +51,9 @@ def read_state(path):
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as e:  # noqa: BLE001  (any failure: not such a file)
-            raise weights_error(path, WHAT, f"neither a TorchScript archive nor a state dict ({type(e).__name__}: "
-                                            f"{str(e).splitlines()[0][:120]})", SOURCE) from None
+            raise weights_error(path, WHAT, f"neither a TorchScript archive nor a state dict of tensors "
+                                            f"({type(e).__name__}; truncated, or another kind of file)",
+                                SOURCE) from None
     if not isinstance(state, dict) or "visual.proj" not in state or "token_embedding.weight" not in state:
         raise weights_error(path, WHAT, "expected openai CLIP ViT tensors (visual.proj, token_embedding.weight, ...)",
                             SOURCE)
