@@ -89,6 +89,17 @@ def test_slowfast_clips_hold_hero_s_frames_padded_with_the_last_second(tmp_path)
     assert frame_numbers(images[:, 0]).tolist() == [29, 89, 149 % 128]
 
 
+@pytest.mark.parametrize("name,form", [("clock.ts", "mpegts"), ("bare.h264", "h264")])
+def test_a_clock_that_starts_late_and_frames_without_times_are_read_as_ffmpeg_reads_them(tmp_path, name, form):
+    """An MPEG-TS clock starts at 1.4 s, and the frames of a bare H.264 stream carry no time: counted
+    from the file's start, one frame after another, they give the rows of an MP4 of the same frames."""
+    path = str(tmp_path / name)
+    numbered_video(path, 150, 30, container_format=form)
+    images, clips, _ = streams_of(path)
+    assert frame_numbers(images[:, 0]).tolist() == [29, 89, 149 % 128]
+    assert len(clips) == 3 and frame_numbers(clips[1]).tolist() == (60 + fast_indices(60, 30)).tolist()
+
+
 def test_a_video_shorter_than_half_a_clip_gives_one_row_of_each_stream(tmp_path):
     path = str(tmp_path / "short.mp4")
     numbered_video(path, 12, 30)  # 0.4 s: FFmpeg's fps filter at one frame per 2 s gives no frame at all

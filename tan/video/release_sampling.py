@@ -95,8 +95,10 @@ class VideoFacts:
     rotation: int
 
 
-def video_facts(stream, first_frame):
-    rate = stream.average_rate or stream.guessed_rate
+def video_facts(stream, first_frame, timed=True):
+    """The :class:`VideoFacts` of ``stream``; ``timed``: whether its frames carry times (a bare stream's
+    do not, and its rate is the one FFmpeg stamps them at)."""
+    rate = (stream.average_rate or stream.guessed_rate) if timed else (stream.guessed_rate or stream.average_rate)
     rate = math.floor(float(rate)) if rate else None
     duration = float(stream.duration * stream.time_base) if stream.duration and stream.time_base else None
     rotation = int(round(getattr(first_frame, "rotation", 0) or 0)) % 360
@@ -233,21 +235,43 @@ def release_chunks(path, samplings, clips_per_chunk=16):
         container.close()
 
 
+def _restamped(frames, container, stream):
+    """The frames on the clock FFmpeg's command puts them on before its filters: counted from the
+    file's start (an MPEG-TS clock starts anywhere), and a frame with no time stamped one frame after
+    the one before (a raw .h264 stream has none; the ``fps`` filter would drop it)."""
+    base = stream.time_base
+    rate = float(stream.guessed_rate or stream.average_rate or DECODE_RATE)  # FFmpeg's own guess, as its command
+    step = max(1, round(1 / (rate * float(base)))) if base else 1
+    origin, previous = None, None
+    if container.start_time is not None and base:
+        origin = round(container.start_time / 1_000_000 / float(base))  # in AV_TIME_BASE units
+    for frame in frames:
+        if frame.pts is None:
+            frame.pts = 0 if previous is None else previous + step
+            frame.time_base = base
+        else:
+            origin = frame.pts if origin is None else origin
+            frame.pts -= origin
+        previous = frame.pts
+        yield frame
+
+
 def _release_chunks(container, stream, samplings, clips_per_chunk):
-    frames = decoded_frames(container, stream)
-    first = next(frames, None)
+    decoded = decoded_frames(container, stream)
+    first = next(decoded, None)
     if first is None:
         raise VideoError(NO_FRAMES, "the video stream decodes to no frame")
-    facts = video_facts(stream, first)
+    facts = video_facts(stream, first, timed=first.pts is not None)
+    frames = _restamped(_chained(first, decoded), container, stream)
+    first = next(frames)
     width, height = first.width, first.height
     pipes = [(_Clips if s.kind == "clips" else _Images)(
         FrameGraph(stream, facts, s.frame_rate, s.resolution, s.scaler, width, height), facts, s) for s in samplings]
     pending = [[] for _ in samplings]
     made = [0] * len(samplings)
     end, rate = 0.0, float(stream.average_rate or stream.guessed_rate or DECODE_RATE)
-    start = first.time or 0.0
     for frame in _chained(first, frames):
-        end = max(end, (frame.time or 0.0) - start + _frame_length(frame, rate))
+        end = max(end, float(frame.pts * frame.time_base) + _frame_length(frame, rate))
         for i, pipe in enumerate(pipes):
             pending[i] += pipe.push(frame)
             while len(pending[i]) >= clips_per_chunk:
