@@ -80,6 +80,7 @@ class Grounder:
         self.device = device
         self.checkpoint = checkpoint
         self.extractors = extractors
+        self._records_looked_up = False  # in the training data's folders, for a checkpoint without records
         self.extractor_models = dict(extractor_models or {})
         self._encoder = None
         self._featurizer = None
@@ -92,9 +93,29 @@ class Grounder:
         if self._featurizer is None:
             from .video.featurize import VideoFeaturizer
 
-            self._featurizer = VideoFeaturizer(self.extractors, self.device, self.extractor_models)
+            self._featurizer = VideoFeaturizer(self._extractor_records(), self.device, self.extractor_models)
         features, duration = self._featurizer(path)
         return self.encode_video(features, duration)
+
+    def _extractor_records(self):
+        if self.extractors is None and not self._records_looked_up:
+            self._records_looked_up = True
+            self.extractors = self._records_in_training_folders()
+        return self.extractors
+
+    def _records_in_training_folders(self):
+        """For a checkpoint that records no extractor: the records now in its training data's folders
+        (written there since, e.g. by tan-extract-features --preset --records-only), if they are here."""
+        from .data.build import RunData
+
+        try:
+            records = RunData(self.cfg, splits=("TRAIN",)).extractors()
+        except TanError:
+            return None
+        if records is not None:
+            get_logger("api").warning("the checkpoint records no feature extractor; using the records now in its "
+                                      "training data's folders (DATASETS.ROOT %s)", self.cfg.DATASETS.ROOT)
+        return records
 
     def encode_video(self, features, duration):
         """``features``: the video's clip features [T, D_in] (numpy array or tensor, any T);
@@ -122,8 +143,10 @@ class Grounder:
     def _recorded_text_encoder(self):
         """For a model that reads a text backbone's token features: that backbone, as the checkpoint
         records it (None without a record: the text input says why it cannot encode new text)."""
-        record = (self.extractors or {}).get("text_features")
-        if record is None or not reads_backbone_features(self.text_input):
+        if not reads_backbone_features(self.text_input):
+            return None
+        record = (self._extractor_records() or {}).get("text_features")
+        if record is None:
             return None
         from .video.featurize import SentenceFeaturizer  # the video extra, needed only here
 

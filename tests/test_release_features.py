@@ -202,54 +202,109 @@ def test_openai_s_archive_loads_into_the_same_weights_and_its_vocabulary_reads_s
         ClipImages(str(tmp_path / "other.pt"), "cpu")
 
 
-@pytest.mark.slow
-def test_a_model_trained_on_release_laid_features_grounds_a_new_video_file_as_its_stored_features(tmp_path):
+@pytest.fixture(scope="module")
+def release_dataset(tmp_path_factory):
+    """(root, weights folder) of synthetic videos with their features made by --preset charades with tiny
+    weights (SlowFast at 32 px), a catalog ``release.yaml`` of them, and their annotations."""
     from tan_apps.synthetic.videos import generate
 
-    root = str(tmp_path / "release")
+    root = str(tmp_path_factory.mktemp("release"))
     generate(root, splits={"train": 24, "test": 4})
-    weights = str(tmp_path / "weights")
+    weights = str(tmp_path_factory.mktemp("weights"))
     assert run_main("extract_features", "--write-tiny", f"{weights}/SLOWFAST_tiny.pkl", "--backbone",
                     "slowfast").returncode == 0
     assert run_main("extract_features", "--write-tiny", f"{weights}/ViT-tiny.pt", "--backbone",
                     "clip").returncode == 0
-    models = ["--clip-model", f"{weights}/ViT-tiny.pt"]
     features = os.path.join(root, "features")
-    made = run_main("extract_features", "--videos", os.path.join(root, "videos"), "--preset", "charades", *models,
-                    "--slowfast-model", f"{weights}/SLOWFAST_tiny.pkl", "--resolution", "32", "--output", features)
+    made = run_main("extract_features", "--videos", os.path.join(root, "videos"), *preset_args(weights),
+                    "--output", features)
     assert made.returncode == 0, made.stderr[-3000:]
     texts = run_main("extract_features", "--queries", *[os.path.join(root, "data", f"{s}.jsonl")
                                                         for s in ("train", "test")],
-                     "--preset", "charades", *models, "--output", features)
+                     "--preset", "charades", "--clip-model", f"{weights}/ViT-tiny.pt", "--output", features)
     assert texts.returncode == 0, texts.stderr[-3000:]
-    stored = np.load(os.path.join(features, "slowfast", "synvid_test_0000.npz"))
-    assert stored.files == ["features"] and stored["features"].dtype == np.float16
     with open(os.path.join(root, "release.yaml"), "w") as f:
         json.dump({f"release_{s}": {"annotations": f"data/{s}.jsonl", "format": "jsonl",
                                     "features": ["features/clip", "features/slowfast"],
                                     "text_features": "features/clip_text"} for s in ("train", "test")}, f)
-    out = str(tmp_path / "run")
-    trained = run_tool("train_net", "--config-file", TAN_VIDEOS, "DATASETS.ROOT", root, "DATASETS.CATALOG",
-                       "release.yaml", "DATASETS.TRAIN", "('release_train',)", "DATASETS.TEST", "('release_test',)",
-                       "MODEL.TAN.FEATPOOL.INPUT_SIZE", "320", "INPUT.PRE_QUERY_SIZE", "64", "OUTPUT_DIR", out,
-                       "MODEL.DEVICE", "cpu", "SOLVER.MAX_EPOCH", "1", "--skip-test")
+    return root, weights
+
+
+def preset_args(weights):
+    return ["--preset", "charades", "--clip-model", f"{weights}/ViT-tiny.pt", "--slowfast-model",
+            f"{weights}/SLOWFAST_tiny.pkl", "--resolution", "32"]
+
+
+RELEASE = ("DATASETS.CATALOG", "release.yaml", "DATASETS.TEST", "('release_test',)")
+
+
+def train_on(root, out):
+    trained = run_tool("train_net", "--config-file", TAN_VIDEOS, "DATASETS.ROOT", root, *RELEASE,
+                       "DATASETS.TRAIN", "('release_train',)", "MODEL.TAN.FEATPOOL.INPUT_SIZE", "320",
+                       "INPUT.PRE_QUERY_SIZE", "64", "OUTPUT_DIR", out, "MODEL.DEVICE", "cpu", "SOLVER.MAX_EPOCH",
+                       "1", "--skip-test")
     assert trained.returncode == 0, trained.stdout[-2000:] + trained.stderr[-3000:]
-    checkpoint = os.path.join(out, "model_final.pth")
+    return os.path.join(out, "model_final.pth")
+
+
+def answers_from_file_and_features(root, checkpoint):
     record = json.loads(open(os.path.join(root, "data", "test.jsonl")).readline())
     video_file = os.path.join(root, "videos", f"{record['vid']}.mp4")
     from_file = run_main("predict", "--ckpt", checkpoint, "--video-file", video_file, "--query", record["query"],
-                         "--json")
+                         "--json", "DATASETS.ROOT", root, *RELEASE)
     assert from_file.returncode == 0, from_file.stderr[-3000:]
     from_features = run_main("predict", "--ckpt", checkpoint, "--video", record["vid"], "--duration",
                              str(record["duration"]), "--query", record["query"], "--json", "DATASETS.ROOT", root,
-                             "DATASETS.CATALOG", "release.yaml", "DATASETS.TEST", "('release_test',)")
+                             *RELEASE)
     assert from_features.returncode == 0, from_features.stderr[-3000:]
     a, b = json.loads(from_file.stdout)["queries"][0], json.loads(from_features.stdout)["queries"][0]
     assert [(m["start"], m["end"]) for m in a["moments"]] == [(m["start"], m["end"]) for m in b["moments"]]
     assert [m["score"] for m in a["moments"]] == pytest.approx([m["score"] for m in b["moments"]], abs=1e-5)
-    os.rename(f"{weights}/SLOWFAST_tiny.pkl", f"{weights}/moved.pkl")
-    gone = run_main("predict", "--ckpt", checkpoint, "--video-file", video_file, "--query", record["query"])
-    assert gone.returncode != 0 and "SLOWFAST_tiny.pkl" in gone.stderr and "model_zoo" in gone.stderr
+    return video_file, record["query"]
+
+
+@pytest.mark.slow
+def test_a_model_trained_on_release_laid_features_grounds_a_new_video_file_as_its_stored_features(
+        release_dataset, tmp_path):
+    root, weights = release_dataset
+    stored = np.load(os.path.join(root, "features", "slowfast", "synvid_test_0000.npz"))
+    assert stored.files == ["features"] and stored["features"].dtype == np.float16
+    checkpoint = train_on(root, str(tmp_path / "run"))
+    video_file, query = answers_from_file_and_features(root, checkpoint)
+    moved = str(tmp_path / "moved.pkl")
+    os.rename(f"{weights}/SLOWFAST_tiny.pkl", moved)
+    try:
+        gone = run_main("predict", "--ckpt", checkpoint, "--video-file", video_file, "--query", query)
+        assert gone.returncode != 0 and "SLOWFAST_tiny.pkl" in gone.stderr and "model_zoo" in gone.stderr
+    finally:
+        os.rename(moved, f"{weights}/SLOWFAST_tiny.pkl")
+
+
+@pytest.mark.slow
+def test_a_model_trained_on_a_downloaded_release_grounds_video_files_once_its_folders_are_labelled(
+        release_dataset, tmp_path):
+    """A release as downloaded has no extractor records, so its checkpoint records none: after
+    --records-only labels its folders, prediction makes a video file's features as the release's."""
+    import shutil
+
+    source, weights = release_dataset
+    root = str(tmp_path / "downloaded")
+    shutil.copytree(source, root)
+    for stream in ("clip", "slowfast", "clip_text"):
+        os.remove(os.path.join(root, "features", stream, "extractor.json"))
+    checkpoint = train_on(root, str(tmp_path / "run"))
+    record = json.loads(open(os.path.join(root, "data", "test.jsonl")).readline())
+    video_file = os.path.join(root, "videos", f"{record['vid']}.mp4")
+    unknown = run_main("predict", "--ckpt", checkpoint, "--video-file", video_file, "--query", record["query"],
+                       "DATASETS.ROOT", root, *RELEASE)
+    assert unknown.returncode != 0 and "does not say how" in unknown.stderr
+    wrong = run_main("extract_features", "--records-only", *preset_args(weights), "--output",
+                     os.path.join(root, "data"))
+    assert wrong.returncode == 2 and "expected a folder of the release's .npz files" in wrong.stderr
+    labelled = run_main("extract_features", "--records-only", *preset_args(weights), "--output",
+                        os.path.join(root, "features"))
+    assert labelled.returncode == 0, labelled.stderr[-3000:]
+    answers_from_file_and_features(root, checkpoint)
 
 
 def test_a_bad_weights_file_is_refused_in_one_line_before_anything_is_written(tmp_path):

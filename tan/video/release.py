@@ -14,9 +14,11 @@ from ..utils.io import atomic_write_bytes
 from ..utils.logger import get_logger
 from ..utils.progress import progress
 from ..version import __version__
-from ..data.features.provenance import RECORD_VERSION, describe_extractor
+from ..data.features.provenance import (RECORD_VERSION, describe_extractor, differences, read_extractor,
+                                        same_extractor, write_extractor)
 from .decode import VideoError, decoder_version
 from .extract import FEATURE_KEY, ExtractionSummary, claim_folder, npz_bytes
+from .queries import text_record
 from .release_sampling import release_chunks
 
 STORAGE = {"float16": np.float16, "float32": np.float32}
@@ -78,3 +80,34 @@ def extract_release(videos, streams, output, clips_per_chunk=16, storage="float1
         summary.written.append(video)
         summary.clips += len(arrays[0])
     return summary
+
+
+def label_release(output, streams, text_backbone, text_folder, storage="float16"):
+    """Write the extractor records of a downloaded release's folders (``output/{folder}``), whose files
+    HERO's extractor made, so that training on them records how to make a new video's features: each
+    folder must hold .npz files of the stream's width, and no record of another extractor."""
+    plans = [(os.path.join(output, name), release_record(backbone, sampling, storage), backbone.dim, FEATURE_KEY)
+             for name, backbone, sampling in streams]
+    plans.append((os.path.join(output, text_folder), text_record(text_backbone, storage),
+                  text_backbone.dim, "last_hidden_state"))
+    for folder, record, width, key in plans:
+        check_release_folder(folder, record, width, key)
+    for folder, record, _, _ in plans:
+        if read_extractor(folder) != record:
+            write_extractor(folder, record)
+    return [folder for folder, _, _, _ in plans]
+
+
+def check_release_folder(folder, record, width, key):
+    existing = read_extractor(folder)
+    if existing is not None and not same_extractor(existing, record):
+        raise TanError(f"{folder!r} holds features made by another extractor ({describe_extractor(existing)}); "
+                       f"it differs in {'; '.join(differences(existing, record))}")
+    files = sorted(n for n in os.listdir(folder) if n.endswith(".npz")) if os.path.isdir(folder) else []
+    if not files:
+        raise TanError(f"{folder!r}: expected a folder of the release's .npz files")
+    with np.load(os.path.join(folder, files[0])) as sample:
+        shape = sample[key].shape if key in sample.files else None
+    if shape is None or len(shape) != 2 or shape[1] != width:
+        raise TanError(f"{os.path.join(folder, files[0])!r}: expected {key!r} of {width} columns (made by "
+                       f"{describe_extractor(record)}), found {shape if shape else 'no such array'}")

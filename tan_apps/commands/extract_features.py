@@ -27,7 +27,10 @@ first run or a test with no download.
 --videos, CLIP ViT-B/32 rows (--clip-model) and SlowFast R50 8x8 rows
 (--slowfast-model) from one decode of each video, into --output/clip and
 --output/slowfast; with --queries, CLIP's token features into
---output/clip_text. Files are float16, as the releases store them.
+--output/clip_text. Files are float16, as the releases store them. With
+--records-only, the records of those three folders are written into a
+downloaded release (--output: its folder of clip/, slowfast/, clip_text/),
+so that a model trained on it can ground video files.
 
 Examples:
   tan-extract-features --videos videos/ --preset qvhighlights --clip-model ViT-B-32.pt \\
@@ -62,6 +65,9 @@ def build_parser():
     what.add_argument("--queries", nargs="+", metavar="FILE",
                       help='JSON-lines files with "qid" and "query": sentence features')
     what.add_argument("--write-tiny", metavar="DIR", help="write a tiny random model of --backbone into DIR")
+    what.add_argument("--records-only", action="store_true",
+                      help="with --preset: write the extractor records into a downloaded release's folders "
+                           "(--output: the folder holding clip/, slowfast/ and clip_text/); no file is made")
     parser.add_argument("--backbone", help="clip, slowfast or video_transformer (not with --preset)")
     parser.add_argument("--preset", metavar="NAME", help="a release's streams: qvhighlights, charades, tacos, "
                                                          "activitynet")
@@ -104,11 +110,15 @@ def _check(args):
             raise TanError("--preset chooses the backbones: give --clip-model and --slowfast-model, not --backbone, "
                            "--model or --write-tiny")
         needed = ["clip_model", "output"] + (["slowfast_model"] if not args.queries else [])
+        if args.workers:
+            raise TanError("--workers: not with --preset, which decodes each video once in this process")
         missing = [f"--{n.replace('_', '-')}" for n in needed if not getattr(args, n)]
         if missing:
             raise TanError(f"--preset {args.preset} needs {' and '.join(missing)}")
         if args.resolution < 1:
             raise TanError(f"--resolution {args.resolution}: expected a positive number of pixels")
+    elif args.records_only:
+        raise TanError("--records-only goes with --preset")
     elif not args.backbone:
         raise TanError("--backbone (or --preset) is needed")
     elif not args.model or not args.output:
@@ -151,6 +161,8 @@ def main(argv=None):
         sampling = backbone_sampling(backbone, args.clip_seconds, args.frame_rate)
         summary = extract_videos(videos, backbone, sampling, args.output, args.batch_clips, args.workers,
                                  args.overwrite)
+    if summary is None:  # --records-only
+        return None
     print(summary.text(), flush=True)
     if summary.failed:
         sys.exit(1)
@@ -164,6 +176,8 @@ def _extract_release(args, device, dtype):
     from tan.video.presets import preset
 
     release = preset(args.preset)
+    if args.records_only:
+        return _label_release(args, release, device, dtype)
     if args.queries:
         from tan.video.queries import extract_queries, read_query_file
 
@@ -175,6 +189,13 @@ def _extract_release(args, device, dtype):
     from tan.video.release import extract_release
 
     videos = list_videos(_read_list(args.video_list) if args.video_list else args.videos)
+    streams = _release_streams(args, release, device, dtype)
+    return extract_release(videos, streams, args.output, args.batch_clips, release.storage, args.overwrite)
+
+
+def _release_streams(args, release, device, dtype):
+    from tan.video.backbones import video_backbone
+
     streams = []
     for stream in release.streams:
         if stream.backbone == "slowfast":
@@ -182,7 +203,19 @@ def _extract_release(args, device, dtype):
         else:
             backbone = video_backbone(stream.backbone)(args.clip_model, device, dtype)
         streams.append((stream.folder, backbone, release.sampling(stream, backbone.resolution, args.scaler)))
-    return extract_release(videos, streams, args.output, args.batch_clips, release.storage, args.overwrite)
+    return streams
+
+
+def _label_release(args, release, device, dtype):
+    from tan.video.backbones import text_backbone
+    from tan.video.release import label_release
+
+    if not args.slowfast_model:
+        raise TanError("--records-only needs --slowfast-model as well: the records hold the weights' digests")
+    text = text_backbone("clip")(args.clip_model, device, dtype, max_length=release.text_tokens)
+    folders = label_release(args.output, _release_streams(args, release, device, dtype), text, release.text_folder,
+                            release.storage)
+    print(f"extractor records of --preset {release.name} written into {', '.join(folders)}")
 
 
 def _read_list(path):
