@@ -197,6 +197,9 @@ def test_openai_s_archive_loads_into_the_same_weights_and_its_vocabulary_reads_s
     ids = text.tokenizer("word " * 60, truncation=True, max_length=32)["input_ids"]
     # a long sentence keeps its start and end tokens
     assert ids[0] == text.tokenizer.bos_token_id and ids[-1] == text.tokenizer.eos_token_id
+    # openai's cleaning first: a curly apostrophe and an HTML entity read as the plain characters
+    (curly, _), (plain, _) = text.encode(["she don\u2019t stop &amp; go", "she don't stop & go"])
+    assert np.array_equal(curly, plain)
     torch.save({"a": torch.zeros(1)}, str(tmp_path / "other.pt"))
     with pytest.raises(TanError, match="openai CLIP ViT tensors"):
         ClipImages(str(tmp_path / "other.pt"), "cpu")

@@ -129,6 +129,22 @@ def _seconds_list(text):
     return values
 
 
+def add_release_arguments(parser):
+    parser.add_argument("--release-extraction", action="store_true",
+                        help="measure a release's two streams from one decode against one decode per stream")
+    parser.add_argument("--release-preset", default="qvhighlights", help="--release-extraction: the release")
+    parser.add_argument("--release-videos", nargs="+", metavar="FILE",
+                        help="--release-extraction: these video files (default: --extract-videos rendered ones)")
+    parser.add_argument("--release-only", action="store_true",
+                        help="--release-extraction: one decode for both streams only (no baseline)")
+    parser.add_argument("--clip-model", default="", metavar="PATH",
+                        help="--release-extraction: openai's ViT-B-32.pt (default: a tiny random one)")
+    parser.add_argument("--slowfast-model", default="", metavar="FILE",
+                        help="--release-extraction: SLOWFAST_8x8_R50.pkl (default: a tiny random one)")
+    parser.add_argument("--release-resolution", type=int, default=224,
+                        help="--release-extraction: SlowFast's frame size (default 224)")
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config-file", default=None, metavar="FILE",
@@ -169,15 +185,6 @@ def parse_args(argv=None):
     parser.add_argument("--extract-clip-seconds", type=float, default=2.0,
                         help="--extraction: seconds per clip (default 2)")
     parser.add_argument("--workers", type=int, default=2, help="--extraction: decoding workers (default 2)")
-    parser.add_argument("--release-extraction", action="store_true",
-                        help="measure a release's two streams from one decode against one decode per stream")
-    parser.add_argument("--release-preset", default="qvhighlights", help="--release-extraction: the release")
-    parser.add_argument("--clip-model", default="", metavar="PATH",
-                        help="--release-extraction: openai's ViT-B-32.pt (default: a tiny random one)")
-    parser.add_argument("--slowfast-model", default="", metavar="FILE",
-                        help="--release-extraction: SLOWFAST_8x8_R50.pkl (default: a tiny random one)")
-    parser.add_argument("--release-resolution", type=int, default=224,
-                        help="--release-extraction: SlowFast's frame size (default 224)")
     parser.add_argument("--saved-memory", action="store_true",
                         help="2D-TAN: what a training step keeps for its backward and its peak growth, in fresh "
                              "processes (CPU), beside --reference-code's")
@@ -192,6 +199,7 @@ def parse_args(argv=None):
                         help="--long-videos: TEST.WINDOW.LENGTH (the model has random weights, so no trained span; "
                              "default 60)")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH ('-' for stdout)")
+    add_release_arguments(parser)
     parser.add_argument("opts", nargs=argparse.REMAINDER, metavar="KEY VALUE", help="config overrides")
     args = parser.parse_args(argv)
     if args.config_file is None:

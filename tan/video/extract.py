@@ -90,6 +90,14 @@ def claim_folder(folder, record, what="features", overwrite=False):
     """Make ``folder`` the home of ``record``'s features: write its record, or check the one there.
     A folder of .npz files with no record is refused unless they are all to be made again
     (``overwrite``): its files would be taken as this extractor's."""
+    existing = check_folder(folder, record, what, overwrite)
+    os.makedirs(folder, exist_ok=True)
+    if existing is None or existing != record:
+        write_extractor(folder, record)
+
+
+def check_folder(folder, record, what="features", overwrite=False):
+    """The refusals of :func:`claim_folder`, writing nothing; the record there (None: none)."""
     existing = read_extractor(folder)
     if existing is None and not overwrite and os.path.isdir(folder) and \
             any(n.endswith(".npz") for n in os.listdir(folder)):
@@ -100,9 +108,7 @@ def claim_folder(folder, record, what="features", overwrite=False):
         raise TanError(f"{folder!r} holds {what} made by another extractor ({describe_extractor(existing)}); "
                        f"this one differs in {'; '.join(differences(existing, record))}. Mixing them would give "
                        f"the model rows of two kinds: write to another folder")
-    os.makedirs(folder, exist_ok=True)
-    if existing is None or existing != record:
-        write_extractor(folder, record)
+    return existing
 
 
 class _VideoJobs(torch.utils.data.IterableDataset):

@@ -37,7 +37,9 @@ class Release:
 PRESETS = {
     "qvhighlights": Release("qvhighlights", 2),  # Moment-DETR's release (and lighthouse's copy of it)
     "charades": Release("charades", 1),  # lighthouse's Charades-STA
-    "tacos": Release("tacos", 2),  # lighthouse's TACoS
+    # lighthouse's TACoS reads up to 100 tokens of a query, so its files were not cut at 32: CLIP's whole
+    # context (77) is kept
+    "tacos": Release("tacos", 2, text_tokens=77),
     "activitynet": Release("activitynet", 2),  # lighthouse's ActivityNet Captions
 }
 

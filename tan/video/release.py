@@ -17,7 +17,7 @@ from ..version import __version__
 from ..data.features.provenance import (RECORD_VERSION, describe_extractor, differences, read_extractor,
                                         same_extractor, write_extractor)
 from .decode import VideoError, decoder_version
-from .extract import FEATURE_KEY, ExtractionSummary, claim_folder, npz_bytes
+from .extract import FEATURE_KEY, ExtractionSummary, check_folder, claim_folder, npz_bytes
 from .queries import text_record
 from .release_sampling import release_chunks
 
@@ -54,13 +54,14 @@ def extract_release(videos, streams, output, clips_per_chunk=16, storage="float1
     into ``output/{folder}/``; an :class:`ExtractionSummary`."""
     if storage not in STORAGE:
         raise TanError(f"storage {storage!r}: expected one of {', '.join(STORAGE)}")
-    folders = []
-    for name, backbone, sampling in streams:
-        folder = os.path.join(output, name)
-        record = release_record(backbone, sampling, storage)
-        claim_folder(folder, record, f"{name} features", overwrite)
-        folders.append(folder)
-        get_logger("extract").info("%s: %s", name, describe_extractor(record))
+    claims = [(os.path.join(output, name), release_record(backbone, sampling, storage), f"{name} features")
+              for name, backbone, sampling in streams]
+    for folder, record, what in claims:  # every folder checked before any is written
+        check_folder(folder, record, what, overwrite)
+    for folder, record, what in claims:
+        claim_folder(folder, record, what, overwrite)
+        get_logger("extract").info("%s: %s", what, describe_extractor(record))
+    folders = [folder for folder, _, _ in claims]
     summary = ExtractionSummary(output)
     todo = []
     for video, path in videos:
@@ -73,6 +74,12 @@ def extract_release(videos, streams, output, clips_per_chunk=16, storage="float1
         except VideoError as e:
             summary.failed[video] = (e.reason, e.detail)
             get_logger("extract").warning("video %s: %s", video, e)
+            continue
+        except TanError:
+            raise  # a mistake in the command or the setup (an old PyAV), not in this video
+        except Exception as e:  # noqa: BLE001  (one video's failure must not stop the others)
+            summary.failed[video] = ("decoding error", f"{type(e).__name__}: {e}")
+            get_logger("extract").warning("video %s: %s: %s", video, type(e).__name__, e)
             continue
         for folder, rows in zip(folders, arrays):
             atomic_write_bytes(os.path.join(folder, f"{video}.npz"),

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..errors import TanError
 from .decode import NO_FRAMES, Chunk, VideoError, decoded_frames, open_video
 
 SCALERS = ("bilinear", "bicubic")
@@ -261,6 +262,9 @@ def _release_chunks(container, stream, samplings, clips_per_chunk):
     first = next(decoded, None)
     if first is None:
         raise VideoError(NO_FRAMES, "the video stream decodes to no frame")
+    if not hasattr(first, "rotation"):
+        raise TanError(f"the released features' sampling needs PyAV 15 or newer (to turn rotated videos upright); "
+                       f"this is PyAV {_av_version()}: pip install 'av>=15'")
     facts = video_facts(stream, first, timed=first.pts is not None)
     frames = _restamped(_chained(first, decoded), container, stream)
     first = next(frames)
@@ -288,6 +292,12 @@ def _release_chunks(container, stream, samplings, clips_per_chunk):
             frames_of = np.stack(part) if part else np.zeros((0, sampling.frames_per_clip, sampling.resolution,
                                                                sampling.resolution, 3), np.uint8)
             yield i, Chunk(made[i] + at, frames_of, end=duration if last else None)
+
+
+def _av_version():
+    import av
+
+    return av.__version__
 
 
 def _chained(first, rest):

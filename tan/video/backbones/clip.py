@@ -3,6 +3,7 @@ projected image embedding of each frame, averaged over the clip's frames;
 Moment-DETR and lighthouse sample one frame per 2-second clip) and its text
 encoder for queries (the token features of the last layer, [L, 512] for
 ViT-B/32, with the projected sentence embedding)."""
+import html
 import json
 import os
 
@@ -77,7 +78,8 @@ class ClipText(TextBackbone):
 
     @torch.no_grad()
     def encode(self, sentences):
-        tokens = self.tokenizer(list(sentences), padding=True, truncation=True, max_length=self.max_length,
+        sentences = [openai_clean(s) for s in sentences]
+        tokens = self.tokenizer(sentences, padding=True, truncation=True, max_length=self.max_length,
                                 return_tensors="pt").to(self.device)
         out = self.model.text_model(input_ids=tokens["input_ids"], attention_mask=tokens["attention_mask"])
         pooled = self.model.text_projection(out.pooler_output).float().cpu().numpy()
@@ -95,6 +97,18 @@ class ClipText(TextBackbone):
     @classmethod
     def write_tiny(cls, folder, seed=0):
         (write_tiny_openai if folder.endswith(".pt") else write_tiny_clip)(folder, seed)
+
+
+def openai_clean(text):
+    """openai's cleaning before CLIP's BPE: ftfy's fixes (curly quotes, mojibake), HTML entities
+    undone twice, outer spaces dropped. transformers' tokenizer does the ftfy part only where ftfy is
+    installed (the video extra installs it)."""
+    try:
+        import ftfy
+        text = ftfy.fix_text(text)
+    except ImportError:
+        pass
+    return html.unescape(html.unescape(text)).strip()
 
 
 # A character-level vocabulary: without merges, CLIP's tokenizer spells each word out.
