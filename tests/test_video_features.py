@@ -371,16 +371,22 @@ def test_a_checkpoint_without_records_says_how_to_predict(trained_tan, tmp_path)
     import tan
 
     checkpoint = torch.load(os.path.join(trained_tan, "model_final.pth"), map_location="cpu", weights_only=False)
-    del checkpoint["extractors"]  # as a run on features made elsewhere saves it
+    records = checkpoint.pop("extractors")  # as a run on features made elsewhere saves it
     plain = str(tmp_path / "plain.pth")
     torch.save(checkpoint, plain)
     video = tmp_path / "v.mp4"
     solid_video(str(video), [100] * 10)
-    model = tan.load_model(plain)
+    # its training data's folders are not here either: nothing says how the features were made
+    model = tan.load_model(plain, overrides=("DATASETS.ROOT", str(tmp_path / "elsewhere")))
     with pytest.raises(TanError, match="does not say how its video features were made.*pass them with --features"):
         model.encode_video_file(str(video))
     with pytest.raises(TanError, match="does not say which text encoder made them"):
         model.encode_sentences(["a red square"])
+    # where they are, the records now in them say it (written there since, e.g. by --records-only)
+    model = tan.load_model(plain)
+    encoded = model.encode_video_file(str(video))
+    assert encoded.duration == pytest.approx(1.0)
+    assert model.extractors == records
 
 
 @pytest.mark.slow
@@ -408,8 +414,8 @@ def test_a_moved_extractor_model_is_named_and_can_be_pointed_to(video_dataset, t
     os.rename(tiny_models["video_transformer"], hidden)
     try:
         gone = run_main("predict", "--ckpt", checkpoint, "--video-file", video_file, "--query", "a red square")
-        assert gone.returncode == 2 and "is gone; give its new place with --extractor-model tiny_videomae=" \
-            in gone.stderr, gone.stderr[-2000:]
+        assert gone.returncode == 2 and "is not there; give its place on this machine with --extractor-model " \
+            "tiny_videomae=FOLDER" in gone.stderr, gone.stderr[-2000:]
         found = run_main("predict", "--ckpt", checkpoint, "--video-file", video_file, "--query", "a red square",
                          "--extractor-model", f"tiny_videomae={moved}")
         assert found.returncode == 0, found.stderr[-2000:]
