@@ -7,6 +7,7 @@ the row is the 2304 values of the last stage's averages, slow (2048) then
 fast (256). Weights: PySlowFast's ``SLOWFAST_8x8_R50.pkl`` (tan/video/weights/caffe2.py)."""
 import os
 
+import numpy as np
 import torch
 
 from ..networks.slowfast import SlowFast, SlowFastShape
@@ -16,6 +17,7 @@ from .base import FrameNormalizer, VideoBackbone, weights_digest
 
 MEAN, STD, EPS = [0.45] * 3, [0.225] * 3, 1e-8
 SLOW_FRAMES = torch.linspace(0, 31, 8).long()
+CPU_PIECE = 2  # clips through the network at a time on a CPU
 
 
 @register_video_backbone("slowfast")
@@ -35,6 +37,13 @@ class SlowFastClips(VideoBackbone):
 
     @torch.no_grad()
     def encode(self, frames):
+        # On a CPU the activations of a few clips stay in cache: 2 clips at a time took 0.76 s a clip on 2 EPYC
+        # cores, 16 at a time 1.07 s. BatchNorm in eval mode makes a row its clip's alone, so pieces change nothing.
+        piece = CPU_PIECE if self.device.type == "cpu" else len(frames)
+        rows = [self._encode(frames[i:i + piece]) for i in range(0, len(frames), max(piece, 1))]
+        return np.concatenate(rows) if rows else np.zeros((0, self.dim), np.float32)
+
+    def _encode(self, frames):
         fast = self.normalize(frames).transpose(1, 2)  # [K, 32, 3, S, S] -> [K, 3, 32, S, S]
         slow = fast.index_select(2, SLOW_FRAMES.to(fast.device)).contiguous(memory_format=torch.channels_last_3d)
         fast = fast.contiguous(memory_format=torch.channels_last_3d)
