@@ -65,6 +65,23 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
+def tan_logger_as_it_was():
+    """Each test leaves the "tan" logger as it found it: a tool's main called directly (not through
+    run_main) sets it up for a console (its own handlers, no propagation), and a later test that reads
+    the log through caplog would then see nothing."""
+    logger = logging.getLogger("tan")
+    saved = list(logger.handlers), logger.level, logger.propagate
+    yield
+    for handler in list(logger.handlers):
+        if handler not in saved[0]:
+            logger.removeHandler(handler)
+            handler.close()
+    logger.handlers[:] = saved[0]
+    logger.setLevel(saved[1])
+    logger.propagate = saved[2]
+
+
+@pytest.fixture(autouse=True)
 def sigint_as_in_a_terminal():
     """Each test sees SIGINT as pytest run from a terminal does: raising KeyboardInterrupt.
 
