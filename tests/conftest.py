@@ -294,3 +294,19 @@ def file_size_limit(limit):
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
         signal.signal(signal.SIGXFSZ, previous_handler)
+
+
+def audio_only(path, frames=10):
+    """An MP4 file of silence and no video stream (PyAV must be installed)."""
+    import av
+    import numpy as np
+
+    with av.open(path, "w", format="mp4") as container:
+        stream = container.add_stream("aac", rate=16000)
+        for i in range(frames):
+            frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="fltp", layout="mono")
+            frame.sample_rate, frame.pts = 16000, i * 1024
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)

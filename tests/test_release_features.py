@@ -22,7 +22,7 @@ from tan.video.decode import VideoError  # noqa: E402
 from tan.video.release_sampling import ReleaseSampling, fast_indices, release_chunks  # noqa: E402
 from tan.video.weights.caffe2 import blob_names, load_slowfast  # noqa: E402
 
-from conftest import REPO, run_main, run_tool  # noqa: E402
+from conftest import REPO, audio_only, run_main, run_tool  # noqa: E402
 
 TAN_VIDEOS = os.path.join(REPO, "configs", "video", "2dtan_synthetic_videos.yaml")
 
@@ -126,15 +126,7 @@ def test_mkv_without_a_frame_count_and_a_rotated_phone_video_are_read_upright(tm
 
 def test_a_file_without_video_gives_one_reason(tmp_path):
     path = str(tmp_path / "sound.mp4")
-    with av.open(path, "w", format="mp4") as container:
-        stream = container.add_stream("aac", rate=16000)
-        for i in range(5):
-            frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="fltp", layout="mono")
-            frame.sample_rate, frame.pts = 16000, i * 1024
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
+    audio_only(path, frames=5)
     with pytest.raises(VideoError, match="no video stream"):
         streams_of(path)
 

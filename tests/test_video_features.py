@@ -24,7 +24,7 @@ from tan.video.extract import backbone_sampling, extract_videos, list_videos  # 
 from tan.video.queries import extract_queries, read_query_file  # noqa: E402
 from tan_apps.synthetic.videos import write_video  # noqa: E402
 
-from conftest import CLIP_SECONDS, REPO, TAN_VIDEOS, run_main  # noqa: E402
+from conftest import CLIP_SECONDS, REPO, TAN_VIDEOS, audio_only, run_main  # noqa: E402
 
 MMN_VIDEOS = os.path.join(REPO, "configs", "video", "mmn_synthetic_videos.yaml")
 
@@ -63,18 +63,6 @@ def in_container(path, fmt, count=100, fps=10, size=48):
         stream.pix_fmt = "yuv420p"
         for i in range(count):
             frame = av.VideoFrame.from_ndarray(np.full((size, size, 3), (i * 5) % 250, np.uint8), format="rgb24")
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-
-
-def audio_only(path):
-    with av.open(path, "w", format="mp4") as container:
-        stream = container.add_stream("aac", rate=16000)
-        for i in range(10):
-            frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="fltp", layout="mono")
-            frame.sample_rate, frame.pts = 16000, i * 1024
             for packet in stream.encode(frame):
                 container.mux(packet)
         for packet in stream.encode():

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from ..errors import TanError
-from .decode import NO_FRAMES, Chunk, VideoError, decoded_frames, open_video
+from .decode import NO_FRAMES, Chunk, VideoError, decoded_frames, decoder_version, open_video
 
 SCALERS = ("bilinear", "bicubic")
 DECODE_RATE = 30  # HERO's target frame rate for SlowFast
@@ -264,7 +264,7 @@ def _release_chunks(container, stream, samplings, clips_per_chunk):
         raise VideoError(NO_FRAMES, "the video stream decodes to no frame")
     if not hasattr(first, "rotation"):
         raise TanError(f"the released features' sampling needs PyAV 15 or newer (to turn rotated videos upright); "
-                       f"this is PyAV {_av_version()}: pip install 'av>=15'")
+                       f"this is {decoder_version()}: pip install 'av>=15'")
     facts = video_facts(stream, first, timed=first.pts is not None)
     frames = _restamped(_chained(first, decoded), container, stream)
     first = next(frames)
@@ -292,12 +292,6 @@ def _release_chunks(container, stream, samplings, clips_per_chunk):
             frames_of = np.stack(part) if part else np.zeros((0, sampling.frames_per_clip, sampling.resolution,
                                                                sampling.resolution, 3), np.uint8)
             yield i, Chunk(made[i] + at, frames_of, end=duration if last else None)
-
-
-def _av_version():
-    import av
-
-    return av.__version__
 
 
 def _chained(first, rest):
