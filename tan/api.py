@@ -27,6 +27,7 @@ from .data.prediction_inputs import reads_backbone_features
 from .engine.prediction import (SENTENCE_BATCH, check_duration, check_sentences, checked_features, encode_video,
                                 ground_and_draw, ground_sentences, ground_windowed, load_trained_model,
                                 window_picture)
+from .engine.relevance_stage import relevance_stage
 from .engine.windows import WindowedVideo, describe_windows, window_settings
 from .engine.wrappers import unwrap
 from .engine.precision import amp_is_emulated, slow_amp_warning
@@ -85,7 +86,8 @@ class Grounder:
         self._encoder = None
         self._featurizer = None
         self.windows, choice = window_settings(cfg, trained_span)
-        get_logger("api").info("long videos: %s", choice)
+        stage = relevance_stage(cfg, model) if self.windows is not None else None
+        get_logger("api").info("long videos: %s%s", choice, f"; {stage.describe()}" if stage else "")
 
     def encode_video_file(self, path):
         """A video file, its features made by the extractors the training features came from

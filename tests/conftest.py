@@ -200,6 +200,21 @@ def trained_tan(video_dataset, tmp_path_factory):
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
+def long_catalog(folder, videos, seconds, seed):
+    """The catalog (its path) of long_train and long_test, synthetic long videos written under ``folder``
+    (tan_apps.synthetic.long_videos.write_long_dataset of ``videos``, ``seconds`` and ``seed``), and the
+    test features' path."""
+    from tan_apps.synthetic.long_videos import write_long_dataset
+
+    written = write_long_dataset(str(folder), videos, seconds, seed=seed)
+    (train, train_features), (test, test_features) = written["train"], written["test"]
+    catalog = folder / "catalog.yaml"
+    catalog.write_text(f"long_train:\n  annotations: {train}\n  features: {train_features}\n"
+                       f"  format: seconds\nlong_test:\n  annotations: {test}\n  features: {test_features}\n"
+                       f"  format: seconds\n")
+    return str(catalog), train_features, test_features
+
+
 def run_tool(tool, *args, cwd=None, timeout=600, env=None):
     """Run tools/<tool>.py in a fresh interpreter (``env``: variables to add);
     returns the CompletedProcess."""

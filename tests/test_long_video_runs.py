@@ -15,9 +15,8 @@ from tan.data.build import RunData
 from tan.data.features.clip_inputs import ResampledClips
 from tan.data.training_windows import TrainingWindows
 from tan.errors import TanError
-from tan_apps.synthetic.long_videos import write_long_dataset
 
-from conftest import REPO, SYNTHETIC_CONFIG, run_main
+from conftest import REPO, SYNTHETIC_CONFIG, long_catalog, run_main
 
 LENGTH = 50.0
 LONG = ["DATASETS.TRAIN", '("long_train",)', "DATASETS.VAL", "()", "DATASETS.TEST", '("long_test",)']
@@ -27,15 +26,9 @@ LONG = ["DATASETS.TRAIN", '("long_train",)', "DATASETS.VAL", "()", "DATASETS.TES
 def long_root(synthetic_root, tmp_path_factory):
     """(DATASETS.ROOT with the synthetic dataset's word vectors, the catalog of long_train (40 videos
     of 2-4 minutes) and long_test (6 videos of 5 minutes), the training and the test features)."""
-    folder = tmp_path_factory.mktemp("long")
-    written = write_long_dataset(str(folder), {"train": 40, "test": 6}, {"train": (120, 240), "test": (300, 300)},
-                                 seed=1)
-    (train, train_features), (test, test_features) = written["train"], written["test"]
-    catalog = folder / "catalog.yaml"
-    catalog.write_text(f"long_train:\n  annotations: {train}\n  features: {train_features}\n"
-                       f"  format: seconds\nlong_test:\n  annotations: {test}\n  features: {test_features}\n"
-                       f"  format: seconds\n")
-    return synthetic_root, str(catalog), train_features, test_features
+    catalog, train_features, test_features = long_catalog(
+        tmp_path_factory.mktemp("long"), {"train": 40, "test": 6}, {"train": (120, 240), "test": (300, 300)}, seed=1)
+    return synthetic_root, catalog, train_features, test_features
 
 
 def long_config(long_root, *extra, config=SYNTHETIC_CONFIG):

@@ -41,18 +41,17 @@ def test_a_window_takes_every_row_it_overlaps_and_is_placed_at_their_seconds():
 def test_the_merge_is_one_nms_over_the_video_ties_to_the_earlier_window():
     # window 0 [0, 40): moments at 30-38 (0.9) and 5-10 (0.5); window 1 [20, 60): 31-39 (0.8, the same moment
     # seen again), 50-55 (0.9, a tie with window 0's best) and 21-24 (0.3)
-    found = [[(torch.tensor([[30.0, 38.0], [5.0, 10.0]]), torch.tensor([0.9, 0.5])),
-              (torch.tensor([[31.0, 39.0], [50.0, 55.0], [21.0, 24.0]]), torch.tensor([0.8, 0.9, 0.3]))]]
-    windows = [[torch.tensor([0, 0]), torch.tensor([1, 1, 1])]]
-    moments, scores, filled, best = merge_windows(found, windows, topk=4, nms_thresh=0.5)
+    found = [[(torch.tensor([[30.0, 38.0], [5.0, 10.0]]), torch.tensor([0.9, 0.5]), 0),
+              (torch.tensor([[31.0, 39.0], [50.0, 55.0], [21.0, 24.0]]), torch.tensor([0.8, 0.9, 0.3]), 1)]]
+    moments, scores, filled, best = merge_windows(found, topk=4, nms_thresh=0.5)
     assert moments[0][filled[0]].tolist() == [[30.0, 38.0], [50.0, 55.0], [5.0, 10.0], [21.0, 24.0]]
     assert scores[0][filled[0]].tolist() == pytest.approx([0.9, 0.9, 0.5, 0.3])
     assert best.tolist() == [0]  # the tie at 0.9 goes to the earlier window's moment
 
 
 def test_a_sentence_without_any_candidate_gets_no_moment():
-    found = [[(torch.zeros(0, 2), torch.zeros(0))]]
-    moments, scores, filled, best = merge_windows(found, [[torch.zeros(0, dtype=torch.long)]], 3, 0.5)
+    found = [[(torch.zeros(0, 2), torch.zeros(0), 0)]]
+    moments, scores, filled, best = merge_windows(found, 3, 0.5)
     assert not filled.any() and best.tolist() == [-1]
 
 
@@ -103,16 +102,15 @@ def test_a_long_video_is_grounded_in_windows_each_scored_as_a_video_of_its_own(u
 
     # the same by hand: every window a video of its own, its best 20 after NMS, placed and merged
     whole = tan.load_model(path, overrides=["DATASETS.ROOT", root, "TEST.WINDOW.ENABLED", "False"])
-    found, where = [[] for _ in sentences], [[] for _ in sentences]
+    found = [[] for _ in sentences]
     for index, span in enumerate(video.windows.spans):
         first, last, start, end = window_rows(len(feats), 600.0, *span)
         encoded = whole.encode_video(feats[first:last], end - start)
         assert encoded.windows is None
         for s, moments in enumerate(whole.ground(encoded, sentences, topk=20)):
             found[s].append((torch.tensor([[m.start + start, m.end + start] for m in moments]).reshape(-1, 2),
-                             torch.tensor([m.score for m in moments])))
-            where[s].append(torch.full((len(moments),), index))
-    expected, scores, filled, _ = merge_windows(found, where, 5, whole.cfg.TEST.NMS_THRESH)
+                             torch.tensor([m.score for m in moments]), index))
+    expected, scores, filled, _ = merge_windows(found, 5, whole.cfg.TEST.NMS_THRESH)
     for s, moments in enumerate(answers):
         assert len(moments) == 5
         assert [t for m in moments for t in (m.start, m.end)] == pytest.approx(

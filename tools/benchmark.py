@@ -35,7 +35,8 @@ TACoS training, its batch of 32 divided among 4 GPUs):
   python tools/benchmark.py --saved-memory --reference-code ../2dtan --batch 8
 
 --long-videos measures windowed grounding (tools/benchmarking/long_videos.py): one video of
-each length (features at 1 row per second) scored whole and by windows, seconds per query and
+each length (features at 1 row per second) scored whole, by every window and by each sentence's
+top TEST.WINDOW.TOP_K windows (a relevance head), queries per second, maps computed per query and
 peak memory, each in a fresh process:
   python tools/benchmark.py --long-videos --device cpu
 
@@ -191,8 +192,9 @@ def parse_args(argv=None):
     parser.add_argument("--reference-code", metavar="PATH",
                         help="--saved-memory: a checkout of chenjoya/2dtan, whose own code is measured too")
     parser.add_argument("--long-videos", action="store_true",
-                        help="windowed grounding of long videos beside scoring them whole: seconds per query and "
-                             "peak memory per video length, in fresh processes")
+                        help="windowed grounding of long videos, by every window and by the top windows of a "
+                             "relevance stage, beside scoring them whole: queries per second and peak memory per "
+                             "video length, in fresh processes")
     parser.add_argument("--lengths", type=_seconds_list, default=list(long_videos.DEFAULT_SECONDS),
                         metavar="S,S,...", help="--long-videos: the videos' lengths in seconds (default 600,3600,7200)")
     parser.add_argument("--window-length", type=float, default=60.0, metavar="SECONDS",
@@ -392,10 +394,10 @@ def run_long_videos(args):
     device = str(args.device)
     report = {"config": os.path.relpath(args.config_file), "overrides": list(args.opts), "device": device,
               "machine": describe_machine(torch.device(device)), "torch": torch.__version__,
-              "window_length": args.window_length, "window_batch": cfg.TEST.WINDOW.BATCH,
+              "window_length": args.window_length, "window_batch": cfg.TEST.WINDOW.BATCH, "top_k": cfg.TEST.WINDOW.TOP_K,
               "lengths": [int(s) if float(s).is_integer() else s for s in args.lengths], "results": {}}
     for seconds in report["lengths"]:
-        for way in ("whole", "windows"):
+        for way in long_videos.WAYS:
             report["results"][f"{seconds}/{way}"] = long_videos.in_fresh_process(
                 args.config_file, seconds, way, args.window_length, device, args.opts)
             print(f"measured a {seconds} s video, {way}", file=sys.stderr, flush=True)

@@ -45,14 +45,48 @@ def feature_videos(seconds, queries, moment_seconds):
 
 def file_videos(featurize, folder, seconds, queries, moment_seconds):
     """The same of ``queries`` long video files written to ``folder`` (seeds 0..), their features made
-    by ``featurize`` (the checkpoint's recorded extractors) once for both ways of grounding."""
+    by ``featurize`` (the checkpoint's recorded extractors) once for both ways of grounding.
+
+    A video and its features already in ``folder`` from an earlier run with the same length, moment
+    and extractors are read back rather than made again (an hour's file takes minutes to write and
+    to featurize), so that two checkpoints are compared on the same files."""
     videos = []
     for seed in range(queries):
-        written = write_long_video(os.path.join(folder, f"synvid_long_{seconds:g}s_{seed}.mp4"), seconds,
-                                   moment_seconds, seed)
-        features, duration = featurize(written["video"])
-        videos.append((features, duration, written["sentence"], written["moment"]))
+        path = os.path.join(folder, f"synvid_long_{seconds:g}s_{moment_seconds:g}m_{seed}.mp4")
+        key = json.dumps({"records": featurize.records, "seconds": seconds, "moment_seconds": moment_seconds,
+                          "seed": seed}, sort_keys=True, default=str)
+        cached = _cached(path, key)
+        if cached is None:
+            written = write_long_video(path, seconds, moment_seconds, seed)
+            features, duration = featurize(written["video"])
+            cached = (features, duration, written["sentence"], written["moment"])
+            _store(path, key, cached)
+        videos.append(cached)
     return videos
+
+
+def _cached(path, key):
+    """(features, duration, sentence, moment) stored beside ``path`` under ``key``, or None."""
+    try:
+        with open(path + ".json") as f:
+            meta = json.load(f)
+        if meta["key"] != key or not os.path.exists(path):
+            return None
+        return np.load(path + ".features.npy"), meta["duration"], meta["sentence"], meta["moment"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _store(path, key, video):
+    """Store ``video``'s features and answer beside ``path``, the description last (its presence says
+    the features are whole)."""
+    features, duration, sentence, moment = video
+    with open(path + ".features.npy.part", "wb") as f:
+        np.save(f, features)
+    os.replace(path + ".features.npy.part", path + ".features.npy")
+    with open(path + ".json.part", "w") as f:
+        json.dump({"key": key, "duration": duration, "sentence": sentence, "moment": list(moment)}, f)
+    os.replace(path + ".json.part", path + ".json")
 
 
 def evaluate(model, videos):

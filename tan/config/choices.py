@@ -14,6 +14,11 @@ AMP_MODES = ("off", "fp16", "bf16")
 # exact clip units. The first is the default.
 NMS_UNITS = ("seconds", "clips")
 
+# TEST.WINDOW.RELEVANCE: which windows of a long video a sentence is grounded in (tan.engine.relevance_stage).
+RELEVANCE_CHOICES = ("auto", "learned", "pooled", "none")
+# TEST.WINDOW.SCORE: how a kept moment's score and its window's relevance make its final score.
+SCORE_CHOICES = ("product", "sum")
+
 # The metric (docs/metric.md §3): R@k,IoU@m for these k and m, plus mIoU.
 RECALL_AT = (1, 5)
 IOU_THRESHOLDS = (0.1, 0.3, 0.5, 0.7)

@@ -37,6 +37,32 @@ _C.MODEL.WEIGHT = ""
 # (tan) Keep the 2D maps in channels-last memory layout, which tensor-core
 # convolutions prefer on GPUs; results are the same.
 _C.MODEL.CHANNELS_LAST = False
+# (tan) A window relevance head beside any model (docs/long_videos.md): a cheap
+# score of how well a window of a long video matches a sentence (the best
+# match of the window's rows with the sentence, in a learned space), trained
+# to rank the windows of a video against each other
+# (INPUT.TRAIN_WINDOW.RANKED_WINDOWS), so that grounding scores only the top
+# TEST.WINDOW.TOP_K windows with the full model.
+_C.MODEL.RELEVANCE = CN()
+# True: the model carries the head (in its checkpoints), trained beside it.
+_C.MODEL.RELEVANCE.ENABLED = False
+# Width of the space the rows and the sentence are projected to.
+_C.MODEL.RELEVANCE.HIDDEN_SIZE = 128
+# Temperature of the softmax over a video's windows (training and grounding).
+_C.MODEL.RELEVANCE.TEMPERATURE = 0.1
+# Weight of its ranking loss beside the model's own loss.
+_C.MODEL.RELEVANCE.LOSS_WEIGHT = 1.0
+# (tan) A listwise loss on the model's own scores across the windows of a video
+# (INPUT.TRAIN_WINDOW.RANKED_WINDOWS): a window's score is its best cell's, and
+# the window holding the moment is ranked above the others of its video.
+_C.MODEL.WINDOW_RANKING = CN()
+# Its weight beside the model's own loss; 0: off.
+_C.MODEL.WINDOW_RANKING.LOSS_WEIGHT = 0.0
+# Temperature of its softmax over the windows' best scores.
+_C.MODEL.WINDOW_RANKING.TEMPERATURE = 0.1
+# Windows without the moment that the full model scores per query for it,
+# each a map's cost: the nearest on either side first, then those drawn.
+_C.MODEL.WINDOW_RANKING.WINDOWS = 2
 
 # ---------------------------------------------------------------------------
 # Input
@@ -76,6 +102,12 @@ _C.INPUT.TRAIN_WINDOW.LONGER_THAN = 0.0
 # that the scores of windows without the moment are learnt low. Refused by
 # models trained on batches of videos, whose loss needs the moment.
 _C.INPUT.TRAIN_WINDOW.NEGATIVES = 0.0
+# Windows of the same video (on a grid of LENGTH every LENGTH / 2 seconds)
+# that each training query is ranked against besides one holding its moment:
+# the nearest without the moment on either side, the others drawn from the
+# whole video. They feed MODEL.RELEVANCE's loss and MODEL.WINDOW_RANKING's; a
+# video's windows are encoded once per batch, for all its queries. 0: none.
+_C.INPUT.TRAIN_WINDOW.RANKED_WINDOWS = 0
 
 # ---------------------------------------------------------------------------
 # Datasets
@@ -218,6 +250,22 @@ _C.TEST.WINDOW.LONGER_THAN = 0.0
 _C.TEST.WINDOW.BATCH = 8
 # Best moments of each window (after NMS within it) that enter the merge.
 _C.TEST.WINDOW.CANDIDATES = 20
+# Which windows of a long video a sentence is grounded in (docs/long_videos.md):
+# "auto": the learned relevance head when the checkpoint has one
+# (MODEL.RELEVANCE.ENABLED), else every window; "learned": that head (refused
+# without one); "pooled": the cosine of the sentence's mean vector with the
+# window's best row (no parameters; the features and the sentence vectors
+# must share a space and a width); "none": every window, as before.
+_C.TEST.WINDOW.RELEVANCE = "auto"
+# With a relevance stage: the windows per sentence that the full model scores.
+_C.TEST.WINDOW.TOP_K = 10
+# With a relevance stage, a moment's final score: "product" (its score times
+# its window's relevance, a softmax over the video's windows) or "sum" (the
+# two, each min-max normalised over the sentence's kept moments, added).
+_C.TEST.WINDOW.SCORE = "product"
+# True: each sentence's moment scores are min-max normalised over the moments
+# its windows kept, before the merge.
+_C.TEST.WINDOW.NORMALIZE = False
 
 # ---------------------------------------------------------------------------
 # Distributed (tan)

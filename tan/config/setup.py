@@ -13,7 +13,8 @@ from yacs.config import CfgNode
 from ..errors import TanError
 from ..utils.io import atomic_write_text, read_named_text
 from ..utils.yaml_files import parse_yaml
-from .choices import AMP_MODES, DETR_METRICS, NMS_UNITS, best_metric_names, metric_names
+from .choices import (AMP_MODES, DETR_METRICS, NMS_UNITS, RELEVANCE_CHOICES, SCORE_CHOICES, best_metric_names,
+                      metric_names)
 from .defaults import _C
 from .models import MODELS, default_model, model_class, need
 from .plugins import load_plugins
@@ -308,6 +309,31 @@ def _check_windows(window):
     for key in ("BATCH", "CANDIDATES"):
         need(is_int(window[key]) and window[key] >= 1, f"TEST.WINDOW.{key}",
              f"expected an integer >= 1, got {window[key]!r}")
+    need(is_int(window.TOP_K) and window.TOP_K >= 1, "TEST.WINDOW.TOP_K",
+         f"expected a number of windows >= 1 that each sentence keeps, got {window.TOP_K!r}")
+    for key, choices in (("RELEVANCE", RELEVANCE_CHOICES), ("SCORE", SCORE_CHOICES)):
+        need(window[key] in choices, f"TEST.WINDOW.{key}",
+             f"expected {' or '.join(repr(c) for c in choices)}, got {window[key]!r}")
+    need(isinstance(window.NORMALIZE, bool), "TEST.WINDOW.NORMALIZE", f"expected True or False, got {window.NORMALIZE!r}")
+
+
+def _check_window_ranking(cfg):
+    """MODEL.RELEVANCE and MODEL.WINDOW_RANKING: sizes and weights, and the windows they rank in training."""
+    relevance, ranking = cfg.MODEL.RELEVANCE, cfg.MODEL.WINDOW_RANKING
+    need(is_int(relevance.HIDDEN_SIZE) and relevance.HIDDEN_SIZE >= 1, "MODEL.RELEVANCE.HIDDEN_SIZE",
+         f"expected an integer >= 1, got {relevance.HIDDEN_SIZE!r}")
+    for node, name in ((relevance, "MODEL.RELEVANCE"), (ranking, "MODEL.WINDOW_RANKING")):
+        need(_number(node.TEMPERATURE) and node.TEMPERATURE > 0, f"{name}.TEMPERATURE",
+             f"expected a positive number, got {node.TEMPERATURE!r}")
+        need(_number(node.LOSS_WEIGHT) and node.LOSS_WEIGHT >= 0, f"{name}.LOSS_WEIGHT",
+             f"expected a weight >= 0, got {node.LOSS_WEIGHT!r}")
+    need(is_int(ranking.WINDOWS) and ranking.WINDOWS >= 1, "MODEL.WINDOW_RANKING.WINDOWS",
+         f"expected a number of windows >= 1, got {ranking.WINDOWS!r}")
+    ranked = cfg.INPUT.TRAIN_WINDOW.RANKED_WINDOWS
+    need(is_int(ranked) and ranked >= 0, "INPUT.TRAIN_WINDOW.RANKED_WINDOWS",
+         f"expected a number of windows >= 0, got {ranked!r}")
+    need(not ranked or cfg.INPUT.TRAIN_WINDOW.LENGTH, "INPUT.TRAIN_WINDOW.RANKED_WINDOWS",
+         f"{ranked}: windows of a video are ranked only in training by windows; set INPUT.TRAIN_WINDOW.LENGTH")
 
 
 def _number(value):
@@ -339,6 +365,7 @@ def _check_values(cfg):
     _check_solver(cfg)
     _check_windows(cfg.TEST.WINDOW)
     _check_train_windows(cfg.INPUT.TRAIN_WINDOW)
+    _check_window_ranking(cfg)
     for key in ("TRAIN", "VAL", "TEST"):
         names = cfg.DATASETS[key]
         need(all(isinstance(x, str) and x for x in names), f"DATASETS.{key}",

@@ -36,6 +36,48 @@ def stack_clips(items):
             "clip_offsets": torch.tensor([it["clip_offset"] for it in items], dtype=torch.long)}
 
 
+def collate_ranked(items, sentences):
+    """The ranked windows of a batch (INPUT.TRAIN_WINDOW.RANKED_WINDOWS), each window once: the windows
+    that the items of one video drew coincide on its grid, and each of the video's sentences is
+    ranked in all of them. ``sentences``: the items' sentence counts, in the batch's order.
+
+    {} when no item brings any; else "ranked_feats" [U, P, D_in] (the batch's distinct windows) and
+    the (sentence, window) pairs ranked: "ranked_query" [M] (the sentence's place in the batch),
+    "ranked_window" [M], "ranked_labels" [M] (1: the window holds the sentence's whole moment; 0:
+    it shares no second with it; a window holding part of it is not ranked) and "ranked_order" [M]
+    (the window's place among those its own item drew, 0 the one holding the moment, 1 and 2 its
+    nearest neighbours; -1 for another item's window of the same video)."""
+    if not any("ranked_feats" in it for it in items):
+        return {}
+    feats, windows, where = [], [], {}
+    for it in (it for it in items if "ranked_feats" in it):
+        for row, (start, end) in zip(it["ranked_feats"], it["ranked_spans"].tolist()):
+            key = (it["ranked_video"], start, end)
+            if key not in where:
+                where[key] = len(feats)
+                feats.append(row)
+                windows.append(key)
+    pairs, first = [], 0
+    for it, count in zip(items, sentences):
+        own = {(it["ranked_video"], start, end): order for order, (start, end) in
+               enumerate(it["ranked_spans"].tolist())} if "ranked_feats" in it else {}
+        for s, (begin, finish) in enumerate(it["ranked_moments"].tolist() if own else []):
+            for w, key in enumerate(windows):
+                _, start, end = key
+                if key[0] != it["ranked_video"]:
+                    continue
+                if start <= begin and finish <= end:
+                    pairs.append((first + s, w, 1.0, own.get(key, -1)))
+                elif end <= begin or start >= finish:
+                    pairs.append((first + s, w, 0.0, own.get(key, -1)))
+        first += count
+    query, window, labels, order = zip(*pairs) if pairs else ((), (), (), ())
+    return {"ranked_feats": torch.stack(feats), "ranked_query": torch.tensor(query, dtype=torch.long),
+            "ranked_window": torch.tensor(window, dtype=torch.long),
+            "ranked_labels": torch.tensor(labels, dtype=torch.float32),
+            "ranked_order": torch.tensor(order, dtype=torch.long)}
+
+
 class BatchCollator:
     """Stacks features and pads sentences; ``wordlens`` keeps each real length."""
 
@@ -49,6 +91,7 @@ class BatchCollator:
             "windows": pad_windows([it["windows"] for it in items]),  # [B, W, 2], every window
             "durations": torch.tensor([it["duration"] for it in items], dtype=torch.float32),  # [B]
             "indices": torch.tensor([it["index"] for it in items], dtype=torch.long),  # [B]
+            **collate_ranked(items, [1] * len(items)),
         }
 
 
@@ -70,4 +113,5 @@ class VideoBatchCollator:
             "windows": pad_windows([w for it in items for w in it["windows"]]),  # [S, W, 2]
             "durations": torch.cat([it["durations"] for it in items]).float(),  # [S]
             "indices": torch.cat([it["indices"] for it in items]),  # [S]
+            **collate_ranked(items, [len(it["queries"]) for it in items]),
         }

@@ -189,9 +189,16 @@ class MomentDataset(Dataset):
         (by default L2-normalised and resampled to NUM_PRE_CLIPS); of a training ``window``
         (an ItemWindow), the window's rows prepared as a video of their own."""
         if window is not None:
-            return self.clip_input.base(self._cached(("rows", video), lambda: self.features.read(video))
-                                        [window.first:window.last])
+            return self.clip_input.base(self.window_rows(video, window))
         return self._cached(video, lambda: self.clip_input.base(self.features.read(video)))
+
+    def window_rows(self, video, window):
+        """The raw rows of ``window`` (an ItemWindow) of ``video``: read alone from a source that reads
+        rows (an HDF5 file: an hour-long movie is not read whole for a window of it), else cut from
+        the whole video, kept in the cache."""
+        if self.features.reads_rows:
+            return self.features.read_rows(video, window.first, window.last)
+        return self._cached(("rows", video), lambda: self.features.read(video))[window.first:window.last]
 
     def _cached(self, key, make):
         """What ``make()`` returns, kept in the LRU cache under ``key``."""
@@ -219,6 +226,29 @@ class MomentDataset(Dataset):
         start = self.train_windows.draw(rng, duration, self.moments[index], rows / duration)
         return ItemWindow.of(rows, duration, start, self.train_windows.length)
 
+    def ranked_windows(self, index, epoch, rng_key=None):
+        """The windows of query ``index``'s video that it is ranked in (a list of ItemWindow, the first
+        holding its moment: INPUT.TRAIN_WINDOW.RANKED_WINDOWS), drawn as :meth:`item_window` draws, or None."""
+        duration = float(self.durations[index])
+        windows = self.train_windows
+        if epoch is None or windows is None or not windows.ranked or not windows.applies_to(duration):
+            return None
+        key = index if rng_key is None else rng_key
+        rng = np.random.default_rng([self.seed % 2 ** 32, epoch, self.name_key, key, 2])  # apart from item_window's
+        rows = int(self.video_rows[self.video_ids[index]])
+        return windows.ranked_windows(rng, duration, rows, self.moments[index])
+
+    def ranked_fields(self, index, windows, queries):
+        """What an item brings of its ranked ``windows`` (tan.data.collate.collate_ranked joins them):
+        their rows as the model takes a window, their seconds in the video, the video and the
+        moments of the item's sentences (``queries``) in the video's seconds."""
+        video = self.videos[self.video_ids[index]]
+        rows = [self.clip_input.take(self.video_features(video, w))[0] for w in windows]
+        return {"ranked_feats": torch.from_numpy(np.stack(rows)),  # [R, P, D_in]
+                "ranked_spans": torch.tensor([[w.start, w.end] for w in windows], dtype=torch.float64),  # [R, 2] s
+                "ranked_video": (self.name_key, int(self.video_ids[index])),
+                "ranked_moments": torch.from_numpy(self.moments[np.asarray(queries)].astype(np.float64))}  # [S_i, 2]
+
     @property
     def by_query(self):
         """The queries' dataset (this one; :class:`VideoGroups` answers with the dataset it groups)."""
@@ -245,9 +275,11 @@ class MomentDataset(Dataset):
         moment, windows, duration = self.moments[index], self.windows[index], float(self.durations[index])
         if window is not None:  # the moments in the window's seconds; the window is the item's video
             moment, windows, duration = window.placed(moment), window.placed(windows), window.duration
+        ranked = self.ranked_windows(index, epoch)
         return {
             "feats": torch.from_numpy(feats),  # [P, D_in]
             **variable,
+            **(self.ranked_fields(index, ranked, [index]) if ranked else {}),
             "query": torch.from_numpy(self.query(index)),  # [L, E]
             "moment": torch.from_numpy(moment),  # [2] seconds, the first window
             "windows": torch.from_numpy(windows),  # [W, 2] seconds, padded with the first

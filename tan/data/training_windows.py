@@ -24,13 +24,22 @@ NEGATIVES.
 
 A model that trains on windows of its own clips (a clip input of variable
 length) already does this and is refused the setting.
+
+Negatives teach each window's map on its own. To rank the windows of one
+video against each other, as grounding a long video must, a training query
+also brings INPUT.TRAIN_WINDOW.RANKED_WINDOWS windows of its video on a fixed
+grid (the evaluation's: LENGTH every LENGTH / 2), besides one of the grid
+holding its moment: the nearest on either side that share no row with the
+moment (the hardest: the same scene a little before or after) and others
+drawn from the whole video. The grid lets the windows drawn by the queries
+of one video in a batch coincide, so that each is read and encoded once.
 """
 import math
 from typing import NamedTuple
 
 import numpy as np
 
-from .features.rows import window_rows
+from .features.rows import window_rows, window_spans
 
 
 class TrainingWindows(NamedTuple):
@@ -39,6 +48,7 @@ class TrainingWindows(NamedTuple):
     length: float
     longer_than: float
     negatives: float = 0.0
+    ranked: int = 0
 
     @classmethod
     def from_config(cls, cfg):
@@ -46,7 +56,30 @@ class TrainingWindows(NamedTuple):
         window = cfg.INPUT.TRAIN_WINDOW
         if not window.LENGTH:
             return None
-        return cls(float(window.LENGTH), float(window.LONGER_THAN) or float(window.LENGTH), float(window.NEGATIVES))
+        return cls(float(window.LENGTH), float(window.LONGER_THAN) or float(window.LENGTH), float(window.NEGATIVES),
+                   int(window.RANKED_WINDOWS))
+
+    def ranked_windows(self, rng, duration, num_rows, moment):
+        """The windows of a video of ``duration`` s and ``num_rows`` feature rows that a query of
+        ``moment`` (start, end) s is ranked in (RANKED_WINDOWS): [ItemWindow], the first holding the
+        moment, then the nearest grid windows before and after it that share no row with the moment,
+        then others without it drawn from the whole grid; fewer where the video has fewer. None
+        when no grid window holds the whole moment (longer than half a window) or none is without it."""
+        grid = [ItemWindow(*window_rows(num_rows, duration, s, e))
+                for s, e in window_spans(duration, self.length, self.length / 2, num_rows)]
+        rate = num_rows / duration
+        first = int(np.floor(float(moment[0]) * rate + 1e-6))
+        last = max(int(np.ceil(float(moment[1]) * rate - 1e-6)), first + 1)
+        holding = [w for w in grid if w.holds(moment)]
+        before = [w for w in grid if w.last <= first]
+        after = [w for w in grid if w.first >= last]
+        if not holding or not before + after:
+            return None
+        chosen = [holding[int(rng.integers(len(holding)))]] + before[-1:] + after[:1]
+        others = [w for w in before[:-1] + after[1:]]
+        extra = max(0, self.ranked - len(chosen) + 1)
+        picked = rng.choice(len(others), min(extra, len(others)), replace=False) if others else []
+        return (chosen + [others[int(i)] for i in sorted(picked)])[:self.ranked + 1]
 
     def applies_to(self, duration):
         return duration > self.longer_than

@@ -86,7 +86,9 @@ class VideoGroups(Dataset):
                                                                           replace=False))])
             moments, windows = window.placed(dataset.moments[queries]), window.placed(dataset.windows[queries])
             durations = np.full(len(queries), window.duration, dtype=np.float32)
+        ranked = dataset.ranked_windows(queries[0], epoch, rng_key=position) if window is not None else None
         return {
+            **(dataset.ranked_fields(queries[0], ranked, queries) if ranked else {}),
             "feats": torch.from_numpy(dataset.video_features(video, window)),  # [P, D_in]
             "queries": [torch.from_numpy(dataset.query(q)) for q in queries],
             "moments": torch.from_numpy(moments),  # [S_v, 2]

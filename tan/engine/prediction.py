@@ -14,6 +14,7 @@ from ..modeling import build_model
 from ..utils.checkpoint import load_model_weights, model_state_from, read_checkpoint
 from .evaluation import top_candidates
 from .precision import autocast
+from .relevance_stage import check_top_k, relevance_stage
 from .windows import ground_in_windows, window_rows
 from .wrappers import prepare_model, unwrap
 
@@ -172,36 +173,37 @@ def predict_dataset_queries(model, cfg, dataset, indices, device, topk=5):
 
 
 @torch.no_grad()
-def ground_windowed(model, cfg, video, encoded_sentences, device, topk=5, batch_size=SENTENCE_BATCH):
+def ground_windowed(model, cfg, video, encoded_sentences, device, topk=5, batch_size=SENTENCE_BATCH, strict_top_k=True):
     """:func:`ground_sentences` over a long video by windows (``video``: a
-    tan.engine.windows.WindowedVideo): (moments [S, topk, 2] in the video's seconds, scores, filled,
-    the window of each sentence's best moment [S]), on the CPU."""
+    tan.engine.windows.WindowedVideo), with the relevance stage TEST.WINDOW.RELEVANCE asks for
+    (tan.engine.relevance_stage): (moments [S, topk, 2] in the video's seconds, scores, filled,
+    the window of each sentence's best moment [S]), on the CPU. ``strict_top_k``: refuse a
+    TEST.WINDOW.TOP_K above the video's windows (an evaluation over videos of many lengths lets a
+    video with fewer keep them all)."""
     if topk < 1:
         raise TanError(f"topk must be at least 1, got {topk}")
     if not encoded_sentences:
         raise TanError("no sentence to ground")
     per_window = max(video.settings.candidates, topk)
+    stage = relevance_stage(cfg, model)
+    if strict_top_k:
+        check_top_k(stage, len(video.spans), f"this video ({video.duration:.1f} s in {video.settings.describe_windows()})")
 
-    def ground_batch(rows, counts, sentences, durations):
-        windows = len(counts)
+    def ground_pairs(rows, counts, durations, pairs):
         with autocast(cfg.SOLVER.AMP, device):
             maps = model.encode_video(rows, **clip_lengths(model, cfg, counts, device))
-        chunk = max(1, batch_size // windows)  # sentence x window pairs per forward
-        for start in range(0, len(sentences), chunk):
-            queries, lengths = pad_sentences(sentences[start:start + chunk], cfg.INPUT.PRE_QUERY_SIZE)
-            asked = len(queries)
-            index = torch.arange(windows, device=device).repeat(asked)  # sentence-major: each against each window
+        for start in range(0, len(pairs), batch_size):
+            chunk = pairs[start:start + batch_size]
+            queries, lengths = pad_sentences([encoded_sentences[s] for s, _ in chunk], cfg.INPUT.PRE_QUERY_SIZE)
+            index = torch.tensor([w for _, w in chunk], dtype=torch.long)
             with autocast(cfg.SOLVER.AMP, device):
-                output = model.ground(maps, queries.repeat_interleave(windows, 0).to(device),
-                                      lengths.repeat_interleave(windows, 0), video_index=index)
-            moments, scores, filled = top_candidates(model.candidates(output, durations.repeat(asked).to(device)),
+                output = model.ground(maps, queries.to(device), lengths, video_index=index.to(device))
+            moments, scores, filled = top_candidates(model.candidates(output, durations[index].to(device)),
                                                      cfg.TEST.NMS_THRESH, per_window, units=cfg.TEST.NMS_UNITS)
-            for i in range(asked):
-                part = slice(i * windows, (i + 1) * windows)
-                yield moments[part].float().cpu(), scores[part].float().cpu(), filled[part].cpu()
+            yield from zip(moments.float().cpu(), scores.float().cpu(), filled.cpu())
 
-    return ground_in_windows(model, cfg, video, encoded_sentences, device, topk,
-                             lambda rows: prepare_features(model, cfg, rows), ground_batch)
+    return ground_in_windows(cfg, video, encoded_sentences, device, topk,
+                             lambda rows: prepare_features(model, cfg, rows), ground_pairs, stage)
 
 
 @torch.no_grad()

@@ -3,6 +3,7 @@ and the CUDA smoke tool, so that what they measure is what training does."""
 import torch
 
 from .precision import autocast
+from .window_ranking import cross_window_terms
 from .wrappers import unwrap
 
 
@@ -33,6 +34,9 @@ def run_step(model, batch, optimizer, grad_scaler, amp, device, clip_grad_norm=0
     with autocast(amp, device):
         output = forward_batch(model, batch)
     terms = core.losses(output, batch)  # float32
+    across = cross_window_terms(core, batch, amp, device)
+    if across:  # the model's own term beside them, under a name that is not the total's
+        terms = {**{("model_loss" if name == "loss" else name): term for name, term in terms.items()}, **across}
     loss = sum(terms.values())
     optimizer.zero_grad(set_to_none=True)
     scaling = grad_scaler is not None and grad_scaler.is_enabled()

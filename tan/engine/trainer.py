@@ -28,6 +28,7 @@ import torch
 from ..config.models import declarations
 from ..config.setup import value_at
 from ..errors import TanError
+from ..modeling import build_model
 from ..solver import (LRSchedule, apply_schedule, build_lr_scheduler, build_optimizer,
                       check_names as check_solver_names, optimizer_name, schedule_keys)
 from ..utils import comm
@@ -172,8 +173,9 @@ class Trainer:
 
     def build_model(self):
         """The model on its device, in its memory format (not yet wrapped for several processes): the
-        class the run's declarations name (MODEL.ARCHITECTURE), built from the config."""
-        return prepare_model(self.cfg, self.model_class(self.cfg).to(self.device))
+        class the run's declarations name (MODEL.ARCHITECTURE), built from the config, with its window
+        relevance head when MODEL.RELEVANCE.ENABLED."""
+        return prepare_model(self.cfg, build_model(self.cfg, self.model_class).to(self.device))
 
     def build_optimizer(self, model):
         """SOLVER.OPTIMIZER (or the model's recipe's) over the model's parameter groups."""

@@ -17,6 +17,7 @@ from ..utils import comm
 from ..utils.logger import get_logger
 from ..utils.progress import progress
 from .prediction import ground_windowed
+from .relevance_stage import check_top_k, relevance_stage
 from .windows import WindowedVideo, window_spans
 from .wrappers import unwrap
 
@@ -52,6 +53,22 @@ class WindowedEvaluation:
                 "" if len(few_rows) == 1 else "s", self.settings.longer_than, self.settings.length, named(few_rows))
         return chosen
 
+    def check_relevance(self, core, dataset, chosen):
+        """With a relevance stage (TEST.WINDOW.RELEVANCE): log it, refuse a TEST.WINDOW.TOP_K above every
+        chosen video's windows (it would keep them all), and say how many videos have no more windows
+        than it (each grounded in all of its windows)."""
+        stage = relevance_stage(self.cfg, core)
+        if stage is None or not chosen:
+            return
+        rows = dataset.features.shapes([dataset.videos[v] for v in chosen])
+        counts = [len(self.spans(float(dataset.durations[q[0]]), rows[dataset.videos[v]][0]))
+                  for v, q in chosen.items()]
+        name = getattr(dataset, "name", "the dataset")
+        check_top_k(stage, max(counts), f"any of the {len(counts)} videos of {name} grounded by windows")
+        few = sum(c <= stage.top_k for c in counts)
+        get_logger("inference").info("%s: %s%s", name, stage.describe(), f"; {few} of the {len(counts)} videos have "
+                                     f"no more windows and are grounded in all of theirs" if few else "")
+
     def spans(self, duration, num_rows):
         """The windows of a video of ``duration`` seconds and ``num_rows`` feature rows, laid on its rows."""
         return window_spans(duration, self.settings.length, self.settings.stride, num_rows)
@@ -67,6 +84,7 @@ class WindowedEvaluation:
         """{query index: (moments [topk, 2] s, filled [topk], scores [topk], None)} of this process's
         share of the ``chosen`` videos (every process calls it; the shares are disjoint)."""
         core = unwrap(model)
+        self.check_relevance(core, dataset, chosen)
         rank, world = comm.get_rank(), comm.get_world_size()
         mine = [v for n, v in enumerate(sorted(chosen)) if n % world == rank]
         found = {}
@@ -74,8 +92,8 @@ class WindowedEvaluation:
             queries = chosen[video]
             duration = float(dataset.durations[queries[0]])
             windowed = WindowedVideo.of(dataset.features.read(dataset.videos[video]), duration, self.settings)
-            moments, scores, filled, _ = ground_windowed(core, self.cfg, windowed,
-                                                         [dataset.query(i) for i in queries], device, topk)
+            moments, scores, filled, _ = ground_windowed(core, self.cfg, windowed, [dataset.query(i) for i in queries],
+                                                         device, topk, strict_top_k=False)
             for row, index in enumerate(queries):
                 found[index] = (moments[row], filled[row], scores[row], None)
         return found

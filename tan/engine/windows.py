@@ -20,16 +20,17 @@ number of whole rows, so a model that takes the rows at their own rate gets
 inputs of one size, and no two start at the same row; a video whose rows
 are no more than one window's is scored whole.
 """
-import math
 from typing import NamedTuple
 
 import numpy as np
 import torch
 
-from ..data.features.rows import window_rows
+from ..data.collate import pad_sentences
+from ..data.features.rows import window_rows, window_size_in_rows, window_spans
 from ..errors import TanError
 from ..structures.candidates import Candidates
 from .evaluation import top_candidates
+from .relevance_stage import final_scores
 
 
 class WindowSettings(NamedTuple):
@@ -46,8 +47,10 @@ class WindowSettings(NamedTuple):
         return duration > self.longer_than
 
     def describe(self):
-        return (f"windows of {self.length:.4g} s every {self.stride:.4g} s for videos longer than "
-                f"{self.longer_than:.4g} s")
+        return f"{self.describe_windows()} for videos longer than {self.longer_than:.4g} s"
+
+    def describe_windows(self):
+        return f"windows of {self.length:.4g} s every {self.stride:.4g} s"
 
 
 def window_settings(cfg, trained_span, evaluation=False):
@@ -88,53 +91,6 @@ def _threshold_source(window, span, settings):
     return f"{threshold}: the window's length, as the checkpoint records no longest training video"
 
 
-def window_spans(duration, length, stride, num_rows=None):
-    """[(start, end)] seconds: windows of ``length`` every ``stride`` from 0, the last one
-    ending at ``duration`` (moved back so that every window has the full length); a video
-    not longer than one window is one window, the whole video.
-
-    With ``num_rows`` (the video's feature rows, which a window takes whole: tan.data.features.rows.
-    window_rows), the windows are laid on the rows: every window holds the same number of rows
-    (``length`` at the video's rate, at least one) and starts at the row nearest its start, so that
-    a model that takes the rows at their own rate gets inputs of one
-    size, and no two windows start at the same row; a video of no more rows than a window is one
-    window."""
-    if num_rows is not None:
-        return _row_spans(duration, length, stride, int(num_rows))
-    if duration <= length:
-        return [(0.0, float(duration))]
-    # a hair under the quotient: a float a hair above a whole number would add a window a hair after the
-    # last, holding the same rows (the last window starts at duration - length whatever the count)
-    count = math.ceil((duration - length) / stride - 1e-9) + 1
-    starts = [i * stride for i in range(count - 1)]
-    return [(float(s), float(s) + length) for s in starts] + [(float(duration - length), float(duration))]
-
-
-def _row_spans(duration, length, stride, num_rows):
-    rows, step = window_size_in_rows(duration, length, stride, num_rows)
-    if rows >= num_rows:
-        return [(0.0, float(duration))]
-    last = num_rows - rows
-    if step <= 1:  # a stride under a row: a window at every row (not one per stride, most of them the same)
-        firsts = range(last + 1)
-    else:
-        count = math.ceil(last / step - 1e-9) + 1
-        # the row nearest each start (a length or stride recorded to 4 decimals lies a hair off the rows),
-        # the last window ending at the last row
-        firsts = dict.fromkeys([min(math.floor(i * step + 0.5), last) for i in range(count - 1)] + [last])
-    seconds = float(duration) / num_rows
-    return [(first * seconds, float(duration) if first == last else (first + rows) * seconds) for first in firsts]
-
-
-def window_size_in_rows(duration, length, stride, num_rows):
-    """(rows of a window, rows from one window's start to the next) of a video of ``num_rows``
-    feature rows over ``duration`` seconds: the window's seconds at its rate rounded to whole rows,
-    at least one; the stride at that rate, no longer than a window (no row left out between two)."""
-    rate = num_rows / float(duration)
-    rows = min(num_rows, max(1, math.floor(length * rate + 0.5)))
-    return rows, min(float(rows), stride * rate)
-
-
 def describe_windows(duration, spans, num_rows, settings):
     """What grounding a video of ``duration`` seconds and ``num_rows`` feature rows in ``spans``
     (:func:`window_spans` on its rows) does, for the log: its windows' real seconds and rows, or,
@@ -165,41 +121,69 @@ class WindowedVideo(NamedTuple):
 
 
 @torch.no_grad()
-def ground_in_windows(model, cfg, video, encoded_sentences, device, topk, prepare, ground_batch):
-    """Top ``topk`` moments of each sentence over every window of ``video`` (a :class:`WindowedVideo`).
+def ground_in_windows(cfg, video, encoded_sentences, device, topk, prepare, ground_pairs, stage=None):
+    """Top ``topk`` moments of each sentence over the windows of ``video`` (a :class:`WindowedVideo`):
+    every window, or with a relevance ``stage`` (tan.engine.relevance_stage) each sentence's top
+    windows by relevance, the full model encoding only the windows some sentence keeps.
 
-    ``prepare(rows)`` -> (the model's input of a window [P, D], its real rows); ``ground_batch(maps,
-    counts, sentences, durations)`` -> per sentence, (moments [W, K, 2] s within each window, their
-    scores [W, K], filled [W, K]) for the W windows encoded in ``maps``. Returns (moments [S, topk, 2],
-    scores [S, topk], filled [S, topk], the window of each sentence's best moment [S]) on the CPU."""
+    ``prepare(rows)`` -> (the model's input of a window [P, D], its real rows); ``ground_pairs(rows,
+    counts, durations, pairs)`` -> for each (sentence, window of the batch) pair of ``pairs``, in
+    order, (moments [K, 2] s within the window, their scores [K], filled [K]), for the windows whose
+    inputs are stacked in ``rows``. Returns (moments [S, topk, 2], scores [S, topk], filled [S, topk],
+    the window of each sentence's best moment [S]) on the CPU."""
     settings, sentences = video.settings, len(encoded_sentences)
-    found = [[] for _ in range(sentences)]  # per sentence: (moments [K, 2], scores [K]) of each window, video seconds
-    window_of = [[] for _ in range(sentences)]
-    total_rows = len(video.features)
-    for first in range(0, len(video.spans), settings.batch):
-        spans = video.spans[first:first + settings.batch]
-        bounds = [window_rows(total_rows, video.duration, s, e) for s, e in spans]
-        prepared = [prepare(video.features[first_row:end_row]) for first_row, end_row, _, _ in bounds]
+    bounds = [window_rows(len(video.features), video.duration, s, e) for s, e in video.spans]
+    logits = window_relevance(stage, video, bounds, encoded_sentences, prepare, device, cfg) if stage else None
+    asked = (stage.kept(logits).tolist() if stage else [list(range(len(bounds)))] * sentences)
+    found = [[] for _ in range(sentences)]  # per sentence: (moments [K, 2] video seconds, scores [K], window)
+    needed = sorted(set(w for windows in asked for w in windows))
+    for first in range(0, len(needed), settings.batch):
+        batch = needed[first:first + settings.batch]
+        prepared = [prepare(video.features[bounds[w][0]:bounds[w][1]]) for w in batch]
         sizes = sorted({len(p[0]) for p in prepared})
         if len(sizes) > 1:  # spans in seconds that are not on the rows: windows a row apart in size
             raise TanError(f"windows of {' and '.join(map(str, sizes))} rows in one batch: the windows must "
                            f"hold the same rows each; lay them on the video's rows (WindowedVideo.of)")
         rows = torch.stack([p[0] for p in prepared]).to(device)
-        counts = [p[1] for p in prepared]
-        durations = torch.tensor([e - s for _, _, s, e in bounds], dtype=torch.float32)
-        starts = torch.tensor([s for _, _, s, _ in bounds], dtype=torch.float32)
-        for s, (moments, scores, filled) in enumerate(ground_batch(rows, counts, encoded_sentences, durations)):
-            for w in range(len(spans)):
-                keep = filled[w]
-                found[s].append((moments[w][keep] + starts[w], scores[w][keep]))
-                window_of[s].append(torch.full((int(keep.sum()),), first + w, dtype=torch.long))
-    return merge_windows(found, window_of, topk, cfg.TEST.NMS_THRESH)
+        durations = torch.tensor([bounds[w][3] - bounds[w][2] for w in batch], dtype=torch.float32)
+        place = {w: i for i, w in enumerate(batch)}
+        pairs = [(s, place[w]) for s in range(sentences) for w in sorted(asked[s]) if w in place]
+        for (s, i), (moments, scores, filled) in zip(pairs, ground_pairs(rows, [p[1] for p in prepared], durations,
+                                                                          pairs)):
+            found[s].append((moments[filled] + bounds[batch[i]][2], scores[filled], batch[i]))
+    return merge_windows(found, topk, cfg.TEST.NMS_THRESH, stage, cfg.TEST.WINDOW.NORMALIZE, logits)
 
 
-def merge_windows(found, window_of, topk, nms_thresh):
-    """One NMS over the whole video of every window's kept moments (video seconds), top ``topk``."""
-    parts = [(torch.cat([m for m, _ in per]), torch.cat([s for _, s in per]), torch.cat(w))
-             for per, w in zip(found, window_of)]
+# Windows whose relevance is computed per forward of the head (it holds [W, P, H] of them at once).
+RELEVANCE_BATCH = 64
+
+
+def window_relevance(stage, video, bounds, encoded_sentences, prepare, device, cfg):
+    """[S, W] relevance logits of every sentence for every window (``bounds``: their rows), on the CPU."""
+    head = stage.head
+    queries, lengths = pad_sentences(encoded_sentences, cfg.INPUT.PRE_QUERY_SIZE)
+    sentences = head.encode_sentences(queries.to(device), lengths)
+    logits = []
+    for first in range(0, len(bounds), RELEVANCE_BATCH):
+        prepared = [prepare(video.features[a:b]) for a, b, _, _ in bounds[first:first + RELEVANCE_BATCH]]
+        rows = torch.stack([p[0] for p in prepared]).to(device)
+        logits.append(head.logits(sentences, head.encode_windows(rows), [p[1] for p in prepared]).float().cpu())
+    return torch.cat(logits, 1)
+
+
+def merge_windows(found, topk, nms_thresh, stage=None, normalize=False, logits=None):
+    """One NMS over the whole video of every kept moment (``found``: per sentence, (moments [K, 2] video
+    seconds, scores [K], window) of each window it was grounded in, in the windows' order), by final
+    score (tan.engine.relevance_stage.final_scores; ``logits`` [S, W] the windows' relevance), top ``topk``."""
+    probability = logits.softmax(1) if logits is not None else None
+    parts = []
+    for s, per in enumerate(found):
+        scores = torch.cat([c for _, c, _ in per]) if per else torch.zeros(0)
+        window = torch.cat([torch.full((len(c),), w, dtype=torch.long) for _, c, w in per]) if per else \
+            torch.zeros(0, dtype=torch.long)
+        relevance = (logits[s][window], probability[s][window]) if logits is not None else (None, None)
+        moments = torch.cat([m for m, _, _ in per]) if per else torch.zeros(0, 2)
+        parts.append((moments, final_scores(stage, normalize, scores.float(), *relevance), window))
     width = max(1, max(len(s) for _, s, _ in parts))
     seconds = torch.zeros(len(parts), width, 2)
     scores = torch.zeros(len(parts), width)

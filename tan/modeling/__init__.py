@@ -5,16 +5,20 @@ A model of another package registers itself the same way, with what it imports f
 here: the contract, the decorator and the types its declarations return (docs/models.md)."""
 from ..config.models import (MODELS, ForeignConfig, Recipe, TextInputChoice, model_class, need, register_model,
                              set_default_model)
+from ..config.architecture import feature_size
 from ..utils.hooks import HookBase
 from .meta_arch import GroundingModel
+from .relevance import attach_relevance
 from . import mmn, ms2dtan, tan2d, tan_msra  # noqa: F401  (register MMN, MS_TAN, TAN and TAN_MSRA)
 
 set_default_model("TAN")
 
 
-def build_model(cfg):
-    """The model named by MODEL.ARCHITECTURE, built from the config."""
-    return model_class(cfg)(cfg)
+def build_model(cfg, cls=None):
+    """The model named by MODEL.ARCHITECTURE (or of class ``cls``), built from the config, with its
+    window relevance head (tan/modeling/relevance.py) when MODEL.RELEVANCE.ENABLED."""
+    cls = cls or model_class(cfg)
+    return attach_relevance(cls(cfg), cfg, feature_size(cfg, cls)[0])
 
 
 __all__ = ["ForeignConfig", "GroundingModel", "HookBase", "MODELS", "Recipe", "TextInputChoice", "build_model",

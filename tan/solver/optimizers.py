@@ -44,12 +44,21 @@ def optimizer_name(cfg, recipe):
     return cfg.SOLVER.OPTIMIZER or recipe.optimizer
 
 
+def with_relevance(model, groups):
+    """``groups`` and, when the model has a window relevance head (MODEL.RELEVANCE) that its own groups
+    leave out (a model that lists its parameters by name), a group of the head's parameters."""
+    head = getattr(model, "relevance", None)
+    listed = {id(p) for group in groups for p in group["params"]}
+    missing = [p for p in (head.parameters() if head is not None else ()) if id(p) not in listed]
+    return groups + ([{"params": missing, "lr_scale": 1.0, "name": "window relevance"}] if missing else [])
+
+
 def build_optimizer(cfg, model, recipe, groups=None):
     """The optimizer SOLVER.OPTIMIZER names (or the model's ``recipe``'s) over ``groups`` (default:
     the model's ``parameter_groups()``; each a dict with ``params`` and ``lr_scale``, and any
     setting of its own such as ``weight_decay``); each group's rate is SOLVER.LR times its ``lr_scale``."""
     build = OPTIMIZERS.get(optimizer_name(cfg, recipe))
-    groups = model.parameter_groups() if groups is None else groups
+    groups = with_relevance(model, model.parameter_groups()) if groups is None else groups
     for group in groups:
         group["lr"] = cfg.SOLVER.LR * group["lr_scale"]
     params = [p for g in groups for p in g["params"]]

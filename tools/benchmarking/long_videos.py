@@ -1,6 +1,8 @@
 """Windowed grounding of long videos (tan/engine/windows.py): seconds per query and peak memory,
 for videos of several lengths, beside the same videos scored whole (resampled to the model's
-clips, what every video got before windows).
+clips, what every video got before windows), and by windows with a relevance stage
+(tan/engine/relevance_stage.py: the model with a relevance head, MODEL.RELEVANCE, whose full map
+scores each sentence's top TEST.WINDOW.TOP_K windows only) beside every window scored.
 
 Each (length, way) is measured in a fresh process, so that no allocator cache or peak is shared:
 a model of the config with random weights (what it computes does not depend on what it learned),
@@ -11,7 +13,7 @@ the sentences' grounding, per sentence; the peak is the process's resident high-
 set to map every large block afresh so that resident memory follows what is allocated.
 
 Run as a script it measures one (length, way) and prints JSON:
-    python tools/benchmarking/long_videos.py --seconds 3600 --way windows --config-file FILE --window-length 60
+    python tools/benchmarking/long_videos.py --seconds 3600 --way relevance --config-file FILE --window-length 60
 """
 import argparse
 import json
@@ -38,11 +40,16 @@ def measure(config_file, seconds, way, window_length, device, opts=()):
     from tan.config import load_config
     from tan.modeling import build_model
 
-    overrides = ["MODEL.DEVICE", device, "TEST.WINDOW.ENABLED", str(way == "windows"),
-                 "TEST.WINDOW.LENGTH", str(float(window_length)), *opts]
+    overrides = ["MODEL.DEVICE", device, "TEST.WINDOW.ENABLED", str(way != "whole"),
+                 "TEST.WINDOW.LENGTH", str(float(window_length)), "MODEL.RELEVANCE.ENABLED", str(way == "relevance"),
+                 *opts]
     cfg = load_config(config_file, overrides)
     torch.manual_seed(0)
     model = build_model(cfg).to(device).eval()
+    grounded = []  # sentence-window pairs the full model scores
+    ground = model.ground
+    model.ground = lambda maps, queries, *rest, **kw: (grounded.append(len(queries)), ground(maps, queries, *rest,
+                                                                                            **kw))[1]
     grounder = Grounder(model, cfg, torch.device(device))
     rng = np.random.default_rng(0)
     feats = rng.random((int(seconds * ROWS_PER_SECOND), cfg.MODEL[cfg.MODEL.ARCHITECTURE].FEATPOOL.INPUT_SIZE),
@@ -52,6 +59,7 @@ def measure(config_file, seconds, way, window_length, device, opts=()):
     grounder.encode_sentences = lambda asked: sentences[:len(asked)]  # random word vectors: no vector file
     asked = [f"sentence {i}" for i in range(SENTENCES)]
     grounder.ground(grounder.encode_video(feats[:int(window_length * ROWS_PER_SECOND)], window_length), asked[:1])
+    grounded.clear()
     if device.startswith("cuda"):
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -65,6 +73,7 @@ def measure(config_file, seconds, way, window_length, device, opts=()):
     growth = peak_growth(start)
     windows = len(video.windows.spans) if video.windows is not None else 0
     return {"seconds": seconds, "way": way, "windows": windows, "seconds_per_query": elapsed / SENTENCES,
+            "maps_per_query": sum(grounded) / SENTENCES,
             "peak_growth_mb": growth / 2 ** 20 if growth is not None else None,
             "gpu_peak_mb": torch.cuda.max_memory_allocated() / 2 ** 20 if device.startswith("cuda") else None,
             "features_mb": feats.nbytes / 2 ** 20}
@@ -84,20 +93,27 @@ def in_fresh_process(config_file, seconds, way, window_length, device, opts=()):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+WAYS = ("whole", "windows", "relevance")
+
+
 def format_report(report):
-    """Whole (the baseline) and windowed, side by side, per video length."""
+    """Whole, by every window (the baseline of the relevance stage) and by the top windows, side by side,
+    per video length: seconds and queries per second, the maps the full model computes per query, peaks."""
     lines = [f"grounding {SENTENCES} sentences in one long video ({report['config']}, random weights, features at "
              f"{ROWS_PER_SECOND:g} row/s, windows of {report['window_length']:g} s every half of it, "
-             f"batches of {report['window_batch']}; {report['device']}: {report['machine']}, torch {report['torch']}); "
-             f"a fresh process each; peak = resident growth over the encoding and grounding (MB)",
-             "| video | whole: s/query | whole: peak MB | windows | windowed: s/query | windowed: peak MB "
-             "| features MB |", "|---|---|---|---|---|---|---|"]
+             f"batches of {report['window_batch']}, top {report['top_k']} windows with the relevance stage; "
+             f"{report['device']}: {report['machine']}, torch {report['torch']}); a fresh process each; "
+             f"peak = resident growth over the encoding and grounding (MB)",
+             "| video | whole: queries/s | peak MB | windows | every window: queries/s | maps/query | peak MB "
+             "| top windows: queries/s | maps/query | peak MB | speed-up over every window |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    peak = "gpu_peak_mb" if report["device"].startswith("cuda") else "peak_growth_mb"
     for seconds in report["lengths"]:
-        whole, windowed = report["results"][f"{seconds}/whole"], report["results"][f"{seconds}/windows"]
-        peak = ("gpu_peak_mb" if report["device"].startswith("cuda") else "peak_growth_mb")
-        lines.append(f"| {seconds / 60:g} min | {whole['seconds_per_query']:.3f} | {_mb(whole[peak])} | "
-                     f"{windowed['windows']} | {windowed['seconds_per_query']:.3f} | {_mb(windowed[peak])} | "
-                     f"{windowed['features_mb']:.1f} |")
+        whole, every, top = (report["results"][f"{seconds}/{way}"] for way in WAYS)
+        lines.append(f"| {seconds / 60:g} min | {1 / whole['seconds_per_query']:.1f} | {_mb(whole[peak])} | "
+                     f"{every['windows']} | {1 / every['seconds_per_query']:.2f} | {every['maps_per_query']:g} | "
+                     f"{_mb(every[peak])} | {1 / top['seconds_per_query']:.2f} | {top['maps_per_query']:g} | "
+                     f"{_mb(top[peak])} | {every['seconds_per_query'] / top['seconds_per_query']:.1f}x |")
     return "\n".join(lines)
 
 
@@ -109,7 +125,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config-file", required=True)
     parser.add_argument("--seconds", type=float, required=True)
-    parser.add_argument("--way", choices=("whole", "windows"), required=True)
+    parser.add_argument("--way", choices=WAYS, required=True)
     parser.add_argument("--window-length", type=float, default=60.0)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("opts", nargs=argparse.REMAINDER)

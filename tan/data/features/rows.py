@@ -1,6 +1,7 @@
 """Clip features prepared as docs/model.md §1 describes: rows L2-normalised,
-then resampled to a fixed number of clips. Where they are read from:
-feature_sources.py."""
+then resampled to a fixed number of clips; and the windows a long video is cut
+into, laid on its rows (docs/long_videos.md). Where they are read from:
+sources.py."""
 import math
 
 import numpy as np
@@ -32,3 +33,50 @@ def window_rows(num_rows, duration, start, end):
     first = min(int(math.floor(start * rate + 1e-6)), num_rows - 1)
     last = min(max(int(math.ceil(end * rate - 1e-6)), first + 1), num_rows)
     return first, last, first / rate, last / rate
+
+
+def window_spans(duration, length, stride, num_rows=None):
+    """[(start, end)] seconds: windows of ``length`` every ``stride`` from 0, the last one
+    ending at ``duration`` (moved back so that every window has the full length); a video
+    not longer than one window is one window, the whole video.
+
+    With ``num_rows`` (the video's feature rows, which a window takes whole: tan.data.features.rows.
+    window_rows), the windows are laid on the rows: every window holds the same number of rows
+    (``length`` at the video's rate, at least one) and starts at the row nearest its start, so that
+    a model that takes the rows at their own rate gets inputs of one
+    size, and no two windows start at the same row; a video of no more rows than a window is one
+    window."""
+    if num_rows is not None:
+        return _row_spans(duration, length, stride, int(num_rows))
+    if duration <= length:
+        return [(0.0, float(duration))]
+    # a hair under the quotient: a float a hair above a whole number would add a window a hair after the
+    # last, holding the same rows (the last window starts at duration - length whatever the count)
+    count = math.ceil((duration - length) / stride - 1e-9) + 1
+    starts = [i * stride for i in range(count - 1)]
+    return [(float(s), float(s) + length) for s in starts] + [(float(duration - length), float(duration))]
+
+
+def _row_spans(duration, length, stride, num_rows):
+    rows, step = window_size_in_rows(duration, length, stride, num_rows)
+    if rows >= num_rows:
+        return [(0.0, float(duration))]
+    last = num_rows - rows
+    if step <= 1:  # a stride under a row: a window at every row (not one per stride, most of them the same)
+        firsts = range(last + 1)
+    else:
+        count = math.ceil(last / step - 1e-9) + 1
+        # the row nearest each start (a length or stride recorded to 4 decimals lies a hair off the rows),
+        # the last window ending at the last row
+        firsts = dict.fromkeys([min(math.floor(i * step + 0.5), last) for i in range(count - 1)] + [last])
+    seconds = float(duration) / num_rows
+    return [(first * seconds, float(duration) if first == last else (first + rows) * seconds) for first in firsts]
+
+
+def window_size_in_rows(duration, length, stride, num_rows):
+    """(rows of a window, rows from one window's start to the next) of a video of ``num_rows``
+    feature rows over ``duration`` seconds: the window's seconds at its rate rounded to whole rows,
+    at least one; the stride at that rate, no longer than a window (no row left out between two)."""
+    rate = num_rows / float(duration)
+    rows = min(num_rows, max(1, math.floor(length * rate + 0.5)))
+    return rows, min(float(rows), stride * rate)

@@ -39,8 +39,16 @@ class _FileSource:
     def __repr__(self):
         return f"{self.kind} {self.path!r}"
 
+    # Whether read_rows reads only the rows asked (a training window of an hour-long movie), so that
+    # the datasets need not keep whole videos in memory to cut windows from them.
+    reads_rows = False
+
     def read(self, video):
         return np.asarray(self.read_stored(video), dtype=np.float32)
+
+    def read_rows(self, video, first, last):
+        """float32 rows [first, last) of ``video``."""
+        return self.read(video)[first:last]
 
     def nonfinite(self, videos):
         return _nonfinite(self, videos)
@@ -108,6 +116,12 @@ class HDF5Features(_FileSource):
     def read_stored(self, video):
         """The array of ``video`` in the dtype it is stored in."""
         return self._node(video)[()]
+
+    reads_rows = True
+
+    def read_rows(self, video, first, last):
+        """float32 rows [first, last) of ``video``, read from the file alone (HDF5 reads a slice)."""
+        return np.asarray(self._node(video)[first:last], dtype=np.float32)
 
     def close(self):
         """Closes the file (the next read opens it again)."""
@@ -220,6 +234,18 @@ class ConcatenatedFeatures:
 
     def read(self, video):
         return join_streams([s.read(video) for s in self.streams])
+
+    @property
+    def reads_rows(self):
+        return all(s.reads_rows for s in self.streams)
+
+    def read_rows(self, video, first, last):
+        """Rows [first, last) of the joined streams: read alone where every stream has the same rows
+        (each row is normalised on its own), else cut from the whole joined video."""
+        lengths = [s.shapes([video])[video][0] for s in self.streams]
+        if len(set(lengths)) > 1:
+            return self.read(video)[first:last]
+        return join_streams([s.read_rows(video, first, last) for s in self.streams])
 
     def nonfinite(self, videos):
         videos = list(videos)

@@ -1,0 +1,74 @@
+"""Training that ranks the windows of a video against each other (docs/long_videos.md).
+
+Trained on windows one at a time, a model learns how well a moment fits
+inside a window, not which of a video's windows holds what is asked, and
+grounding an hour-long video is that second question over hundreds of
+windows. Here each training query is also scored against the windows of its
+video that its batch brought (INPUT.TRAIN_WINDOW.RANKED_WINDOWS, joined by
+tan.data.collate.collate_ranked: each window encoded once for every sentence
+of its video), and a listwise loss, as SOONet's over a whole movie, puts the
+window holding its moment above the others:
+
+- ``window_relevance``: the relevance head's logits (MODEL.RELEVANCE);
+- ``window_ranking``: the model's own scores in the window holding the moment
+  and MODEL.WINDOW_RANKING.WINDOWS others (each costs a map), a window's score
+  being its best cell's, over MODEL.WINDOW_RANKING.TEMPERATURE, so that the
+  scores the merge compares across windows are trained to be compared.
+"""
+import torch
+
+from .precision import autocast
+
+
+def listwise_loss(logits, query, labels):
+    """Mean over the sentences that have a window with their moment and one without of
+    -log(sum of softmax over the sentence's windows of those with it); ``logits``, ``query``
+    (each pair's sentence) and ``labels`` (1 or 0) are [M]."""
+    losses = []
+    for sentence in torch.unique(query):
+        mine = query == sentence
+        positive = labels[mine] > 0
+        if positive.any() and not positive.all():
+            scores = logits[mine].float()
+            losses.append(torch.logsumexp(scores, 0) - torch.logsumexp(scores[positive], 0))
+    return torch.stack(losses).mean() if losses else logits.sum() * 0.0
+
+
+def cross_window_terms(core, batch, amp, device):
+    """{name: float32 scalar}: the cross-window loss terms of a training batch already on ``device``, for
+    the model ``core`` (unwrapped) with ``window_losses`` (tan.modeling.relevance.attach_relevance);
+    {} for a model without them."""
+    losses = getattr(core, "window_losses", None)
+    if losses is None:
+        return {}
+    terms = {}
+    if "ranked_feats" in batch and not len(batch["ranked_query"]):
+        batch = {k: v for k, v in batch.items() if not k.startswith("ranked_")}  # windows but no pair to rank
+    if losses.relevance_weight:
+        terms["window_relevance"] = losses.relevance_weight * _relevance_term(core.relevance, batch)
+    if losses.ranking_weight and "ranked_feats" in batch:
+        terms["window_ranking"] = losses.ranking_weight * _ranking_term(core, batch, losses, amp, device)
+    return terms
+
+
+def _relevance_term(head, batch):
+    if "ranked_feats" not in batch:  # no long video in the batch: a zero that still reaches every parameter
+        return sum(p.sum() for p in head.parameters()) * 0.0
+    pairs = (batch["ranked_query"], batch["ranked_window"])
+    sentences = head.encode_sentences(batch["queries"], batch["wordlens"])
+    logits = head.logits(sentences, head.encode_windows(batch["ranked_feats"]), pairs=pairs)
+    return listwise_loss(logits, batch["ranked_query"], batch["ranked_labels"])
+
+
+def _ranking_term(core, batch, losses, amp, device):
+    # The full model grounds each sentence in the window its item drew with the moment and the next
+    # MODEL.WINDOW_RANKING.WINDOWS it drew (its nearest neighbours first): its cost per pair is a map's,
+    # where the relevance head ranks every window of the video in the batch.
+    order = batch["ranked_order"]
+    drawn = (order >= 0) & (order <= losses.ranking_windows)
+    query, window, labels = batch["ranked_query"][drawn], batch["ranked_window"][drawn], batch["ranked_labels"][drawn]
+    with autocast(amp, device):
+        maps = core.encode_video(batch["ranked_feats"])
+        output = core.ground(maps, batch["queries"][query], batch["wordlens"][query.cpu()], video_index=window)
+    best = core.scores(output).flatten(1).amax(1).float()
+    return listwise_loss(best / losses.ranking_temperature, query, labels)

@@ -1,0 +1,150 @@
+"""Window relevance: a cheap score of how well a window of a long video matches a sentence.
+
+A window's 2D map says how well a moment fits inside that window, not whether
+the window holds what is asked; over the hundreds of windows of an hour-long
+video, some window without the action always offers a moment that fits.
+Methods that ground hour-long videos well first rank the windows: CONE by the
+best match of a window's frames with the sentence in a contrastive space,
+RGNet by a learned retrieval score trained against the other clips of the
+same video. This head does the first in a learned space, and is trained the
+second way (tan.engine.window_ranking): each row of a window and the sentence
+are projected to MODEL.RELEVANCE.HIDDEN_SIZE and L2-normalised, and the
+window's score is its best row's cosine with the sentence, over a
+temperature. Grounding then runs the full model on the top
+TEST.WINDOW.TOP_K windows only (tan.engine.relevance_stage).
+
+The head sits beside any model, built-in or a plug-in's, as its submodule
+``relevance`` (MODEL.RELEVANCE.ENABLED): it reads the model's own inputs,
+the window's rows as the model's clip input prepares them and the sentence
+as its text input encodes it (vectors, or token ids embedded by hashing), so
+that nothing of the model needs to change. :class:`PooledRelevance` is the
+parameter-free form (TEST.WINDOW.RELEVANCE "pooled"), for features and
+sentence vectors made in one space (CLIP's).
+"""
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import TanError
+
+# Token ids of a text input (word pieces, whitespace words) share this many embedding rows by hashing:
+# the head learns a bag of the sentence's tokens without knowing the vocabulary's size.
+ID_BUCKETS = 1 << 15
+# Text inputs whose sentences are vectors of INPUT.PRE_QUERY_SIZE; any other gives token ids.
+VECTOR_TEXT_INPUTS = ("word_vectors", "sentence_features")
+
+
+def masked_rows(windows, counts):
+    """[W, P] True for the real rows of windows [W, P, ...] (all of them when ``counts`` is None)."""
+    rows = torch.arange(windows.shape[1], device=windows.device)
+    if counts is None:
+        return torch.ones(windows.shape[:2], dtype=torch.bool, device=windows.device)
+    return rows[None, :] < torch.as_tensor(counts, device=windows.device)[:, None]
+
+
+def best_row_cosine(sentences, windows, mask, pairs=None):
+    """Cosine of each sentence [S, H] with each window's best row (windows [W, P, H], unit rows; mask [W, P]):
+    [S, W], or [M] for the (sentence, window) ``pairs`` ([M], [M])."""
+    if pairs is None:
+        cosine = torch.einsum("sh,wph->swp", sentences, windows)
+        return cosine.masked_fill(~mask[None], float("-inf")).amax(-1)
+    s, w = pairs
+    cosine = torch.einsum("mh,mph->mp", sentences[s], windows[w])
+    return cosine.masked_fill(~mask[w], float("-inf")).amax(-1)
+
+
+class WindowRelevance(nn.Module):
+    """The learned head: rows and sentences projected to one space (MODEL.RELEVANCE)."""
+
+    def __init__(self, clip_size, query_size, hidden_size, temperature):
+        """``query_size``: the width of the sentence vectors, or None for token ids."""
+        super().__init__()
+        self.temperature = float(temperature)
+        self.rows = nn.Sequential(nn.Linear(clip_size, hidden_size), nn.ReLU(), nn.Linear(hidden_size, hidden_size))
+        self.reads_ids = query_size is None
+        words = nn.Embedding(ID_BUCKETS, hidden_size) if self.reads_ids else nn.Linear(query_size, hidden_size)
+        self.words = words
+        self.sentence = nn.Sequential(nn.ReLU(), nn.Linear(hidden_size, hidden_size))
+
+    def encode_windows(self, feats):
+        """Windows' rows [W, P, D_in] as the model takes them -> unit rows [W, P, H]."""
+        return F.normalize(self.rows(feats.float()), dim=-1)
+
+    def encode_sentences(self, queries, wordlens):
+        """Sentences [S, L, E] (or token ids [S, L]) with their lengths -> unit vectors [S, H]: the mean
+        of their projected words, through a layer."""
+        if self.reads_ids != (not torch.is_floating_point(queries)):
+            expected = "token ids" if self.reads_ids else "vectors"
+            raise TanError(f"the window relevance head was built for sentences as {expected}, and got "
+                           f"{'vectors' if torch.is_floating_point(queries) else 'token ids'}; the text input of "
+                           f"the model changed since it was trained")
+        words = self.words(queries.long() % ID_BUCKETS if self.reads_ids else queries.float())
+        present = (torch.arange(queries.shape[1], device=queries.device)[None, :]
+                   < torch.as_tensor(wordlens, device=queries.device)[:, None]).float()
+        mean = (words * present[..., None]).sum(1) / present.sum(1, keepdim=True).clamp(min=1.0)
+        return F.normalize(self.sentence(mean), dim=-1)
+
+    def logits(self, sentences, windows, counts=None, pairs=None):
+        """Relevance logits: each encoded sentence [S, H] against each encoded window [W, P, H] ([S, W]),
+        or of the (sentence, window) ``pairs`` ([M])."""
+        return best_row_cosine(sentences, windows, masked_rows(windows, counts), pairs) / self.temperature
+
+
+class PooledRelevance(nn.Module):
+    """The parameter-free form: the mean of the sentence's vectors against the window's rows, in the
+    space they were made in (TEST.WINDOW.RELEVANCE "pooled")."""
+
+    reads_ids = False
+
+    def __init__(self, clip_size, query_size, temperature):
+        super().__init__()
+        if query_size is None or query_size != clip_size:
+            raise TanError(f"TEST.WINDOW.RELEVANCE 'pooled' compares the sentence's vectors with the clip features "
+                           f"directly: it needs both of one width and space, and the clip features are {clip_size} "
+                           f"wide where the sentences are "
+                           f"{'token ids' if query_size is None else f'{query_size} wide (INPUT.PRE_QUERY_SIZE)'}; "
+                           f"train a relevance head (MODEL.RELEVANCE.ENABLED) instead")
+        self.temperature = float(temperature)
+
+    def encode_windows(self, feats):
+        return F.normalize(feats.float(), dim=-1)
+
+    def encode_sentences(self, queries, wordlens):
+        if not torch.is_floating_point(queries):
+            raise TanError("TEST.WINDOW.RELEVANCE 'pooled' needs sentences as vectors, and got token ids")
+        present = (torch.arange(queries.shape[1], device=queries.device)[None, :]
+                   < torch.as_tensor(wordlens, device=queries.device)[:, None]).float()
+        return F.normalize((queries.float() * present[..., None]).sum(1), dim=-1)
+
+    def logits(self, sentences, windows, counts=None, pairs=None):
+        return best_row_cosine(sentences, windows, masked_rows(windows, counts), pairs) / self.temperature
+
+
+def sentence_width(cfg, text_input):
+    """The width of the sentence vectors of ``text_input`` (a TextInputChoice), or None for token ids."""
+    return int(cfg.INPUT.PRE_QUERY_SIZE) if text_input.name in VECTOR_TEXT_INPUTS else None
+
+
+class CrossWindowLosses(NamedTuple):
+    """The weights of the two losses over a video's windows (tan.engine.window_ranking): the relevance
+    head's (MODEL.RELEVANCE.LOSS_WEIGHT) and the model's own scores' (MODEL.WINDOW_RANKING)."""
+    relevance_weight: float
+    ranking_weight: float
+    ranking_temperature: float
+    ranking_windows: int
+
+
+def attach_relevance(model, cfg, clip_size):
+    """Give ``model`` its learned relevance head (submodule ``relevance``) when MODEL.RELEVANCE.ENABLED,
+    and the weights of the cross-window losses (``window_losses``) when either is on."""
+    settings, ranking = cfg.MODEL.RELEVANCE, cfg.MODEL.WINDOW_RANKING
+    if settings.ENABLED:
+        model.relevance = WindowRelevance(clip_size, sentence_width(cfg, type(model).text_input(cfg)),
+                                          settings.HIDDEN_SIZE, settings.TEMPERATURE)
+    losses = CrossWindowLosses(float(settings.LOSS_WEIGHT) if settings.ENABLED else 0.0,
+                               float(ranking.LOSS_WEIGHT), float(ranking.TEMPERATURE), int(ranking.WINDOWS))
+    if losses.relevance_weight or losses.ranking_weight:
+        model.window_losses = losses
+    return model

@@ -1,0 +1,225 @@
+"""Ranking a long video's windows (docs/long_videos.md, "Ranking the windows"): the windows a
+training query is ranked in, each read and encoded once per batch; the relevance head and the
+cross-window losses beside any model; grounding the top TEST.WINDOW.TOP_K windows only; reading a
+window's rows alone; and the refusals of bad settings, each in one line naming the key."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+import tan
+from tan.config import load_config
+from tan.data.build import RunData
+from tan.data.collate import collate_ranked
+from tan.data.features.sources import HDF5Features
+from tan.data.training_windows import TrainingWindows
+from tan.engine.relevance_stage import RelevanceStage, final_scores, relevance_stage
+from tan.errors import TanError
+from tan.modeling import build_model
+
+from conftest import ONE_THREAD, REPO, SYNTHETIC_CONFIG, long_catalog, run_main, run_tool
+
+LENGTH = 50.0
+LONG = ["DATASETS.TRAIN", '("long_train",)', "DATASETS.VAL", "()", "DATASETS.TEST", '("long_test",)']
+RANKED = ["INPUT.TRAIN_WINDOW.LENGTH", str(LENGTH), "INPUT.TRAIN_WINDOW.RANKED_WINDOWS", "3",
+          "MODEL.RELEVANCE.ENABLED", "True", "MODEL.RELEVANCE.HIDDEN_SIZE", "32", "MODEL.WINDOW_RANKING.LOSS_WEIGHT",
+          "1.0", "TEST.WINDOW.TOP_K", "3"]
+
+
+@pytest.fixture(scope="module")
+def long_root(synthetic_root, tmp_path_factory):
+    """(DATASETS.ROOT with the synthetic dataset's word vectors, the catalog of long_train (24 videos of
+    3-5 minutes, one query each) and long_test (4 videos of 5 minutes))."""
+    catalog, _, test_features = long_catalog(tmp_path_factory.mktemp("ranked"), {"train": 24, "test": 4},
+                                             {"train": (180, 300), "test": (300, 300)}, seed=3)
+    return synthetic_root, catalog, test_features
+
+
+def train_args(long_root, out, *extra):
+    root, catalog = long_root[:2]
+    return ["--config-file", SYNTHETIC_CONFIG, "DATASETS.ROOT", root, "DATASETS.CATALOG", catalog, *LONG,
+            "OUTPUT_DIR", str(out), "MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "0", "SOLVER.MAX_EPOCH", "2",
+            "SOLVER.TEST_PERIOD", "0", "SOLVER.CHECKPOINT_PERIOD", "1", "SEED", "5", *RANKED, *extra]
+
+
+@pytest.fixture(scope="module")
+def ranked_run(long_root, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ranked_run")
+    proc = run_tool("train_net", *train_args(long_root, out), env=ONE_THREAD)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return str(out), proc.stdout + proc.stderr
+
+
+def test_a_query_is_ranked_in_a_window_holding_it_its_nearest_neighbours_and_others_of_the_grid():
+    windows = TrainingWindows(LENGTH, LENGTH, 0.0, 4)
+    drawn = windows.ranked_windows(np.random.default_rng(0), 600.0, 600, (300.0, 310.0))
+    assert len(drawn) == 5
+    assert drawn[0].start <= 300.0 and 310.0 <= drawn[0].end  # the first holds the moment
+    assert drawn[1].end == 300.0 and drawn[2].start == 310.0 + 15.0  # the nearest on the grid sharing no row
+    grid = {(s, s + LENGTH) for s in np.arange(0.0, 551.0, 25.0)}
+    assert all((w.start, w.end) in grid and w.last - w.first == 50 for w in drawn)
+    assert all(w.end <= 300.0 or w.start >= 310.0 for w in drawn[1:])
+    again = windows.ranked_windows(np.random.default_rng(0), 600.0, 600, (300.0, 310.0))
+    assert again == drawn  # drawn from the generator alone: a resumed run draws the same
+    # a moment longer than half a window may fit no window of the grid: nothing to rank
+    assert windows.ranked_windows(np.random.default_rng(0), 600.0, 600, (310.0, 351.0)) is None
+
+
+def _item(video, spans, moments):
+    return {"ranked_feats": torch.arange(len(spans), dtype=torch.float32)[:, None, None].expand(-1, 2, 3) + video,
+            "ranked_spans": torch.tensor(spans, dtype=torch.float64), "ranked_video": (0, video),
+            "ranked_moments": torch.tensor(moments, dtype=torch.float64)}
+
+
+def test_a_batch_encodes_each_window_of_a_video_once_and_ranks_each_sentence_in_all_of_them():
+    first = _item(7, [[0.0, 50.0], [50.0, 100.0]], [[10.0, 20.0]])
+    second = _item(7, [[100.0, 150.0], [50.0, 100.0]], [[120.0, 130.0]])  # shares [50, 100) with the first
+    other = _item(8, [[0.0, 50.0]], [[40.0, 60.0]])  # another video; its only window holds part of the moment
+    short = {}  # an item of a video taken whole brings no window
+    batch = collate_ranked([first, short, second, other], [1, 1, 1, 1])
+    assert batch["ranked_feats"].shape == (4, 2, 3)  # [0, 50), [50, 100), [100, 150) of video 7, [0, 50) of 8
+    pairs = list(zip(batch["ranked_query"].tolist(), batch["ranked_window"].tolist(), batch["ranked_labels"].tolist(),
+                     batch["ranked_order"].tolist()))
+    assert pairs == [(0, 0, 1.0, 0), (0, 1, 0.0, 1), (0, 2, 0.0, -1),
+                     (2, 0, 0.0, -1), (2, 1, 0.0, 1), (2, 2, 1.0, 0)]  # no pair of video 8: part of it
+    assert collate_ranked([short], [1]) == {}
+
+
+def test_a_window_of_an_hdf5_movie_is_read_alone(tmp_path, long_root):
+    path = tmp_path / "movies.h5"
+    rows = np.random.default_rng(0).standard_normal((1000, 8)).astype(np.float16)
+    with h5py.File(path, "w") as f:
+        f["movie"] = rows
+    source = HDF5Features(str(path))
+    assert source.reads_rows and np.array_equal(source.read_rows("movie", 100, 164), source.read("movie")[100:164])
+    cfg = load_config(SYNTHETIC_CONFIG, ["DATASETS.ROOT", long_root[0], "DATASETS.CATALOG", long_root[1], *LONG,
+                                         "MODEL.DEVICE", "cpu", *RANKED])
+    dataset = RunData(cfg).datasets(["long_train"])[0]
+    whole = dataset.features.read
+
+    def refuse(video):
+        raise AssertionError(f"{video} read whole for a window")
+
+    dataset.features.read = refuse
+    item = dataset[(0, 1)]
+    dataset.features.read = whole
+    window = dataset.item_window(0, 1)
+    assert torch.equal(item["feats"], torch.from_numpy(dataset.clip_input.take(dataset.clip_input.base(
+        whole(dataset.videos[dataset.video_ids[0]])[window.first:window.last]))[0]))
+    assert item["ranked_feats"].shape[0] == 4
+
+
+def test_the_final_score_is_the_product_or_the_normalised_sum():
+    scores, logits = torch.tensor([0.8, 0.4, 0.6]), torch.tensor([2.0, 4.0, 2.0])
+    probability = torch.tensor([0.2, 0.7, 0.2])
+    product, total = (RelevanceStage(None, 3, score, "") for score in ("product", "sum"))
+    assert final_scores(product, False, scores, logits, probability).tolist() == pytest.approx([0.16, 0.28, 0.12])
+    assert final_scores(total, False, scores, logits, probability).tolist() == pytest.approx([1.0, 1.0, 0.5])
+    assert final_scores(None, True, scores, None, None).tolist() == pytest.approx([1.0, 0.0, 0.5])  # same order
+    assert final_scores(None, False, scores, None, None) is scores
+
+
+@pytest.mark.parametrize("value", ["0", "-2"])
+def test_a_top_k_that_is_not_a_number_of_windows_is_refused_naming_the_key(value):
+    with pytest.raises(TanError, match=r"^config key TEST\.WINDOW\.TOP_K: expected a number of windows >= 1"):
+        load_config(SYNTHETIC_CONFIG, ["TEST.WINDOW.TOP_K", value])
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("INPUT.TRAIN_WINDOW.RANKED_WINDOWS", "-1", "expected a number of windows >= 0"),
+    ("MODEL.RELEVANCE.TEMPERATURE", "0.0", "expected a positive number"),
+    ("TEST.WINDOW.RELEVANCE", "best", "expected 'auto' or 'learned' or 'pooled' or 'none'"),
+    ("TEST.WINDOW.SCORE", "max", "expected 'product' or 'sum'"),
+])
+def test_bad_relevance_settings_are_refused_naming_the_key(key, value, message):
+    with pytest.raises(TanError, match=f"^config key {key}: {message}"):
+        load_config(SYNTHETIC_CONFIG, [key, value])
+    with pytest.raises(TanError, match="RANKED_WINDOWS: 2: windows of a video are ranked only in training by windows"):
+        load_config(SYNTHETIC_CONFIG, ["INPUT.TRAIN_WINDOW.RANKED_WINDOWS", "2"])
+
+
+def test_a_relevance_run_trains_both_cross_window_losses_and_its_checkpoint_holds_the_head(ranked_run):
+    out, log = ranked_run
+    stored = torch.load(os.path.join(out, "model_final.pth"), map_location="cpu", weights_only=False)
+    assert any(name.startswith("relevance.") for name in stored["model"])
+    for term in ("model_loss", "window_relevance", "window_ranking"):
+        assert term in log
+    assert "long_test: each sentence grounded in its top 3 windows by the model's relevance head" in log
+
+
+def test_the_full_model_scores_only_the_top_k_windows_of_each_sentence(ranked_run, long_root):
+    out, _ = ranked_run
+    feats = _first_video(long_root[2])
+    counted = {}
+    for relevance in ("auto", "none"):
+        model = tan.load_model(os.path.join(out, "model_final.pth"),
+                               overrides=["DATASETS.ROOT", long_root[0], "TEST.WINDOW.RELEVANCE", relevance])
+        core, windows = model.model, []
+        encode = core.encode_video
+        core.encode_video = lambda rows, **kw: (windows.append(len(rows)), encode(rows, **kw))[1]
+        video = model.encode_video(feats, 300.0)
+        moments = model.ground(video, ["a man folds the knife."], topk=3)[0]
+        counted[relevance] = sum(windows)
+        assert len(moments) == 3 and all(0 <= m.start < m.end <= 300.0 for m in moments)
+    assert counted == {"auto": 3, "none": 11}  # 11 windows of 50 s every 25 s over 300 s
+
+
+def _first_video(path):
+    with h5py.File(path, "r") as f:
+        return f[sorted(f)[0]][()]
+
+
+def test_tan_predict_refuses_a_top_k_above_the_video_s_windows_in_one_line(ranked_run, long_root, tmp_path):
+    out, _ = ranked_run
+    features = tmp_path / "video.npy"
+    np.save(features, _first_video(long_root[2]))
+    proc = run_main("predict", "--ckpt", os.path.join(out, "model_final.pth"), "--features", str(features),
+                    "--duration", "300", "--query", "a man folds the knife.", "DATASETS.ROOT", long_root[0],
+                    "TEST.WINDOW.TOP_K", "12")
+    assert proc.returncode != 0
+    error = [line for line in proc.stderr.splitlines() if "ERROR" in line or "Traceback" in line]
+    assert len(error) == 1 and "TEST.WINDOW.TOP_K 12 is above the 11 windows of this video" in error[0], proc.stderr
+    proc = run_main("predict", "--ckpt", os.path.join(out, "model_final.pth"), "--features", str(features),
+                    "--duration", "300", "--query", "a man folds the knife.", "DATASETS.ROOT", long_root[0],
+                    "TEST.WINDOW.RELEVANCE", "pooled")
+    assert proc.returncode != 0 and "TEST.WINDOW.RELEVANCE 'pooled'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_model_without_a_head_is_refused_the_learned_stage():
+    cfg = load_config(SYNTHETIC_CONFIG, ["TEST.WINDOW.RELEVANCE", "learned"])
+    with pytest.raises(TanError, match="TEST.WINDOW.RELEVANCE 'learned': the model has no relevance head"):
+        relevance_stage(cfg, build_model(cfg))
+    cfg = load_config(SYNTHETIC_CONFIG, ["TEST.WINDOW.RELEVANCE", "pooled"])  # sentences of GloVe, clips of C3D
+    with pytest.raises(TanError, match="'pooled' compares the sentence's vectors with the clip features directly"):
+        relevance_stage(cfg, build_model(cfg))
+
+
+@pytest.mark.slow
+def test_a_relevance_run_killed_mid_training_resumes_bit_for_bit(ranked_run, long_root, tmp_path):
+    straight, _ = ranked_run
+    args = train_args(long_root, tmp_path / "killed")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **ONE_THREAD)
+    proc = subprocess.Popen([sys.executable, os.path.join(REPO, "tools", "train_net.py"), *args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.time() + 300
+        while not (tmp_path / "killed" / "model_1e.pth").exists():
+            assert proc.poll() is None and time.time() < deadline, "no checkpoint of epoch 1"
+            time.sleep(0.05)
+        time.sleep(0.3)  # into epoch 2
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert not (tmp_path / "killed" / "model_final.pth").exists()
+    resumed = run_tool("train_net", *args, env=ONE_THREAD)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    ours, theirs = (torch.load(os.path.join(folder, "model_final.pth"), map_location="cpu", weights_only=False)["model"]
+                    for folder in (tmp_path / "killed", straight))
+    assert ours.keys() == theirs.keys() and any(k.startswith("relevance.") for k in ours)
+    assert all(torch.equal(ours[k], theirs[k]) for k in ours)
