@@ -222,13 +222,17 @@ def test_the_benchmark_sets_windowed_beside_whole_per_video_length(tmp_path, cap
 
     out = tmp_path / "long.json"
     benchmark.main(["--long-videos", "--device", "cpu", "--lengths", "120,600", "--window-length", "30",
-                    "--json", str(out)])
+                    "--json", str(out), "TEST.WINDOW.TOP_K", "3"])
     report = json.loads(out.read_text())
     assert report["lengths"] == [120, 600] and report["config"].endswith("2dtan_synthetic.yaml")
+    assert report["top_k"] == 3
     for seconds, windows in ((120, 7), (600, 39)):  # window_spans(seconds, 30, 15)
-        whole, windowed = report["results"][f"{seconds}/whole"], report["results"][f"{seconds}/windows"]
+        whole, windowed, top = (report["results"][f"{seconds}/{way}"] for way in ("whole", "windows", "relevance"))
         assert whole["windows"] == 0 and windowed["windows"] == windows == len(window_spans(seconds, 30, 15))
-        assert whole["seconds_per_query"] > 0 and windowed["seconds_per_query"] > 0
+        assert top["windows"] == windows
+        assert windowed["maps_per_query"] == windows and top["maps_per_query"] == 3  # the full model's maps
+        assert whole["seconds_per_query"] > 0 and windowed["seconds_per_query"] > 0 and top["seconds_per_query"] > 0
         assert windowed["peak_growth_mb"] is not None and windowed["peak_growth_mb"] >= 0
     table = capsys.readouterr().out.splitlines()
     assert table[-2].startswith("| 2 min |") and table[-1].startswith("| 10 min |") and "| 39 |" in table[-1]
+    assert table[-1].endswith("x |")  # the speed-up of the top windows over every window

@@ -140,8 +140,9 @@ def test_a_top_k_that_is_not_a_number_of_windows_is_refused_naming_the_key(value
 def test_bad_relevance_settings_are_refused_naming_the_key(key, value, message):
     with pytest.raises(TanError, match=f"^config key {key}: {message}"):
         load_config(SYNTHETIC_CONFIG, [key, value])
-    with pytest.raises(TanError, match="RANKED_WINDOWS: 2: windows of a video are ranked only in training by windows"):
-        load_config(SYNTHETIC_CONFIG, ["INPUT.TRAIN_WINDOW.RANKED_WINDOWS", "2"])
+    cfg = load_config(SYNTHETIC_CONFIG, ["INPUT.TRAIN_WINDOW.RANKED_WINDOWS", "2"])
+    with pytest.raises(TanError, match="RANKED_WINDOWS 2: the windows of a video are ranked in training by windows"):
+        RunData(cfg)
 
 
 def test_a_relevance_run_trains_both_cross_window_losses_and_its_checkpoint_holds_the_head(ranked_run):
@@ -223,3 +224,31 @@ def test_a_relevance_run_killed_mid_training_resumes_bit_for_bit(ranked_run, lon
                     for folder in (tmp_path / "killed", straight))
     assert ours.keys() == theirs.keys() and any(k.startswith("relevance.") for k in ours)
     assert all(torch.equal(ours[k], theirs[k]) for k in ours)
+
+
+@pytest.mark.parametrize("config, extra", [
+    ("mmn_synthetic.yaml", ["INPUT.TRAIN_WINDOW.LENGTH", str(LENGTH)]),
+    ("ms2dtan_synthetic.yaml", ["TEST.WINDOW.LONGER_THAN", "100"]),  # windows of its own rows; 300 s tested by them
+])
+def test_every_built_in_model_trains_a_relevance_head_and_grounds_by_it(config, extra, long_root, tmp_path):
+    root, catalog = long_root[:2]
+    proc = run_main("train_net", "--config-file", os.path.join(REPO, "configs", config), "DATASETS.ROOT", root,
+                    "DATASETS.CATALOG", catalog, *LONG, "OUTPUT_DIR", str(tmp_path), "MODEL.DEVICE", "cpu",
+                    "DATALOADER.NUM_WORKERS", "0", "SOLVER.MAX_EPOCH", "1", "SOLVER.TEST_PERIOD", "0",
+                    "SOLVER.CHECKPOINT_PERIOD", "1", "INPUT.TRAIN_WINDOW.RANKED_WINDOWS", "3",
+                    "MODEL.RELEVANCE.ENABLED", "True", "MODEL.WINDOW_RANKING.LOSS_WEIGHT", "1.0", "TEST.WINDOW.TOP_K", "2",
+                    *extra)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-3000:]
+    assert "window_relevance" in log and "window_ranking" in log
+    assert "long_test: each sentence grounded in its top 2 windows by the model's relevance head" in log
+
+
+def test_a_checkpoint_with_a_head_in_a_config_without_one_says_which_key_to_set(ranked_run, long_root):
+    out, _ = ranked_run
+    proc = run_main("test_net", "--config-file", SYNTHETIC_CONFIG, "--ckpt", os.path.join(out, "model_final.pth"),
+                    "DATASETS.ROOT", long_root[0], "DATASETS.CATALOG", long_root[1], *LONG, "MODEL.DEVICE", "cpu",
+                    "OUTPUT_DIR", os.path.join(out, "elsewhere"))
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Traceback" not in log
+    assert "the window relevance head is in the checkpoint only: set MODEL.RELEVANCE.ENABLED True" in log

@@ -106,7 +106,10 @@ _C.INPUT.TRAIN_WINDOW.NEGATIVES = 0.0
 # that each training query is ranked against besides one holding its moment:
 # the nearest without the moment on either side, the others drawn from the
 # whole video. They feed MODEL.RELEVANCE's loss and MODEL.WINDOW_RANKING's; a
-# video's windows are encoded once per batch, for all its queries. 0: none.
+# video's windows are encoded once per batch, for all its queries. Needs LENGTH,
+# except for a model that trains on windows of its own rows (a clip input of
+# variable length), whose windows are ranked on a grid of that many rows.
+# 0: none.
 _C.INPUT.TRAIN_WINDOW.RANKED_WINDOWS = 0
 
 # ---------------------------------------------------------------------------

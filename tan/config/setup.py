@@ -332,8 +332,6 @@ def _check_window_ranking(cfg):
     ranked = cfg.INPUT.TRAIN_WINDOW.RANKED_WINDOWS
     need(is_int(ranked) and ranked >= 0, "INPUT.TRAIN_WINDOW.RANKED_WINDOWS",
          f"expected a number of windows >= 0, got {ranked!r}")
-    need(not ranked or cfg.INPUT.TRAIN_WINDOW.LENGTH, "INPUT.TRAIN_WINDOW.RANKED_WINDOWS",
-         f"{ranked}: windows of a video are ranked only in training by windows; set INPUT.TRAIN_WINDOW.LENGTH")
 
 
 def _number(value):

@@ -64,6 +64,11 @@ class RunData:
             raise TanError(f"INPUT.TRAIN_WINDOW.NEGATIVES {self.train_windows.negatives}: MODEL.ARCHITECTURE "
                            f"{cfg.MODEL.ARCHITECTURE!r} trains on batches of videos with their sentences, whose "
                            f"loss needs each sentence's moment in the window; set INPUT.TRAIN_WINDOW.NEGATIVES to 0")
+        ranked = cfg.INPUT.TRAIN_WINDOW.RANKED_WINDOWS
+        if ranked and self.train_windows is None and not self.declared.clip_input.variable_length:
+            raise TanError(f"INPUT.TRAIN_WINDOW.RANKED_WINDOWS {ranked}: the windows of a video are ranked in training "
+                           f"by windows; set INPUT.TRAIN_WINDOW.LENGTH (MODEL.ARCHITECTURE "
+                           f"{cfg.MODEL.ARCHITECTURE!r} takes whole videos)")
         choice = self.declared.text_input
         self.text_input = text_input_class(choice)(self, choice)  # how the datasets encode sentences
         self._datasets = {}
@@ -235,7 +240,8 @@ class RunData:
         input_size, input_size_key = feature_size(cfg, self.declared.model)
         return FeatureSettings(entry["features"], entry.get("feature_key"), self.declared.clip_input,
                                input_size, input_size_key, cfg.INPUT.FEATURE_CACHE_SIZE,
-                               cfg.INPUT.FEATURE_LENGTH_TOLERANCE, cfg.SEED, self.train_windows)
+                               cfg.INPUT.FEATURE_LENGTH_TOLERANCE, cfg.SEED, self.train_windows,
+                               cfg.INPUT.TRAIN_WINDOW.RANKED_WINDOWS)
 
     def datasets(self, names):
         """The datasets of ``names``, in order; every name is looked up before any is built."""

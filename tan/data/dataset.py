@@ -13,7 +13,7 @@ from ..utils.logger import get_logger
 from . import formats
 from .features.clip_inputs import ClipInput, ResampledClips
 from .features.sources import open_features
-from .training_windows import ItemWindow
+from .training_windows import ItemWindow, TrainingWindows
 from .tokens import tokenize
 
 # Why a video of the annotations is left out (each of its queries is counted under it).
@@ -36,7 +36,9 @@ class FeatureSettings(NamedTuple):
     :class:`~tan.data.features.clip_inputs.ClipInput`, or a number of clips to resample to),
     at most ``cache_size`` videos kept in memory, streams' lengths within ``length_tolerance``;
     ``seed`` (SEED) draws the training windows of a clip input that has them, and those of
-    ``train_windows`` (a tan.data.training_windows.TrainingWindows: INPUT.TRAIN_WINDOW, or None)."""
+    ``train_windows`` (a tan.data.training_windows.TrainingWindows: INPUT.TRAIN_WINDOW, or None);
+    ``ranked_windows`` (INPUT.TRAIN_WINDOW.RANKED_WINDOWS) for a clip input that trains on windows
+    of its own rows, which ranks a query in windows of that many rows."""
     features: object
     feature_key: object
     clips: object
@@ -46,6 +48,7 @@ class FeatureSettings(NamedTuple):
     length_tolerance: float
     seed: int = 0
     train_windows: object = None
+    ranked_windows: int = 0
 
 
 def as_clip_input(clips):
@@ -72,6 +75,7 @@ class MomentDataset(Dataset):
         self.source = source  # the annotation file, named where its queries are reported on
         self.clip_input = as_clip_input(features.clips)
         self.seed, self.name_key, self.train_windows = features.seed, zlib.crc32(name.encode()), features.train_windows
+        self.ranked = features.ranked_windows
         self.vocabulary = vocabulary
         self.features = open_features(features.features, features.feature_key, features.length_tolerance)
         self.cache_size = features.cache_size
@@ -229,14 +233,21 @@ class MomentDataset(Dataset):
     def ranked_windows(self, index, epoch, rng_key=None):
         """The windows of query ``index``'s video that it is ranked in (a list of ItemWindow, the first
         holding its moment: INPUT.TRAIN_WINDOW.RANKED_WINDOWS), drawn as :meth:`item_window` draws, or None."""
-        duration = float(self.durations[index])
-        windows = self.train_windows
+        duration, rows = float(self.durations[index]), int(self.video_rows[self.video_ids[index]])
+        windows = self.train_windows or self._own_windows(duration, rows)
         if epoch is None or windows is None or not windows.ranked or not windows.applies_to(duration):
             return None
         key = index if rng_key is None else rng_key
         rng = np.random.default_rng([self.seed % 2 ** 32, epoch, self.name_key, key, 2])  # apart from item_window's
-        rows = int(self.video_rows[self.video_ids[index]])
         return windows.ranked_windows(rng, duration, rows, self.moments[index])
+
+    def _own_windows(self, duration, rows):
+        """For a clip input that trains on windows of its own rows (of a variable length), the ranking's
+        windows: that many rows of a video with more (TrainingWindows in the video's seconds), else None."""
+        size = getattr(self.clip_input, "num_clips", 0)
+        if not (self.ranked and self.clip_input.variable_length and size and rows > size):
+            return None
+        return TrainingWindows(size * duration / rows, size * duration / rows, 0.0, self.ranked)
 
     def ranked_fields(self, index, windows, queries):
         """What an item brings of its ranked ``windows`` (tan.data.collate.collate_ranked joins them):

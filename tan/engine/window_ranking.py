@@ -70,5 +70,11 @@ def _ranking_term(core, batch, losses, amp, device):
     with autocast(amp, device):
         maps = core.encode_video(batch["ranked_feats"])
         output = core.ground(maps, batch["queries"][query], batch["wordlens"][query.cpu()], video_index=window)
-    best = core.scores(output).flatten(1).amax(1).float()
-    return listwise_loss(best / losses.ranking_temperature, query, labels)
+    return listwise_loss(best_scores(core.scores(output)) / losses.ranking_temperature, query, labels)
+
+
+def best_scores(scores):
+    """[B] each sentence's best cell of the model's ``scores``: a map [B, ...] (0 outside its valid
+    cells, below or at any valid one's), or a list of maps (one per scale)."""
+    maps = scores if isinstance(scores, (list, tuple)) else [scores]
+    return torch.stack([m.float().flatten(1).amax(1) for m in maps]).amax(0)

@@ -84,8 +84,11 @@ def check_model_weights(model, state, path, adapt=True):
             parts.append(f"missing from the checkpoint: {show(missing)}")
         if unexpected:
             parts.append(f"not in the model: {show(unexpected)}")
+        head = {name.split(".", 1)[0] for name in (*missing, *unexpected)} == {"relevance"}
         raise TanError(f"checkpoint {path!r} does not fit the configured model ({'; '.join(parts)}); "
-                       f"is it from another config?")
+                       + (f"the window relevance head is in the {'model' if missing else 'checkpoint'} only: set "
+                          f"MODEL.RELEVANCE.ENABLED {not missing}, as the checkpoint was trained (its stored config "
+                          f"says so)" if head else "is it from another config?"))
 
 
 def _model_name(model):
