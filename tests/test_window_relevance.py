@@ -252,3 +252,16 @@ def test_a_checkpoint_with_a_head_in_a_config_without_one_says_which_key_to_set(
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "Traceback" not in log
     assert "the window relevance head is in the checkpoint only: set MODEL.RELEVANCE.ENABLED True" in log
+
+
+def test_the_listwise_loss_is_over_each_sentence_s_windows_with_and_without_its_moment():
+    from tan.engine.window_ranking import best_scores, listwise_loss
+
+    logits = torch.tensor([2.0, 0.0, 0.0, 1.0, 1.0, 5.0])
+    query = torch.tensor([0, 0, 0, 1, 1, 2])
+    labels = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0, 1.0])  # sentence 2 has no window without its moment
+    expected = ((np.log(np.exp(2) + 2) - 2) + np.log(2)) / 2
+    assert float(listwise_loss(logits, query, labels)) == pytest.approx(expected)
+    maps = torch.tensor([[[0.1, 0.7], [0.0, 0.2]]])
+    assert best_scores(maps).tolist() == pytest.approx([0.7])
+    assert best_scores([maps, torch.tensor([[[0.9]]])]).tolist() == pytest.approx([0.9])  # a map per scale

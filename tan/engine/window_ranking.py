@@ -12,8 +12,10 @@ window holding its moment above the others:
 - ``window_relevance``: the relevance head's logits (MODEL.RELEVANCE);
 - ``window_ranking``: the model's own scores in the window holding the moment
   and MODEL.WINDOW_RANKING.WINDOWS others (each costs a map), a window's score
-  being its best cell's, over MODEL.WINDOW_RANKING.TEMPERATURE, so that the
-  scores the merge compares across windows are trained to be compared.
+  being its best cell's, over MODEL.WINDOW_RANKING.TEMPERATURE: the best cell of
+  each window without the moment is pushed below the window holding it (which
+  is left to the model's own loss), so that the scores the merge compares across
+  windows are trained to be compared.
 """
 import torch
 
@@ -70,7 +72,12 @@ def _ranking_term(core, batch, losses, amp, device):
     with autocast(amp, device):
         maps = core.encode_video(batch["ranked_feats"])
         output = core.ground(maps, batch["queries"][query], batch["wordlens"][query.cpu()], video_index=window)
-    return listwise_loss(best_scores(core.scores(output)) / losses.ranking_temperature, query, labels)
+    logits = best_scores(core.scores(output)) / losses.ranking_temperature
+    # The window holding the moment is the reference, not pushed up: its best cell may be another moment
+    # than the asked one, and its cells are the model's own loss's to place. What is pushed down is the
+    # best cell of each window without the moment, below the reference.
+    logits = torch.where(labels > 0, logits.detach(), logits)
+    return listwise_loss(logits, query, labels)
 
 
 def best_scores(scores):

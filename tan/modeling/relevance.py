@@ -64,8 +64,10 @@ class WindowRelevance(nn.Module):
         self.temperature = float(temperature)
         self.rows = nn.Sequential(nn.Linear(clip_size, hidden_size), nn.ReLU(), nn.Linear(hidden_size, hidden_size))
         self.reads_ids = query_size is None
+        # Each word through a layer of its own before the mean (a bag of words, as a sentence's words add up
+        # to what a moment shows), then one layer over the mean.
         words = nn.Embedding(ID_BUCKETS, hidden_size) if self.reads_ids else nn.Linear(query_size, hidden_size)
-        self.words = words
+        self.words = nn.Sequential(words, nn.ReLU(), nn.Linear(hidden_size, hidden_size))
         self.sentence = nn.Sequential(nn.ReLU(), nn.Linear(hidden_size, hidden_size))
 
     def encode_windows(self, feats):
@@ -74,7 +76,7 @@ class WindowRelevance(nn.Module):
 
     def encode_sentences(self, queries, wordlens):
         """Sentences [S, L, E] (or token ids [S, L]) with their lengths -> unit vectors [S, H]: the mean
-        of their projected words, through a layer."""
+        of their words, each through two layers, through a layer."""
         if self.reads_ids != (not torch.is_floating_point(queries)):
             expected = "token ids" if self.reads_ids else "vectors"
             raise TanError(f"the window relevance head was built for sentences as {expected}, and got "
