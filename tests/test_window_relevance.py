@@ -17,7 +17,7 @@ import tan
 from tan.config import load_config
 from tan.data.build import RunData
 from tan.data.collate import collate_ranked
-from tan.data.features.sources import HDF5Features
+from tan.data.features.sources import ConcatenatedFeatures, HDF5Features
 from tan.data.training_windows import TrainingWindows
 from tan.engine.relevance_stage import RelevanceStage, final_scores, relevance_stage
 from tan.errors import TanError
@@ -89,6 +89,11 @@ def test_a_batch_encodes_each_window_of_a_video_once_and_ranks_each_sentence_in_
     assert pairs == [(0, 0, 1.0, 0), (0, 1, 0.0, 1), (0, 2, 0.0, -1),
                      (2, 0, 0.0, -1), (2, 1, 0.0, 1), (2, 2, 1.0, 0)]  # no pair of video 8: part of it
     assert collate_ranked([short], [1]) == {}
+    # a video with its sentences (batches of videos): each of them ranked in the item's windows
+    video = _item(9, [[0.0, 50.0], [100.0, 150.0]], [[10.0, 20.0], [110.0, 112.0]])
+    batch = collate_ranked([short, video], [3, 2])
+    assert list(zip(batch["ranked_query"].tolist(), batch["ranked_labels"].tolist())) == [
+        (3, 1.0), (3, 0.0), (4, 0.0), (4, 1.0)]  # the batch's sentences 3 and 4, after the first item's three
 
 
 def test_a_window_of_an_hdf5_movie_is_read_alone(tmp_path, long_root):
@@ -98,6 +103,14 @@ def test_a_window_of_an_hdf5_movie_is_read_alone(tmp_path, long_root):
         f["movie"] = rows
     source = HDF5Features(str(path))
     assert source.reads_rows and np.array_equal(source.read_rows("movie", 100, 164), source.read("movie")[100:164])
+    with h5py.File(tmp_path / "second.h5", "w") as f:
+        f["movie"] = rows[:, :4]
+    with h5py.File(tmp_path / "shorter.h5", "w") as f:
+        f["movie"] = rows[:990, :4]
+    for second, alone in (("second.h5", True), ("shorter.h5", False)):  # unequal streams are resampled whole
+        joined = ConcatenatedFeatures([source, HDF5Features(str(tmp_path / second))], 0.1)
+        assert joined.rows_alone("movie") is alone
+        assert np.allclose(joined.read_rows("movie", 100, 164), joined.read("movie")[100:164], atol=1e-6)
     cfg = load_config(SYNTHETIC_CONFIG, ["DATASETS.ROOT", long_root[0], "DATASETS.CATALOG", long_root[1], *LONG,
                                          "MODEL.DEVICE", "cpu", *RANKED])
     dataset = RunData(cfg).datasets(["long_train"])[0]
@@ -140,6 +153,8 @@ def test_a_top_k_that_is_not_a_number_of_windows_is_refused_naming_the_key(value
 def test_bad_relevance_settings_are_refused_naming_the_key(key, value, message):
     with pytest.raises(TanError, match=f"^config key {key}: {message}"):
         load_config(SYNTHETIC_CONFIG, [key, value])
+    with pytest.raises(TanError, match="RANKED_WINDOWS: 0, but MODEL.RELEVANCE.ENABLED rank a video's windows"):
+        load_config(SYNTHETIC_CONFIG, ["MODEL.RELEVANCE.ENABLED", "True"])
     cfg = load_config(SYNTHETIC_CONFIG, ["INPUT.TRAIN_WINDOW.RANKED_WINDOWS", "2"])
     with pytest.raises(TanError, match="RANKED_WINDOWS 2: the windows of a video are ranked in training by windows"):
         RunData(cfg)
@@ -261,7 +276,16 @@ def test_the_listwise_loss_is_over_each_sentence_s_windows_with_and_without_its_
     query = torch.tensor([0, 0, 0, 1, 1, 2])
     labels = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0, 1.0])  # sentence 2 has no window without its moment
     expected = ((np.log(np.exp(2) + 2) - 2) + np.log(2)) / 2
-    assert float(listwise_loss(logits, query, labels)) == pytest.approx(expected)
+    assert float(listwise_loss(logits, query, labels, 4)) == pytest.approx(expected)  # sentence 3 has no pair
     maps = torch.tensor([[[0.1, 0.7], [0.0, 0.2]]])
     assert best_scores(maps).tolist() == pytest.approx([0.7])
     assert best_scores([maps, torch.tensor([[[0.9]]])]).tolist() == pytest.approx([0.9])  # a map per scale
+
+
+def test_an_evaluation_refuses_a_top_k_above_every_video_s_windows(ranked_run, long_root):
+    out, _ = ranked_run
+    proc = run_main("test_net", "--ckpt", os.path.join(out, "model_final.pth"), "DATASETS.ROOT", long_root[0],
+                    "OUTPUT_DIR", os.path.join(out, "top_k"), "TEST.WINDOW.TOP_K", "12")
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Traceback" not in log
+    assert "TEST.WINDOW.TOP_K 12 is above the 11 windows of any of the 4 videos of long_test" in log

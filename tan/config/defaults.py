@@ -258,7 +258,7 @@ _C.TEST.WINDOW.CANDIDATES = 20
 # (MODEL.RELEVANCE.ENABLED), else every window; "learned": that head (refused
 # without one); "pooled": the cosine of the sentence's mean vector with the
 # window's best row (no parameters; the features and the sentence vectors
-# must share a space and a width); "none": every window, as before.
+# must share a space and a width); "none": every window.
 _C.TEST.WINDOW.RELEVANCE = "auto"
 # With a relevance stage: the windows per sentence that the full model scores.
 _C.TEST.WINDOW.TOP_K = 10

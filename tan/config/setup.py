@@ -332,6 +332,11 @@ def _check_window_ranking(cfg):
     ranked = cfg.INPUT.TRAIN_WINDOW.RANKED_WINDOWS
     need(is_int(ranked) and ranked >= 0, "INPUT.TRAIN_WINDOW.RANKED_WINDOWS",
          f"expected a number of windows >= 0, got {ranked!r}")
+    wanted = [key for key, on in (("MODEL.RELEVANCE.ENABLED", relevance.ENABLED and relevance.LOSS_WEIGHT),
+                                  ("MODEL.WINDOW_RANKING.LOSS_WEIGHT", ranking.LOSS_WEIGHT)) if on]
+    need(ranked or not wanted, "INPUT.TRAIN_WINDOW.RANKED_WINDOWS",
+         f"0, but {' and '.join(wanted)} rank a video's windows in training, which this many windows of each "
+         f"query's video feed; set it to 1 or more (4, say)")
 
 
 def _number(value):

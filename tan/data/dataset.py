@@ -200,7 +200,7 @@ class MomentDataset(Dataset):
         """The raw rows of ``window`` (an ItemWindow) of ``video``: read alone from a source that reads
         rows (an HDF5 file: an hour-long movie is not read whole for a window of it), else cut from
         the whole video, kept in the cache."""
-        if self.features.reads_rows:
+        if self.features.rows_alone(video):
             return self.features.read_rows(video, window.first, window.last)
         return self._cached(("rows", video), lambda: self.features.read(video))[window.first:window.last]
 

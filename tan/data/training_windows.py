@@ -76,7 +76,7 @@ class TrainingWindows(NamedTuple):
         if not holding or not before + after:
             return None
         chosen = [holding[int(rng.integers(len(holding)))]] + before[-1:] + after[:1]
-        others = [w for w in before[:-1] + after[1:]]
+        others = before[:-1] + after[1:]
         extra = max(0, self.ranked - len(chosen) + 1)
         picked = rng.choice(len(others), min(extra, len(others)), replace=False) if others else []
         return (chosen + [others[int(i)] for i in sorted(picked)])[:self.ranked + 1]

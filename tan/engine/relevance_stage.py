@@ -17,6 +17,7 @@ from typing import NamedTuple
 import torch
 
 from ..config.architecture import feature_size
+from ..data.collate import pad_sentences
 from ..errors import TanError
 from ..modeling.relevance import PooledRelevance, sentence_width
 from .wrappers import unwrap
@@ -83,3 +84,20 @@ def min_max(values):
         return values
     low, high = values.min(), values.max()
     return (values - low) / (high - low) if high > low else torch.ones_like(values)
+
+
+# Windows whose relevance is computed per forward of the head (it holds [W, P, H] of them at once).
+RELEVANCE_BATCH = 64
+
+
+def window_relevance(stage, video, bounds, encoded_sentences, prepare, device, cfg):
+    """[S, W] relevance logits of every sentence for every window (``bounds``: their rows), on the CPU."""
+    head = stage.head
+    queries, lengths = pad_sentences(encoded_sentences, cfg.INPUT.PRE_QUERY_SIZE)
+    sentences = head.encode_sentences(queries.to(device), lengths)
+    logits = []
+    for first in range(0, len(bounds), RELEVANCE_BATCH):
+        prepared = [prepare(video.features[a:b]) for a, b, _, _ in bounds[first:first + RELEVANCE_BATCH]]
+        rows = torch.stack([p[0] for p in prepared]).to(device)
+        logits.append(head.logits(sentences, head.encode_windows(rows), [p[1] for p in prepared]).float().cpu())
+    return torch.cat(logits, 1)

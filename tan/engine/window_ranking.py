@@ -22,18 +22,21 @@ import torch
 from .precision import autocast
 
 
-def listwise_loss(logits, query, labels):
+def listwise_loss(logits, query, labels, sentences):
     """Mean over the sentences that have a window with their moment and one without of
     -log(sum of softmax over the sentence's windows of those with it); ``logits``, ``query``
-    (each pair's sentence) and ``labels`` (1 or 0) are [M]."""
-    losses = []
-    for sentence in torch.unique(query):
-        mine = query == sentence
-        positive = labels[mine] > 0
-        if positive.any() and not positive.all():
-            scores = logits[mine].float()
-            losses.append(torch.logsumexp(scores, 0) - torch.logsumexp(scores[positive], 0))
-    return torch.stack(losses).mean() if losses else logits.sum() * 0.0
+    (each pair's sentence, below ``sentences``) and ``labels`` (1 or 0) are [M]. Sums per
+    sentence by index, so that nothing waits for the device."""
+    logits, labels = logits.float(), labels.float()
+    peak = logits.new_full((sentences,), float("-inf")).scatter_reduce(0, query, logits.detach(), "amax")
+    shifted = torch.exp(logits - peak[query])
+    every = logits.new_zeros(sentences).index_add(0, query, shifted)
+    held = logits.new_zeros(sentences).index_add(0, query, shifted * labels)
+    positives = labels.new_zeros(sentences).index_add(0, query, labels)
+    counts = labels.new_zeros(sentences).index_add(0, query, torch.ones_like(labels))
+    ranked = (positives > 0) & (positives < counts)
+    losses = torch.where(ranked, torch.log(every) - torch.log(held.clamp(min=1e-30)), torch.zeros_like(every))
+    return losses.sum() / ranked.sum().clamp(min=1)
 
 
 def cross_window_terms(core, batch, amp, device):
@@ -59,7 +62,7 @@ def _relevance_term(head, batch):
     pairs = (batch["ranked_query"], batch["ranked_window"])
     sentences = head.encode_sentences(batch["queries"], batch["wordlens"])
     logits = head.logits(sentences, head.encode_windows(batch["ranked_feats"]), pairs=pairs)
-    return listwise_loss(logits, batch["ranked_query"], batch["ranked_labels"])
+    return listwise_loss(logits, batch["ranked_query"], batch["ranked_labels"], len(batch["queries"]))
 
 
 def _ranking_term(core, batch, losses, amp, device):
@@ -77,7 +80,7 @@ def _ranking_term(core, batch, losses, amp, device):
     # than the asked one, and its cells are the model's own loss's to place. What is pushed down is the
     # best cell of each window without the moment, below the reference.
     logits = torch.where(labels > 0, logits.detach(), logits)
-    return listwise_loss(logits, query, labels)
+    return listwise_loss(logits, query, labels, len(batch["queries"]))
 
 
 def best_scores(scores):

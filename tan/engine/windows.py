@@ -25,12 +25,11 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ..data.collate import pad_sentences
 from ..data.features.rows import window_rows, window_size_in_rows, window_spans
 from ..errors import TanError
 from ..structures.candidates import Candidates
 from .evaluation import top_candidates
-from .relevance_stage import final_scores
+from .relevance_stage import final_scores, window_relevance
 
 
 class WindowSettings(NamedTuple):
@@ -152,23 +151,6 @@ def ground_in_windows(cfg, video, encoded_sentences, device, topk, prepare, grou
                                                                           pairs)):
             found[s].append((moments[filled] + bounds[batch[i]][2], scores[filled], batch[i]))
     return merge_windows(found, topk, cfg.TEST.NMS_THRESH, stage, cfg.TEST.WINDOW.NORMALIZE, logits)
-
-
-# Windows whose relevance is computed per forward of the head (it holds [W, P, H] of them at once).
-RELEVANCE_BATCH = 64
-
-
-def window_relevance(stage, video, bounds, encoded_sentences, prepare, device, cfg):
-    """[S, W] relevance logits of every sentence for every window (``bounds``: their rows), on the CPU."""
-    head = stage.head
-    queries, lengths = pad_sentences(encoded_sentences, cfg.INPUT.PRE_QUERY_SIZE)
-    sentences = head.encode_sentences(queries.to(device), lengths)
-    logits = []
-    for first in range(0, len(bounds), RELEVANCE_BATCH):
-        prepared = [prepare(video.features[a:b]) for a, b, _, _ in bounds[first:first + RELEVANCE_BATCH]]
-        rows = torch.stack([p[0] for p in prepared]).to(device)
-        logits.append(head.logits(sentences, head.encode_windows(rows), [p[1] for p in prepared]).float().cpu())
-    return torch.cat(logits, 1)
 
 
 def merge_windows(found, topk, nms_thresh, stage=None, normalize=False, logits=None):

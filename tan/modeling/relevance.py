@@ -27,13 +27,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..data.text.inputs import text_input_class
 from ..errors import TanError
 
 # Token ids of a text input (word pieces, whitespace words) share this many embedding rows by hashing:
 # the head learns a bag of the sentence's tokens without knowing the vocabulary's size.
 ID_BUCKETS = 1 << 15
-# Text inputs whose sentences are vectors of INPUT.PRE_QUERY_SIZE; any other gives token ids.
-VECTOR_TEXT_INPUTS = ("word_vectors", "sentence_features")
 
 
 def masked_rows(windows, counts):
@@ -79,9 +78,9 @@ class WindowRelevance(nn.Module):
         of their words, each through two layers, through a layer."""
         if self.reads_ids != (not torch.is_floating_point(queries)):
             expected = "token ids" if self.reads_ids else "vectors"
-            raise TanError(f"the window relevance head was built for sentences as {expected}, and got "
-                           f"{'vectors' if torch.is_floating_point(queries) else 'token ids'}; the text input of "
-                           f"the model changed since it was trained")
+            raise TanError(f"the window relevance head (MODEL.RELEVANCE) was built for sentences as {expected}, and "
+                           f"got {'vectors' if torch.is_floating_point(queries) else 'token ids'}: the model's text "
+                           f"input is not the one it was trained with")
         words = self.words(queries.long() % ID_BUCKETS if self.reads_ids else queries.float())
         present = (torch.arange(queries.shape[1], device=queries.device)[None, :]
                    < torch.as_tensor(wordlens, device=queries.device)[:, None]).float()
@@ -126,7 +125,7 @@ class PooledRelevance(nn.Module):
 
 def sentence_width(cfg, text_input):
     """The width of the sentence vectors of ``text_input`` (a TextInputChoice), or None for token ids."""
-    return int(cfg.INPUT.PRE_QUERY_SIZE) if text_input.name in VECTOR_TEXT_INPUTS else None
+    return None if text_input_class(text_input).GIVES_IDS else int(cfg.INPUT.PRE_QUERY_SIZE)
 
 
 class CrossWindowLosses(NamedTuple):

@@ -42,7 +42,7 @@ def measure(config_file, seconds, way, window_length, device, opts=()):
 
     overrides = ["MODEL.DEVICE", device, "TEST.WINDOW.ENABLED", str(way != "whole"),
                  "TEST.WINDOW.LENGTH", str(float(window_length)), "MODEL.RELEVANCE.ENABLED", str(way == "relevance"),
-                 *opts]
+                 "INPUT.TRAIN_WINDOW.RANKED_WINDOWS", "4", *opts]
     cfg = load_config(config_file, overrides)
     torch.manual_seed(0)
     model = build_model(cfg).to(device).eval()

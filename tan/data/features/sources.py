@@ -43,6 +43,10 @@ class _FileSource:
     # the datasets need not keep whole videos in memory to cut windows from them.
     reads_rows = False
 
+    def rows_alone(self, video):
+        """Whether :meth:`read_rows` of ``video`` reads its rows alone, not the whole video."""
+        return self.reads_rows
+
     def read(self, video):
         return np.asarray(self.read_stored(video), dtype=np.float32)
 
@@ -235,15 +239,16 @@ class ConcatenatedFeatures:
     def read(self, video):
         return join_streams([s.read(video) for s in self.streams])
 
-    @property
-    def reads_rows(self):
-        return all(s.reads_rows for s in self.streams)
+    def rows_alone(self, video):
+        """Whether every stream reads rows alone and has the same rows for ``video`` (each row is then
+        normalised on its own; streams of different lengths are resampled over the whole video)."""
+        return (all(s.reads_rows for s in self.streams)
+                and len({s.shapes([video])[video][0] for s in self.streams}) == 1)
 
     def read_rows(self, video, first, last):
-        """Rows [first, last) of the joined streams: read alone where every stream has the same rows
-        (each row is normalised on its own), else cut from the whole joined video."""
-        lengths = [s.shapes([video])[video][0] for s in self.streams]
-        if len(set(lengths)) > 1:
+        """Rows [first, last) of the joined streams: read alone where :meth:`rows_alone`, else cut from
+        the whole joined video."""
+        if not self.rows_alone(video):
             return self.read(video)[first:last]
         return join_streams([s.read_rows(video, first, last) for s in self.streams])
 

@@ -42,6 +42,8 @@ class TextInput:
     # Its sentences are token features that a text backbone made (tan/video/): prediction encodes
     # new sentences with the backbone a checkpoint records, where it records one.
     READS_BACKBONE_FEATURES = False
+    # Its sentences enter the model as token ids [L], not vectors [L, INPUT.PRE_QUERY_SIZE].
+    GIVES_IDS = False
 
     def __init__(self, run_data, choice):
         self.run_data, self.choice, self.cfg = run_data, choice, run_data.cfg

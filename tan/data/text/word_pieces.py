@@ -75,6 +75,7 @@ class WordPieces:
 class WordPieceIds(TextInput):
     """A Hugging Face tokenizer's ids: the choice's ``pretrained`` name or folder (its
     config ``key`` named in errors)."""
+    GIVES_IDS = True
 
     def __init__(self, run_data, choice):
         super().__init__(run_data, choice)
