@@ -67,9 +67,7 @@ class TrainingWindows(NamedTuple):
         when no grid window holds the whole moment (longer than half a window) or none is without it."""
         grid = [ItemWindow(*window_rows(num_rows, duration, s, e))
                 for s, e in window_spans(duration, self.length, self.length / 2, num_rows)]
-        rate = num_rows / duration
-        first = int(np.floor(float(moment[0]) * rate + 1e-6))
-        last = max(int(np.ceil(float(moment[1]) * rate - 1e-6)), first + 1)
+        first, last, _, _ = window_rows(num_rows, duration, float(moment[0]), float(moment[1]))  # the moment's rows
         holding = [w for w in grid if w.holds(moment)]
         before = [w for w in grid if w.last <= first]
         after = [w for w in grid if w.first >= last]

@@ -35,12 +35,22 @@ from ..errors import TanError
 ID_BUCKETS = 1 << 15
 
 
+def real_positions(lengths, size, device):
+    """[N, size] True at the first ``lengths[n]`` positions of each row (the rest is padding)."""
+    return torch.arange(size, device=device)[None, :] < torch.as_tensor(lengths, device=device)[:, None]
+
+
 def masked_rows(windows, counts):
     """[W, P] True for the real rows of windows [W, P, ...] (all of them when ``counts`` is None)."""
-    rows = torch.arange(windows.shape[1], device=windows.device)
     if counts is None:
         return torch.ones(windows.shape[:2], dtype=torch.bool, device=windows.device)
-    return rows[None, :] < torch.as_tensor(counts, device=windows.device)[:, None]
+    return real_positions(counts, windows.shape[1], windows.device)
+
+
+def mean_of_words(words, wordlens):
+    """[S, L, H] a vector per word, padded after ``wordlens`` -> [S, H] each sentence's mean."""
+    present = real_positions(wordlens, words.shape[1], words.device).float()
+    return (words * present[..., None]).sum(1) / present.sum(1, keepdim=True).clamp(min=1.0)
 
 
 def best_row_cosine(sentences, windows, mask, pairs=None):
@@ -54,7 +64,17 @@ def best_row_cosine(sentences, windows, mask, pairs=None):
     return cosine.masked_fill(~mask[w], float("-inf")).amax(-1)
 
 
-class WindowRelevance(nn.Module):
+class RelevanceHead(nn.Module):
+    """What both forms share: a window's logit for a sentence is its best row's cosine with it, over
+    the temperature. A form gives ``encode_windows`` (unit rows) and ``encode_sentences`` (unit vectors)."""
+
+    def logits(self, sentences, windows, counts=None, pairs=None):
+        """Relevance logits: each encoded sentence [S, H] against each encoded window [W, P, H] ([S, W]),
+        or of the (sentence, window) ``pairs`` ([M])."""
+        return best_row_cosine(sentences, windows, masked_rows(windows, counts), pairs) / self.temperature
+
+
+class WindowRelevance(RelevanceHead):
     """The learned head: rows and sentences projected to one space (MODEL.RELEVANCE)."""
 
     def __init__(self, clip_size, query_size, hidden_size, temperature):
@@ -82,18 +102,10 @@ class WindowRelevance(nn.Module):
                            f"got {'vectors' if torch.is_floating_point(queries) else 'token ids'}: the model's text "
                            f"input is not the one it was trained with")
         words = self.words(queries.long() % ID_BUCKETS if self.reads_ids else queries.float())
-        present = (torch.arange(queries.shape[1], device=queries.device)[None, :]
-                   < torch.as_tensor(wordlens, device=queries.device)[:, None]).float()
-        mean = (words * present[..., None]).sum(1) / present.sum(1, keepdim=True).clamp(min=1.0)
-        return F.normalize(self.sentence(mean), dim=-1)
-
-    def logits(self, sentences, windows, counts=None, pairs=None):
-        """Relevance logits: each encoded sentence [S, H] against each encoded window [W, P, H] ([S, W]),
-        or of the (sentence, window) ``pairs`` ([M])."""
-        return best_row_cosine(sentences, windows, masked_rows(windows, counts), pairs) / self.temperature
+        return F.normalize(self.sentence(mean_of_words(words, wordlens)), dim=-1)
 
 
-class PooledRelevance(nn.Module):
+class PooledRelevance(RelevanceHead):
     """The parameter-free form: the mean of the sentence's vectors against the window's rows, in the
     space they were made in (TEST.WINDOW.RELEVANCE "pooled")."""
 
@@ -115,12 +127,7 @@ class PooledRelevance(nn.Module):
     def encode_sentences(self, queries, wordlens):
         if not torch.is_floating_point(queries):
             raise TanError("TEST.WINDOW.RELEVANCE 'pooled' needs sentences as vectors, and got token ids")
-        present = (torch.arange(queries.shape[1], device=queries.device)[None, :]
-                   < torch.as_tensor(wordlens, device=queries.device)[:, None]).float()
-        return F.normalize((queries.float() * present[..., None]).sum(1), dim=-1)
-
-    def logits(self, sentences, windows, counts=None, pairs=None):
-        return best_row_cosine(sentences, windows, masked_rows(windows, counts), pairs) / self.temperature
+        return F.normalize(mean_of_words(queries.float(), wordlens), dim=-1)
 
 
 def sentence_width(cfg, text_input):
