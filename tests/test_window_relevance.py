@@ -16,12 +16,13 @@ import torch
 import tan
 from tan.config import load_config
 from tan.data.build import RunData
-from tan.data.collate import collate_ranked
+from tan.data.collate import collate_ranked, moment_rows
 from tan.data.features.sources import ConcatenatedFeatures, HDF5Features
 from tan.data.training_windows import TrainingWindows
 from tan.engine.relevance_stage import RelevanceStage, final_scores, relevance_stage
 from tan.errors import TanError
 from tan.modeling import build_model
+from tan.modeling.relevance import RelevanceHead
 
 from conftest import ONE_THREAD, REPO, SYNTHETIC_CONFIG, long_catalog, run_main, run_tool
 
@@ -88,12 +89,34 @@ def test_a_batch_encodes_each_window_of_a_video_once_and_ranks_each_sentence_in_
                      batch["ranked_order"].tolist()))
     assert pairs == [(0, 0, 1.0, 0), (0, 1, 0.0, 1), (0, 2, 0.0, -1),
                      (2, 0, 0.0, -1), (2, 1, 0.0, 1), (2, 2, 1.0, 0)]  # no pair of video 8: part of it
+    # the rows of each window (2 of 25 s) that the moment covers where it holds it, else all of them
+    assert batch["ranked_rows"].tolist() == [[0, 1], [0, 2], [0, 2], [0, 2], [0, 2], [0, 2]]
     assert collate_ranked([short], [1]) == {}
     # a video with its sentences (batches of videos): each of them ranked in the item's windows
     video = _item(9, [[0.0, 50.0], [100.0, 150.0]], [[10.0, 20.0], [110.0, 112.0]])
     batch = collate_ranked([short, video], [3, 2])
     assert list(zip(batch["ranked_query"].tolist(), batch["ranked_labels"].tolist())) == [
         (3, 1.0), (3, 0.0), (4, 0.0), (4, 1.0)]  # the batch's sentences 3 and 4, after the first item's three
+
+
+def test_a_moment_covers_the_rows_it_overlaps_and_at_least_one():
+    assert moment_rows(128, 100.0, 125.6, 101.0, 104.0) == (5, 20)  # 5 rows a second: [1 s, 4 s) of the window
+    assert moment_rows(128, 100.0, 125.6, 101.0, 101.0) == (5, 6)  # of no length: its row
+    assert moment_rows(128, 100.0, 125.6, 100.0, 125.6) == (0, 128)
+    assert moment_rows(64, 100.0, 125.6, 125.6, 125.6) == (63, 64)  # at the very end: the last row
+
+
+def test_in_training_the_window_holding_the_moment_is_scored_by_the_moment_s_rows():
+    head = RelevanceHead()
+    head.temperature = 0.5
+    sentences = torch.tensor([[1.0, 0.0]])
+    rows = torch.tensor([[0.0, 1.0], [1.0, 0.0], [1.0, 0.0], [0.6, 0.8]])  # cosines 0, 1, 1, 0.6
+    windows = torch.stack([rows, rows])
+    logits = head.training_logits(sentences, windows, (torch.tensor([0, 0]), torch.tensor([0, 1])),
+                                  torch.tensor([[0, 2], [0, 4]]), torch.tensor([1.0, 0.0]))
+    # holding: the mean of its moment's rows 0 and 1 ((0 + 1) / 2); without: its best row (1)
+    assert torch.allclose(logits, torch.tensor([0.5, 1.0]) / 0.5)
+    assert torch.allclose(head.logits(sentences, windows), torch.tensor([[1.0, 1.0]]) / 0.5)  # grounding: best rows
 
 
 def test_a_window_of_an_hdf5_movie_is_read_alone(tmp_path, long_root):

@@ -1,4 +1,6 @@
 """Items -> padded batch tensors."""
+import math
+
 import torch
 
 
@@ -46,7 +48,9 @@ def collate_ranked(items, sentences):
     "ranked_window" [M], "ranked_labels" [M] (1: the window holds the sentence's whole moment; 0:
     it shares no second with it; a window holding part of it is not ranked) and "ranked_order" [M]
     (the window's place among those its own item drew, 0 the one holding the moment, 1 and 2 its
-    nearest neighbours; -1 for another item's window of the same video)."""
+    nearest neighbours; -1 for another item's window of the same video), and "ranked_rows" [M, 2]:
+    the rows of the window [first, last) that the sentence's moment covers where the window holds it,
+    all of them where it does not."""
     if not any("ranked_feats" in it for it in items):
         return {}
     feats, windows, where = [], [], {}
@@ -66,16 +70,27 @@ def collate_ranked(items, sentences):
                 _, start, end = key
                 if key[0] != it["ranked_video"]:
                     continue
+                size = len(feats[w])
                 if start <= begin and finish <= end:
-                    pairs.append((first + s, w, 1.0, own.get(key, -1)))
+                    pairs.append((first + s, w, 1.0, own.get(key, -1), moment_rows(size, start, end, begin, finish)))
                 elif end <= begin or start >= finish:
-                    pairs.append((first + s, w, 0.0, own.get(key, -1)))
+                    pairs.append((first + s, w, 0.0, own.get(key, -1), (0, size)))
         first += count
-    query, window, labels, order = zip(*pairs) if pairs else ((), (), (), ())
+    query, window, labels, order, rows = zip(*pairs) if pairs else ((), (), (), (), ())
     return {"ranked_feats": torch.stack(feats), "ranked_query": torch.tensor(query, dtype=torch.long),
             "ranked_window": torch.tensor(window, dtype=torch.long),
             "ranked_labels": torch.tensor(labels, dtype=torch.float32),
-            "ranked_order": torch.tensor(order, dtype=torch.long)}
+            "ranked_order": torch.tensor(order, dtype=torch.long),
+            "ranked_rows": torch.tensor(rows, dtype=torch.long).reshape(-1, 2)}
+
+
+def moment_rows(size, start, end, begin, finish):
+    """The rows [first, last) of a window of ``size`` rows spanning ``start``-``end`` s that a moment
+    ``begin``-``finish`` s inside it overlaps (at least one: a moment shorter than a row marks its row)."""
+    scale = size / (end - start)
+    first = min(max(int(math.floor((begin - start) * scale + 1e-6)), 0), size - 1)
+    last = min(max(int(math.ceil((finish - start) * scale - 1e-6)), first + 1), size)
+    return first, last
 
 
 class BatchCollator:

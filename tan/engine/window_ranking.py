@@ -9,7 +9,8 @@ tan.data.collate.collate_ranked: each window encoded once for every sentence
 of its video), and a listwise loss, as SOONet's over a whole movie, puts the
 window holding its moment above the others:
 
-- ``window_relevance``: the relevance head's logits (MODEL.RELEVANCE);
+- ``window_relevance``: the relevance head's logits (MODEL.RELEVANCE), the window holding the
+  moment scored by the moment's own rows (tan.modeling.relevance.RelevanceHead.training_logits);
 - ``window_ranking``: the model's own scores in the window holding the moment
   and MODEL.WINDOW_RANKING.WINDOWS others (each costs a map), a window's score
   being its best cell's, over MODEL.WINDOW_RANKING.TEMPERATURE: the best cell of
@@ -61,7 +62,8 @@ def _relevance_term(head, batch):
         return sum(p.sum() for p in head.parameters()) * 0.0
     pairs = (batch["ranked_query"], batch["ranked_window"])
     sentences = head.encode_sentences(batch["queries"], batch["wordlens"])
-    logits = head.logits(sentences, head.encode_windows(batch["ranked_feats"]), pairs=pairs)
+    logits = head.training_logits(sentences, head.encode_windows(batch["ranked_feats"]), pairs, batch["ranked_rows"],
+                                  batch["ranked_labels"])
     return listwise_loss(logits, batch["ranked_query"], batch["ranked_labels"], len(batch["queries"]))
 
 
