@@ -17,12 +17,14 @@ import tan
 from tan.config import load_config
 from tan.data.build import RunData
 from tan.data.collate import collate_ranked, moment_rows
+from tan.data.features.clip_inputs import ClipInput, NativeClips, ResampledClips, SampledClips
 from tan.data.features.sources import ConcatenatedFeatures, HDF5Features
 from tan.data.training_windows import TrainingWindows
 from tan.engine.relevance_stage import RelevanceStage, final_scores, relevance_stage
 from tan.errors import TanError
 from tan.modeling import build_model
 from tan.modeling.relevance import RelevanceHead
+from tan.modeling.tan_msra.clips import AveragedClips
 
 from conftest import ONE_THREAD, REPO, SYNTHETIC_CONFIG, long_catalog, run_main, run_tool
 
@@ -74,6 +76,7 @@ def test_a_query_is_ranked_in_a_window_holding_it_its_nearest_neighbours_and_oth
 
 def _item(video, spans, moments):
     return {"ranked_feats": torch.arange(len(spans), dtype=torch.float32)[:, None, None].expand(-1, 2, 3) + video,
+            "ranked_sources": torch.tensor([[[0, 1], [1, 2]]] * len(spans)), "ranked_raw_rows": torch.tensor([2] * len(spans)),
             "ranked_spans": torch.tensor(spans, dtype=torch.float64), "ranked_video": (0, video),
             "ranked_moments": torch.tensor(moments, dtype=torch.float64)}
 
@@ -100,10 +103,29 @@ def test_a_batch_encodes_each_window_of_a_video_once_and_ranks_each_sentence_in_
 
 
 def test_a_moment_covers_the_rows_it_overlaps_and_at_least_one():
-    assert moment_rows(128, 100.0, 125.6, 101.0, 104.0) == (5, 20)  # 5 rows a second: [1 s, 4 s) of the window
-    assert moment_rows(128, 100.0, 125.6, 101.0, 101.0) == (5, 6)  # of no length: its row
-    assert moment_rows(128, 100.0, 125.6, 100.0, 125.6) == (0, 128)
-    assert moment_rows(64, 100.0, 125.6, 125.6, 125.6) == (63, 64)  # at the very end: the last row
+    own = ClipInput(128).row_sources(128)  # 128 rows of 25.6 s, each its own
+    assert moment_rows(own, 128, 25.6, 1.0, 4.0) == (5, 20)  # 5 rows a second: [1 s, 4 s)
+    assert moment_rows(own, 128, 25.6, 1.0, 1.0) == (5, 6)  # of no length: its row
+    assert moment_rows(own, 128, 25.6, 0.0, 25.6) == (0, 128)
+    assert moment_rows(own, 128, 25.6, 25.6, 25.6) == (127, 128)  # at the very end: the last row
+
+
+@pytest.mark.parametrize("clips", [ResampledClips(128), ResampledClips(8), SampledClips(8), AveragedClips(128),
+                                   NativeClips(32)], ids=repr)
+def test_the_rows_of_a_moment_are_those_the_clip_input_makes_from_its_rows_on_disk(clips):
+    # 25 rows of a second on disk, each a one-hot row: what the clip input makes of them says which
+    # rows on disk each of its rows comes from, and the moment's rows are those made from its own
+    onehot = np.eye(25, dtype=np.float32)
+    taken = clips.take(clips.base(onehot))[0]
+    for begin, finish in [(10.0, 11.0), (3.2, 9.7), (0.0, 0.0), (24.5, 25.0)]:
+        first, last = moment_rows(clips.row_sources(25), 25, 25.0, begin, finish)
+        on_disk = set(range(int(begin), max(int(np.ceil(finish)), int(begin) + 1)))
+        made_of = [set(np.flatnonzero(row > 0).tolist()) for row in taken]
+        expected = [r for r, rows in enumerate(made_of) if rows & on_disk]
+        if expected:
+            assert (first, last) == (expected[0], expected[-1] + 1)
+        else:  # no row is made from the moment's (sampled, or the last row on disk left out): the nearest
+            assert last - first == 1 and min(abs(i - begin) for i in made_of[first]) <= 25 / len(taken) + 1
 
 
 def test_in_training_the_window_holding_the_moment_is_scored_by_the_moment_s_rows():

@@ -1,7 +1,8 @@
 """Items -> padded batch tensors."""
-import math
-
+import numpy as np
 import torch
+
+from .features.rows import window_rows
 
 
 def pad_sentences(sentences, dim=None):
@@ -50,17 +51,19 @@ def collate_ranked(items, sentences):
     (the window's place among those its own item drew, 0 the one holding the moment, 1 and 2 its
     nearest neighbours; -1 for another item's window of the same video), and "ranked_rows" [M, 2]:
     the rows of the window [first, last) that the sentence's moment covers where the window holds it,
-    all of them where it does not."""
+    all of them where it does not (moment_rows)."""
     if not any("ranked_feats" in it for it in items):
         return {}
-    feats, windows, where = [], [], {}
+    feats, windows, sources, where = [], [], [], {}
     for it in (it for it in items if "ranked_feats" in it):
-        for row, (start, end) in zip(it["ranked_feats"], it["ranked_spans"].tolist()):
+        for row, (start, end), made_of, raw in zip(it["ranked_feats"], it["ranked_spans"].tolist(),
+                                                   it["ranked_sources"].numpy(), it["ranked_raw_rows"].tolist()):
             key = (it["ranked_video"], start, end)
             if key not in where:
                 where[key] = len(feats)
                 feats.append(row)
                 windows.append(key)
+                sources.append((made_of, raw))
     pairs, first = [], 0
     for it, count in zip(items, sentences):
         own = {(it["ranked_video"], start, end): order for order, (start, end) in
@@ -70,11 +73,11 @@ def collate_ranked(items, sentences):
                 _, start, end = key
                 if key[0] != it["ranked_video"]:
                     continue
-                size = len(feats[w])
                 if start <= begin and finish <= end:
-                    pairs.append((first + s, w, 1.0, own.get(key, -1), moment_rows(size, start, end, begin, finish)))
+                    rows = moment_rows(*sources[w], end - start, begin - start, finish - start)
+                    pairs.append((first + s, w, 1.0, own.get(key, -1), rows))
                 elif end <= begin or start >= finish:
-                    pairs.append((first + s, w, 0.0, own.get(key, -1), (0, size)))
+                    pairs.append((first + s, w, 0.0, own.get(key, -1), (0, len(feats[w]))))
         first += count
     query, window, labels, order, rows = zip(*pairs) if pairs else ((), (), (), (), ())
     return {"ranked_feats": torch.stack(feats), "ranked_query": torch.tensor(query, dtype=torch.long),
@@ -84,13 +87,17 @@ def collate_ranked(items, sentences):
             "ranked_rows": torch.tensor(rows, dtype=torch.long).reshape(-1, 2)}
 
 
-def moment_rows(size, start, end, begin, finish):
-    """The rows [first, last) of a window of ``size`` rows spanning ``start``-``end`` s that a moment
-    ``begin``-``finish`` s inside it overlaps (at least one: a moment shorter than a row marks its row)."""
-    scale = size / (end - start)
-    first = min(max(int(math.floor((begin - start) * scale + 1e-6)), 0), size - 1)
-    last = min(max(int(math.ceil((finish - start) * scale - 1e-6)), first + 1), size)
-    return first, last
+def moment_rows(sources, raw_rows, seconds, begin, finish):
+    """The rows [first, last) of a window, as the model takes it, that a moment ``begin``-``finish`` s
+    into it covers: those made from any of the window's rows on disk (``raw_rows`` over ``seconds``)
+    that the moment overlaps (tan.data.features.rows.window_rows). ``sources`` [P, 2]: the rows on disk
+    each row is made from (the clip input's row_sources). A clip input that samples rows may leave all
+    of the moment's out: then the row made from the rows nearest it."""
+    low, high, _, _ = window_rows(raw_rows, seconds, begin, finish)
+    covered = np.flatnonzero((sources[:, 0] < high) & (sources[:, 1] > low))
+    if not len(covered):
+        covered = [int(np.argmin(np.abs(sources.sum(1) - (low + high))))]
+    return int(covered[0]), int(covered[-1]) + 1
 
 
 class BatchCollator:

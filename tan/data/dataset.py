@@ -251,11 +251,20 @@ class MomentDataset(Dataset):
 
     def ranked_fields(self, index, windows, queries):
         """What an item brings of its ranked ``windows`` (tan.data.collate.collate_ranked joins them):
-        their rows as the model takes a window, their seconds in the video, the video and the
-        moments of the item's sentences (``queries``) in the video's seconds."""
+        their rows as the model takes a window, the rows on disk each of them comes from, their
+        seconds in the video, the video and the moments of the item's sentences (``queries``) in the
+        video's seconds."""
         video = self.videos[self.video_ids[index]]
         rows = [self.clip_input.take(self.video_features(video, w))[0] for w in windows]
+        sources = [self.clip_input.row_sources(w.last - w.first) for w in windows]
+        if len(sources[0]) != len(rows[0]):
+            raise TanError(f"the clip input {self.clip_input!r} makes {len(rows[0])} rows of a window of "
+                           f"{windows[0].last - windows[0].first}, and its row_sources says where {len(sources[0])} "
+                           f"come from: training across windows (INPUT.TRAIN_WINDOW.RANKED_WINDOWS) needs each "
+                           f"row's rows on disk to find a moment's rows in a window")
         return {"ranked_feats": torch.from_numpy(np.stack(rows)),  # [R, P, D_in]
+                "ranked_sources": torch.from_numpy(np.stack(sources)),  # [R, P, 2]: each row's rows on disk
+                "ranked_raw_rows": torch.tensor([w.last - w.first for w in windows]),  # [R] rows on disk
                 "ranked_spans": torch.tensor([[w.start, w.end] for w in windows], dtype=torch.float64),  # [R, 2] s
                 "ranked_video": (self.name_key, int(self.video_ids[index])),
                 "ranked_moments": torch.from_numpy(self.moments[np.asarray(queries)].astype(np.float64))}  # [S_i, 2]

@@ -19,7 +19,7 @@ random generator for training items (None in evaluation).
 """
 import numpy as np
 
-from .rows import l2_normalize_rows, resample
+from .rows import bucket_bounds, l2_normalize_rows, resample
 
 
 class ClipInput:
@@ -45,6 +45,12 @@ class ClipInput:
         """(rows [T', D] float32, index of the first clip taken, number of real rows) of one item:
         for a fixed-length input, the cached rows themselves."""
         return base, 0, len(base)
+
+    def row_sources(self, num_rows):
+        """[P, 2] int64: the rows [first, last) of ``num_rows`` read from disk that each row of what
+        :meth:`take` gives in evaluation comes from (training across windows finds a moment's rows
+        in a window by it): here each row its own."""
+        return np.stack([np.arange(num_rows), np.arange(1, num_rows + 1)], axis=1)
 
     def trained_seconds(self, duration):
         """The seconds of a video of ``duration`` that one training item takes in: all of it."""
@@ -74,14 +80,21 @@ class ResampledClips(ClipInput):
     def base(self, feats):
         return resample(super().base(feats), self.num_clips)
 
+    def row_sources(self, num_rows):
+        return bucket_rows(num_rows, self.num_clips)
+
+
+def bucket_rows(num_rows, num_clips):
+    """[P, 2] the rows [first, last) of each of ``num_clips`` buckets over ``num_rows`` rows
+    (bucket_bounds; an empty bucket stands for its first row)."""
+    bounds = bucket_bounds(num_rows, num_clips)
+    return np.stack([bounds[:-1], np.maximum(bounds[1:], bounds[:-1] + 1)], axis=1)
+
 
 def middle_rows(num_rows, num_clips):
-    """The row standing for each of ``num_clips`` buckets over ``num_rows`` rows: bucket
-    bounds b_k = round(k T / P) clamped to T - 1, and the row (b_k + b_{k+1}) // 2.
-    The bounds are float32 arithmetic, as the reference sampling computes them."""
-    bounds = np.round(np.arange(num_clips + 1, dtype=np.float32) / np.float32(num_clips)
-                      * np.float32(num_rows)).astype(np.int64)
-    bounds = np.minimum(bounds, num_rows - 1)
+    """The row standing for each of ``num_clips`` buckets over ``num_rows`` rows: the row
+    (b_k + b_{k+1}) // 2 of bucket bounds b_k (bucket_bounds)."""
+    bounds = bucket_bounds(num_rows, num_clips)
     return (bounds[:-1] + bounds[1:]) // 2
 
 
@@ -91,6 +104,10 @@ class SampledClips(ClipInput):
     def base(self, feats):
         feats = super().base(feats)
         return np.ascontiguousarray(feats[middle_rows(len(feats), self.num_clips)])
+
+    def row_sources(self, num_rows):
+        middle = middle_rows(num_rows, self.num_clips)
+        return np.stack([middle, middle + 1], axis=1)
 
 
 class NativeClips(ClipInput):
@@ -139,6 +156,12 @@ class NativeClips(ClipInput):
         padded = np.zeros((self.num_clips, base.shape[1]), dtype=base.dtype)
         padded[:total] = base
         return padded, start, total
+
+    def row_sources(self, num_rows):
+        """Each row its own; the zero rows padding a shorter video to ``num_clips`` come from none."""
+        own = super().row_sources(num_rows)
+        padding = np.full((max(self.num_clips - num_rows, 0), 2), num_rows)
+        return np.concatenate([own, padding]).astype(np.int64)
 
     def describe(self):
         return f"NativeClips(windows of {self.num_clips}{'' if self.normalize else ', not normalised'})"

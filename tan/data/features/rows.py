@@ -12,11 +12,17 @@ def l2_normalize_rows(feats, eps=1e-12):
     return feats / np.maximum(norms, eps)
 
 
+def bucket_bounds(num_rows, num_clips):
+    """[P + 1] the bounds b_k = round(k T / P) of ``num_clips`` buckets over ``num_rows`` rows, clamped
+    to T - 1 (float32 arithmetic, as the reference codes compute them)."""
+    bounds = np.round(np.arange(num_clips + 1, dtype=np.float32) / np.float32(num_clips)
+                      * np.float32(num_rows)).astype(np.int64)
+    return np.minimum(bounds, num_rows - 1)
+
+
 def resample(feats, num_pre_clips):
-    """[T, D] -> [P, D]: mean over bucket b_k..b_{k+1}-1, b_k = round(k T / P) clamped to T - 1."""
-    t = feats.shape[0]
-    bounds = np.round(np.arange(num_pre_clips + 1, dtype=np.float32) / num_pre_clips * t).astype(np.int64)
-    bounds = np.minimum(bounds, t - 1)
+    """[T, D] -> [P, D]: mean over bucket b_k..b_{k+1}-1 (bucket_bounds); an empty bucket takes row b_k."""
+    bounds = bucket_bounds(feats.shape[0], num_pre_clips)
     starts, ends = bounds[:-1], bounds[1:]
     csum = np.concatenate([np.zeros((1, feats.shape[1])), np.cumsum(feats, axis=0, dtype=np.float64)])
     counts = (ends - starts)[:, None]

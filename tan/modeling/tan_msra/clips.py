@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from ...data.features.clip_inputs import ClipInput
+from ...data.features.clip_inputs import ClipInput, bucket_rows
 
 
 class AveragedClips(ClipInput):
@@ -40,3 +40,6 @@ class AveragedClips(ClipInput):
         pieces = torch.tensor_split(rows[:edges[-1]], edges[1:-1])
         return torch.stack([piece.mean(dim=0) if len(piece) else rows[edge]
                             for piece, edge in zip(pieces, edges)]).numpy()
+
+    def row_sources(self, num_rows):
+        return bucket_rows(num_rows, self.num_clips)  # the same buckets
