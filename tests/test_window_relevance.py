@@ -16,7 +16,7 @@ import torch
 import tan
 from tan.config import load_config
 from tan.data.build import RunData
-from tan.data.collate import collate_ranked, moment_rows
+from tan.data.collate import collate_ranked, moment_rows, real_rows
 from tan.data.features.clip_inputs import ClipInput, NativeClips, ResampledClips, SampledClips
 from tan.data.features.sources import ConcatenatedFeatures, HDF5Features
 from tan.data.training_windows import TrainingWindows
@@ -108,6 +108,8 @@ def test_a_moment_covers_the_rows_it_overlaps_and_at_least_one():
     assert moment_rows(own, 128, 25.6, 1.0, 1.0) == (5, 6)  # of no length: its row
     assert moment_rows(own, 128, 25.6, 0.0, 25.6) == (0, 128)
     assert moment_rows(own, 128, 25.6, 25.6, 25.6) == (127, 128)  # at the very end: the last row
+    # a window without the moment is scored on its real rows: not on the padding of a shorter one
+    assert real_rows(own, 128) == (0, 128) and real_rows(NativeClips(32).row_sources(25), 25) == (0, 25)
 
 
 @pytest.mark.parametrize("clips", [ResampledClips(128), ResampledClips(8), SampledClips(8), AveragedClips(128),

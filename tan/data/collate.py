@@ -51,7 +51,7 @@ def collate_ranked(items, sentences):
     (the window's place among those its own item drew, 0 the one holding the moment, 1 and 2 its
     nearest neighbours; -1 for another item's window of the same video), and "ranked_rows" [M, 2]:
     the rows of the window [first, last) that the sentence's moment covers where the window holds it,
-    all of them where it does not (moment_rows)."""
+    all its real rows where it does not (moment_rows, real_rows)."""
     if not any("ranked_feats" in it for it in items):
         return {}
     feats, windows, sources, where = [], [], [], {}
@@ -77,7 +77,7 @@ def collate_ranked(items, sentences):
                     rows = moment_rows(*sources[w], end - start, begin - start, finish - start)
                     pairs.append((first + s, w, 1.0, own.get(key, -1), rows))
                 elif end <= begin or start >= finish:
-                    pairs.append((first + s, w, 0.0, own.get(key, -1), (0, len(feats[w]))))
+                    pairs.append((first + s, w, 0.0, own.get(key, -1), real_rows(*sources[w])))
         first += count
     query, window, labels, order, rows = zip(*pairs) if pairs else ((), (), (), (), ())
     return {"ranked_feats": torch.stack(feats), "ranked_query": torch.tensor(query, dtype=torch.long),
@@ -85,6 +85,12 @@ def collate_ranked(items, sentences):
             "ranked_labels": torch.tensor(labels, dtype=torch.float32),
             "ranked_order": torch.tensor(order, dtype=torch.long),
             "ranked_rows": torch.tensor(rows, dtype=torch.long).reshape(-1, 2)}
+
+
+def real_rows(sources, raw_rows):
+    """(0, the rows made from the window's ``raw_rows`` on disk): a window padded after its real rows
+    (a clip input of variable length) is scored on those alone."""
+    return 0, int((sources[:, 0] < raw_rows).sum())
 
 
 def moment_rows(sources, raw_rows, seconds, begin, finish):

@@ -76,8 +76,8 @@ class RelevanceHead(nn.Module):
     def training_logits(self, sentences, windows, pairs, rows, labels):
         """[M] the logits a training batch ranks by, of the (sentence, window) ``pairs`` ([M], [M]) of
         encoded sentences [S, H] and windows [W, P, H]: a window without the sentence's moment (``labels``
-        0) by its best row, as grounding scores it; the window holding it (1) by the mean cosine of the
-        moment's own ``rows`` ([M, 2]: first, last).
+        0) by its best row among ``rows`` ([M, 2]: first, last; its real rows), as grounding scores it;
+        the window holding it (1) by the mean cosine of the moment's own ``rows``.
 
         Pushing up the best row of the window holding the moment would push up whichever row the
         untrained head happens to prefer, most often one of noise: the rows of the moment are known,
@@ -87,7 +87,8 @@ class RelevanceHead(nn.Module):
         positions = torch.arange(cosine.shape[1], device=cosine.device)[None]
         inside = (positions >= rows[:, :1]) & (positions < rows[:, 1:])
         moment = (cosine * inside).sum(1) / inside.sum(1).clamp(min=1)
-        return torch.where(labels > 0, moment, cosine.amax(1)) / self.temperature
+        best = cosine.masked_fill(~inside, float("-inf")).amax(1)
+        return torch.where(labels > 0, moment, best) / self.temperature
 
 
 class WindowRelevance(RelevanceHead):

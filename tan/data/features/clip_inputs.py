@@ -15,7 +15,10 @@ features through it, so that training and inference see the same input.
 
 A clip input has two steps: :meth:`base` turns the rows read from disk into
 what is cached per video; :meth:`take` gives one item's rows from it, with a
-random generator for training items (None in evaluation).
+random generator for training items (None in evaluation). :meth:`row_sources`
+says which rows on disk each row of an evaluation item is made from (training
+across windows finds a moment's rows in a window by it): a clip input whose
+``base`` mixes or resamples rows says how.
 """
 import numpy as np
 
