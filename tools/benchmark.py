@@ -192,9 +192,8 @@ def parse_args(argv=None):
     parser.add_argument("--reference-code", metavar="PATH",
                         help="--saved-memory: a checkout of chenjoya/2dtan, whose own code is measured too")
     parser.add_argument("--long-videos", action="store_true",
-                        help="windowed grounding of long videos, by every window and by the top windows of a "
-                             "relevance stage, beside scoring them whole: queries per second and peak memory per "
-                             "video length, in fresh processes")
+                        help="long videos scored whole, by every window and by a relevance stage's top windows: "
+                             "queries per second and peak memory per video length, in fresh processes")
     parser.add_argument("--lengths", type=_seconds_list, default=list(long_videos.DEFAULT_SECONDS),
                         metavar="S,S,...", help="--long-videos: the videos' lengths in seconds (default 600,3600,7200)")
     parser.add_argument("--window-length", type=float, default=60.0, metavar="SECONDS",
