@@ -59,9 +59,14 @@ def best_row_cosine(sentences, windows, mask, pairs=None):
     if pairs is None:
         cosine = torch.einsum("sh,wph->swp", sentences, windows)
         return cosine.masked_fill(~mask[None], float("-inf")).amax(-1)
+    return pair_cosines(sentences, windows, pairs).masked_fill(~mask[pairs[1]], float("-inf")).amax(-1)
+
+
+def pair_cosines(sentences, windows, pairs):
+    """[M, P] the cosine of the sentence [S, H] of each (sentence, window) pair ([M], [M]) with every row
+    of its window [W, P, H]."""
     s, w = pairs
-    cosine = torch.einsum("mh,mph->mp", sentences[s], windows[w])
-    return cosine.masked_fill(~mask[w], float("-inf")).amax(-1)
+    return torch.einsum("mh,mph->mp", sentences[s], windows[w])
 
 
 class RelevanceHead(nn.Module):
@@ -82,8 +87,7 @@ class RelevanceHead(nn.Module):
         Pushing up the best row of the window holding the moment would push up whichever row the
         untrained head happens to prefer, most often one of noise: the rows of the moment are known,
         and each of them learns the sentence. Grounding's best row scores at least their mean."""
-        s, w = pairs
-        cosine = torch.einsum("mh,mph->mp", sentences[s], windows[w])  # [M, P]
+        cosine = pair_cosines(sentences, windows, pairs)
         positions = torch.arange(cosine.shape[1], device=cosine.device)[None]
         inside = (positions >= rows[:, :1]) & (positions < rows[:, 1:])
         moment = (cosine * inside).sum(1) / inside.sum(1).clamp(min=1)
