@@ -175,6 +175,27 @@ def test_a_window_of_an_hdf5_movie_is_read_alone(tmp_path, long_root):
     assert item["ranked_feats"].shape[0] == 4
 
 
+def test_a_clip_input_that_resamples_rows_without_saying_how_is_refused_naming_it(long_root):
+    class HalvedClips(ClipInput):  # a plug-in's input that keeps every other row, and no row_sources
+        def base(self, feats):
+            return super().base(feats)[::2]
+
+        def describe(self):
+            return "HalvedClips"
+
+    cfg = load_config(SYNTHETIC_CONFIG, ["DATASETS.ROOT", long_root[0], "DATASETS.CATALOG", long_root[1], *LONG,
+                                         "MODEL.DEVICE", "cpu", *RANKED])
+    dataset = RunData(cfg).datasets(["long_train"])[0]
+    windows = dataset.ranked_windows(0, 1)
+    on_disk, made = windows[0].last - windows[0].first, dataset.clip_input.num_clips
+    assert dataset.ranked_fields(0, windows, [0])["ranked_sources"].shape[:2] == (len(windows), made)
+    dataset.clip_input = HalvedClips(made)
+    with pytest.raises(TanError, match=rf"the clip input HalvedClips makes {(on_disk + 1) // 2} rows of a window of "
+                                       rf"{on_disk}, and its row_sources says where {on_disk} come from.*"
+                                       r"INPUT.TRAIN_WINDOW.RANKED_WINDOWS"):
+        dataset.ranked_fields(0, windows, [0])
+
+
 def test_the_final_score_is_the_product_or_the_normalised_sum():
     scores, logits = torch.tensor([0.8, 0.4, 0.6]), torch.tensor([2.0, 4.0, 2.0])
     probability = torch.tensor([0.2, 0.7, 0.2])
