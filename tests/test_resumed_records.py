@@ -163,7 +163,52 @@ def test_a_kill_mid_epoch_and_a_stop_after_a_validation_write_each_record_once(s
         assert [e.step for e in epochs.Scalars("val/synthetic_val/R@1,IoU@0.5")] == list(range(1, EPOCHS + 1))
 
 
-HOOK_PLUGIN = textwrap.dedent('''
+KILL_PLUGIN = os.path.join(REPO, "tests", "plugins", "kill_at_save.py")
+SAVE_POINTS = ("start", "written", "renamed", "marker_written", "marker_renamed")  # the plug-in's, in order
+# every point of a middle epoch's save; the final save cut after its rename; the first save (no
+# last_checkpoint yet) cut after its rename
+KILLS = [("model_2e.pth", point) for point in SAVE_POINTS] + [
+    ("model_final.pth", "renamed"), ("model_final.pth", "marker_written"), ("model_1e.pth", "renamed")]
+PREVIOUS = {"model_1e.pth": None, "model_2e.pth": "model_1e.pth", "model_final.pth": f"model_{EPOCHS}e.pth"}
+
+
+def final_weights(out):
+    return torch.load(out / "model_final.pth", weights_only=False)["model"]
+
+
+@pytest.mark.parametrize("target,point", KILLS, ids=[f"{t[:-4]}-{p}" for t, p in KILLS])
+def test_a_kill_at_any_point_of_a_save_resumes_to_the_uninterrupted_run(synthetic_root, straight, tmp_path, target,
+                                                                        point):
+    """SIGKILL at each point of a checkpoint's save (its temporary file begun, whole, renamed into place;
+    last_checkpoint's temporary file whole, renamed), then the same command: the run ends with the
+    uninterrupted run's weights, records and best model. A checkpoint in place that last_checkpoint
+    does not name yet is the one resumed from, and the log says so."""
+    straight_out, _ = straight
+    out = tmp_path / "killed"
+    plugin = ("PLUGINS", f"('{KILL_PLUGIN}',)")
+    proc = run_tool("train_net", *args(synthetic_root, out, *plugin),
+                    env={**ONE_THREAD, "TAN_TEST_KILL_AT": f"{target}:{point}"})
+    assert proc.returncode == -signal.SIGKILL, proc.stdout[-3000:] + proc.stderr[-3000:]
+    in_place = SAVE_POINTS.index(point) >= SAVE_POINTS.index("renamed")
+    named = target if point == "marker_renamed" else PREVIOUS[target]
+    assert (out / target).is_file() == in_place
+    marker = out / "last_checkpoint"
+    assert (marker.read_text() if marker.is_file() else None) == named
+    proc = run_tool("train_net", *args(synthetic_root, out, *plugin), env=ONE_THREAD)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    cut_short = f"{marker} names {named}, but {target} was saved after it, whole, by a save stopped before it " \
+                f"could update last_checkpoint: taking {target}"
+    assert (cut_short in proc.stdout) == (in_place and named != target and named is not None)
+    if point == "start":
+        assert "removed 1 half-written file(s) of that run" in proc.stdout
+    assert not [n for n in os.listdir(out) if n.endswith(".tmp")]
+    assert marker.read_text() == "model_final.pth"
+    assert_same_run(out, straight_out)
+    ours, theirs = final_weights(out), final_weights(straight_out)
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+
+
+HOOK_PLUGIN = textwrap.dedent(''''
     """A trainer whose hook writes a line per epoch through the run's records (docs/training.md)."""
     from tan.engine import HookBase, Trainer, register_trainer
     from tan.utils import comm

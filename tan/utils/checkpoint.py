@@ -25,6 +25,9 @@ CONFIG_FIELD = "config"  # the merged config, as the YAML text of config.yml
 VERSION_FIELD = "tan_version"
 EXTRACTORS_FIELD = "extractors"  # how the training features were made (tan/data/features/provenance.py)
 TRAINED_SPAN_FIELD = "trained_span"  # what the training videos last (tan.data.RunData.trained_span)
+# What last_checkpoint was when a training checkpoint was saved (:func:`marker_stamp`): a save cut short
+# between its file's rename and the marker's update is told from a marker set back by hand by it.
+MARKER_FIELD = "last_checkpoint_before"
 
 
 def _strip_prefix(state_dict, prefix="module."):
@@ -51,11 +54,27 @@ def adapted(model, state):
     return adapt(state) if adapt is not None else state
 
 
-def load_model_weights(model, state, path):
-    """Strict load (after the model's ``adapt_state_dict``) with an error that lists what does not match."""
+# The window relevance head (tan/modeling/relevance.py), the submodule ``relevance`` of any model: a
+# model trained without one can take one on, started fresh, through MODEL.WEIGHT.
+HEAD_PREFIX = "relevance."
+
+
+def load_model_weights(model, state, path, start_fresh=()):
+    """Strict load (after the model's ``adapt_state_dict``) with an error that lists what does not match.
+    ``start_fresh``: prefixes of parts of the model that ``state`` may lack as a whole (none of their
+    weights there): those keep the model's own initial weights. Returns the names kept so."""
     state = adapted(model, state)
+    own = model.state_dict()
+    fresh = []
+    for prefix in start_fresh:
+        part = [name for name in own if name.startswith(prefix)]
+        if part and not any(name in state for name in part):
+            fresh += part
+    if fresh:
+        state = {**state, **{name: own[name] for name in fresh}}
     check_model_weights(model, state, path, adapt=False)
     model.load_state_dict(state)
+    return fresh
 
 
 def check_model_weights(model, state, path, adapt=True):
@@ -84,7 +103,7 @@ def check_model_weights(model, state, path, adapt=True):
             parts.append(f"missing from the checkpoint: {show(missing)}")
         if unexpected:
             parts.append(f"not in the model: {show(unexpected)}")
-        head = {name.split(".", 1)[0] for name in (*missing, *unexpected)} == {"relevance"}
+        head = {name.split(".", 1)[0] + "." for name in (*missing, *unexpected)} == {HEAD_PREFIX}
         raise TanError(f"checkpoint {path!r} does not fit the configured model ({'; '.join(parts)}); "
                        + (f"the window relevance head is in the {'model' if missing else 'checkpoint'} only: set "
                           f"MODEL.RELEVANCE.ENABLED {not missing}, as the checkpoint was trained (its stored config "
@@ -195,9 +214,21 @@ def recorded_progress(checkpoint):
 
 
 def last_checkpoint_file(save_dir):
-    """(path, problem): the checkpoint that ``save_dir``/last_checkpoint names, or, when that file
+    """(path, problem): the checkpoint that ``save_dir``/last_checkpoint names (or the complete one
+    whose save was cut short before the marker could name it, :func:`unmarked_save`), or, when that file
     cannot name one (not UTF-8, empty, naming a missing file or a folder), None and what is wrong
     with it; (None, None) where there is no last_checkpoint."""
+    path, problem = marked_file(save_dir)
+    if path is not None:
+        cut = unmarked_save(save_dir, path)
+        if cut is not None:
+            return cut, None
+    return path, problem
+
+
+def marked_file(save_dir):
+    """(path, problem) of what ``save_dir``/last_checkpoint names, as :func:`last_checkpoint_file` says
+    it, without looking past it for a later save."""
     marker = os.path.join(save_dir, LAST_CHECKPOINT) if save_dir else ""
     if not (marker and os.path.lexists(marker)):
         return None, None
@@ -227,6 +258,52 @@ def last_checkpoint(save_dir):
     """Path of the latest checkpoint in ``save_dir`` (what its last_checkpoint file names), or None
     (no last_checkpoint, or one that names no file: :func:`latest_checkpoint` says why and falls back)."""
     return last_checkpoint_file(save_dir)[0]
+
+
+def marker_stamp(save_dir):
+    """What ``save_dir``/last_checkpoint is now: {"text", "size", "mtime_ns"}, None where there is none or
+    it cannot be read. Every training checkpoint records it as it is saved (MARKER_FIELD)."""
+    try:
+        with open(os.path.join(save_dir, LAST_CHECKPOINT), "rb") as f:
+            stat = os.fstat(f.fileno())
+            data = f.read(4096)
+    except OSError:
+        return None
+    return {"text": data.decode("utf-8", "replace"), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def unmarked_save(save_dir, marked):
+    """The complete training checkpoint whose save was cut short before last_checkpoint could name it;
+    None where there is none.
+
+    A save renames its checkpoint into place, then writes last_checkpoint: a kill between the two
+    leaves the marker naming ``marked``, the checkpoint before. The later one is taken when it is the
+    latest in training and records that last_checkpoint was exactly as it is now (its text and
+    modification time) when it was saved, so that nothing has written the marker since. A marker set
+    back by hand to an earlier checkpoint does not match: :func:`latest_checkpoint` refuses it."""
+    marked_progress = progress_of_name(os.path.basename(marked))
+    if marked_progress is None or not _named_later(save_dir, marked_progress):
+        return None  # cheap, from the names alone: most often nothing was saved after the marked file
+    found = training_checkpoints(save_dir)
+    progress, path = found[0] if found else (None, None)
+    if path is None or _same_file(path, marked):
+        return None
+    if progress < marked_progress or (progress == marked_progress and os.path.basename(path) != FINAL):
+        return None
+    checkpoint = _read_or_none(path)
+    recorded = checkpoint.get(MARKER_FIELD) if isinstance(checkpoint, dict) else None
+    if not recorded or recorded != marker_stamp(save_dir) or _misnamed(path, checkpoint):
+        return None
+    return path
+
+
+def _named_later(save_dir, progress):
+    """Whether ``save_dir`` holds model_final.pth or a checkpoint whose name says it is later than ``progress``."""
+    for name in os.listdir(save_dir):
+        named = progress_of_name(name)
+        if name == FINAL or (named is not None and named > progress):
+            return True
+    return False
 
 
 def training_checkpoints(save_dir, unreadable=None):
@@ -317,7 +394,7 @@ def latest_checkpoint(save_dir, read=read_checkpoint, resuming=True, architectur
             if resuming:
                 written_over = _refuse_going_back(save_dir, latest, checkpoint, architecture)
                 _refuse_misnamed(save_dir, latest, checkpoint)
-            return latest, checkpoint, "; ".join(written_over) or None
+            return latest, checkpoint, "; ".join([*_cut_short(save_dir, latest), *written_over]) or None
     unreadable = []
     passed_over = []  # what a fallback went past, named in its warning: each file it passed over and why
     for _, path in training_checkpoints(save_dir, unreadable):
@@ -344,6 +421,16 @@ def latest_checkpoint(save_dir, read=read_checkpoint, resuming=True, architectur
               "name a readable checkpoint file with --ckpt")
     skipped = "".join(f"; {why}" for why in [*_named(unreadable, latest), *passed_over])
     raise TanError(f"{problem}{skipped}, and no other checkpoint in {save_dir} can be read; {advice}")
+
+
+def _cut_short(save_dir, latest):
+    """What is said when ``latest`` is a save that last_checkpoint does not name yet (:func:`unmarked_save`)."""
+    marked = marked_file(save_dir)[0]
+    if marked is None or _same_file(marked, latest):
+        return []
+    return [f"{os.path.join(save_dir, LAST_CHECKPOINT)} names {os.path.basename(marked)}, but "
+            f"{os.path.basename(latest)} was saved after it, whole, by a save stopped before it could update "
+            f"last_checkpoint: taking {os.path.basename(latest)}"]
 
 
 def _named(unreadable, latest):
@@ -481,6 +568,7 @@ class Checkpointer:
             data["scheduler"] = self.scheduler.state_dict()
         for key, obj in self.extra.items():
             data[key] = obj.state_dict()
+        data[MARKER_FIELD] = marker_stamp(self.save_dir)
         data.update(self.info)
         data.update(arguments)
         path = os.path.join(self.save_dir, f"{name}.pth")
@@ -489,7 +577,7 @@ class Checkpointer:
             # Only once the checkpoint is complete does last_checkpoint point to it.
             atomic_write_text(os.path.join(self.save_dir, LAST_CHECKPOINT), os.path.basename(path))
         except OSError as cause:  # atomic_torch_save unwraps torch's own error on a full disk
-            previous = self.last_checkpoint()
+            previous = marked_file(self.save_dir)[0]
             kept = (f"the previous checkpoint {previous} is intact and last_checkpoint still points to it" if previous
                     else "no earlier checkpoint exists")
             raise TanError(f"cannot write checkpoint {path} ({cause.strerror or cause}); {kept}") from None
@@ -520,13 +608,15 @@ class Checkpointer:
         if latest:
             if warning:
                 self.logger.warning("%s", warning)
-            named = last_checkpoint(self.save_dir)
+            named, marked = last_checkpoint(self.save_dir), marked_file(self.save_dir)[0]
             if not _same_file(named, latest):  # fallen back: what last_checkpoint names could not be read
                 self.unreadable.append(named or os.path.join(self.save_dir, LAST_CHECKPOINT))
-                if named is None and self.save_to_disk:  # the file names nothing: it names the resume point now
-                    atomic_write_text(os.path.join(self.save_dir, LAST_CHECKPOINT), os.path.basename(latest))
-                    self.logger.info("%s now names %s", os.path.join(self.save_dir, LAST_CHECKPOINT),
-                                     os.path.basename(latest))
+            # a marker that names nothing, or lags a save cut short: it names the resume point now
+            cut_short = _same_file(named, latest) and not _same_file(marked, latest)
+            if (named is None or cut_short) and self.save_to_disk:
+                atomic_write_text(os.path.join(self.save_dir, LAST_CHECKPOINT), os.path.basename(latest))
+                self.logger.info("%s now names %s", os.path.join(self.save_dir, LAST_CHECKPOINT),
+                                 os.path.basename(latest))
             self.loaded = latest
             self.logger.info("resuming from %s", latest)
             load_model_weights(self.model, model_state_from(checkpoint, latest), latest)
@@ -537,13 +627,17 @@ class Checkpointer:
             for key, obj in self.extra.items():
                 if key in checkpoint:
                     obj.load_state_dict(checkpoint[key])
-            skip = {"model", "optimizer", "scheduler", CONFIG_FIELD, VERSION_FIELD, EXTRACTORS_FIELD, *self.extra,
-                    *self.info}
+            skip = {"model", "optimizer", "scheduler", CONFIG_FIELD, VERSION_FIELD, EXTRACTORS_FIELD, MARKER_FIELD,
+                    *self.extra, *self.info}
             return {k: v for k, v in checkpoint.items() if k not in skip}
         if weight:
             self.logger.info("loading model weights from %s (MODEL.WEIGHT)", weight)
             checkpoint = read_checkpoint(weight)
-            load_model_weights(self.model, model_state_from(checkpoint, weight), weight)
+            fresh = load_model_weights(self.model, model_state_from(checkpoint, weight), weight,
+                                       start_fresh=(HEAD_PREFIX,))
+            if fresh:
+                self.logger.warning("%s holds no window relevance head (MODEL.RELEVANCE.ENABLED): the model's weights "
+                                    "are loaded from it, and the head starts fresh (%d tensors)", weight, len(fresh))
             self.loaded = weight
             return {}
         self.logger.info("no checkpoint in %s and no MODEL.WEIGHT: starting from scratch", self.save_dir)
