@@ -220,6 +220,39 @@ def test_the_first_write_into_a_folder_clears_what_gone_writers_left_there(tmp_p
 # --- the folder's config is the truth ------------------------------------------------------------------------
 
 
+class Killed(BaseException):
+    """Stands for a SIGKILL between two writes: nothing after it runs."""
+
+
+def test_a_kill_between_the_history_and_config_yml_is_completed_once_by_the_same_command(tmp_path, monkeypatch):
+    """config_history.jsonl is written before config.yml: cut between the two, a start (or a change)
+    leaves config.yml as it was, and writing the same record again completes config.yml without a
+    second history line. (The other order left a config.yml whose change no history line records.)"""
+    from tan.config import load_config
+    from tan.engine import run_folder
+
+    cfg = load_config(SYNTHETIC_CONFIG, ["OUTPUT_DIR", str(tmp_path)])
+    changed = load_config(SYNTHETIC_CONFIG, ["OUTPUT_DIR", str(tmp_path), "SOLVER.LR", "0.5"])
+    saving = run_folder.save_config
+    for config in (cfg, changed):
+        record = (run_folder.start_record(cfg) if config is cfg else
+                  run_folder.change_record(run_folder.folder_changes(changed), 2))
+
+        def killed(*_):
+            raise Killed
+        monkeypatch.setattr(run_folder, "save_config", killed)
+        with pytest.raises(Killed):
+            run_folder.commit_config(config, record)
+        assert len(read_history(tmp_path)) == (1 if config is cfg else 2)
+        yml = tmp_path / "config.yml"  # as it was: none at the start, the old rate at the change
+        assert not yml.is_file() if config is cfg else "LR: 0.5" not in yml.read_text()
+        monkeypatch.setattr(run_folder, "save_config", saving)
+        run_folder.commit_config(config, dict(record, time="later"))
+        assert len(read_history(tmp_path)) == (1 if config is cfg else 2)
+    assert read_history(tmp_path)[-1]["changes"] == {"SOLVER.LR": [0.001, 0.5]}
+    assert "LR: 0.5" in (tmp_path / "config.yml").read_text()
+
+
 def test_a_changed_learning_rate_is_refused_and_nothing_is_written(synthetic_root, two_epochs, tmp_path):
     out = copy_of(two_epochs, tmp_path)
     before = snapshot(out)

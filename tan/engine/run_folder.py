@@ -55,7 +55,8 @@ class RunFolder:
         OUTPUT_DIR where this run made it, so that a refusal leaves no folder behind that looks like a
         run's. The console keeps the message that says why."""
         self.lock.release()
-        take_back_log(self.path, self.log_started and not self.started, self.created)
+        # the run knows it never began: its log goes whatever else the folder holds (a run it refused to resume)
+        take_back_log(self.path, self.log_started and not self.started, self.created, alone=False)
 
     def abandon(self):
         """This run stops before it started (:meth:`release`)."""
@@ -105,13 +106,15 @@ def _remove_if_empty(path, created):
         os.rmdir(path)
 
 
-def take_back_log(folder, log_started, created):
-    """The log.txt a run started in ``folder`` (``log_started``), where it is all the folder holds,
-    removed (it stops being written to), and the folder with it where the run made it (``created``):
-    what a run refused at its start leaves. Best effort: an error is on its way to the user."""
+def take_back_log(folder, log_started, created, alone=True):
+    """The log.txt a run started in ``folder`` (``log_started``) removed (it stops being written to),
+    and the folder with it where the run made it and nothing else is left (``created``): what a run
+    refused at its start leaves. ``alone``: only where the log is all the folder holds (a tool that
+    cannot tell a refusal from a run that wrote its results beside the log). Best effort: an error is
+    on its way to the user."""
     path = os.path.join(folder, LOG_FILE)
     try:
-        if log_started and os.path.isdir(folder) and os.listdir(folder) == [LOG_FILE]:
+        if log_started and os.path.isfile(path) and (not alone or os.listdir(folder) == [LOG_FILE]):
             close_log_file(path)
             os.unlink(path)
         _remove_if_empty(folder, created)
@@ -187,12 +190,28 @@ def _now():
 
 
 def _append(folder, record):
-    """Rewrite the (small) file with one more line, atomically: a failed write leaves the old history."""
+    """Rewrite the (small) file with one more line, atomically: a failed write leaves the old history.
+    A record that is the last line again (all but its time) is not added twice: the run that wrote it
+    was stopped before config.yml followed, and the same command writes both again."""
     path = os.path.join(folder, HISTORY_FILE)
     previous = read_named_text(path, f"config history {path!r}") if os.path.isfile(path) else ""
     if previous and not previous.endswith("\n"):
         previous += "\n"
+    lines = previous.splitlines()
+    if lines and _untimed(_parsed(lines[-1])) == _untimed(json.loads(json.dumps(record))):
+        return
     atomic_write_text(path, previous + json.dumps(record) + "\n")
+
+
+def _parsed(line):
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
+def _untimed(record):
+    return {k: v for k, v in record.items() if k != "time"} if isinstance(record, dict) else record
 
 
 def start_record(cfg, from_epoch=1):
@@ -214,11 +233,15 @@ def change_record(changes, from_epoch, after_iteration=0, reason=""):
 def commit_config(cfg, record):
     """OUTPUT_DIR/config.yml becomes ``cfg`` and the history gains ``record``; a
     write that fails is a TanError naming the file (each write is atomic).
-    Returns the path of config.yml."""
+    Returns the path of config.yml.
+
+    The history is written first: a run killed between the two writes leaves config.yml as it was,
+    so the same command finds the same change again and completes both (the line is not doubled).
+    The other order would leave a config.yml whose change the history never records."""
     path = os.path.join(cfg.OUTPUT_DIR, CONFIG_FILE)
     try:
-        save_config(cfg, path)
         _append(cfg.OUTPUT_DIR, record)
+        save_config(cfg, path)
     except OSError as e:
         raise TanError(f"cannot write {e.filename or path}: {e.strerror or e}") from None
     return path
