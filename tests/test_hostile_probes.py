@@ -18,6 +18,8 @@ import numpy as np
 import pytest
 import torch
 
+from tan.engine import HookBase, Trainer, register_trainer
+from tan.engine.trainer import TRAINERS
 from tan.errors import TanError
 from conftest import REPO, SYNTHETIC_CONFIG, run_main, run_tool, with_overrides
 
@@ -341,8 +343,10 @@ def test_a_last_checkpoint_naming_an_earlier_checkpoint_than_a_readable_later_on
                                                                                            synthetic_root, tmp_path):
     run = copied_run(finished, tmp_path)
     (run / "last_checkpoint").write_text("model_1e.pth")
+    (run / "log.txt").unlink()  # the refused run's own log is taken back, though the folder holds a run
     before = {n: (run / n).read_bytes() for n in os.listdir(run) if n.endswith(".pth")}
     line = one_error(train(synthetic_root, run, "SOLVER.MAX_EPOCH", "2", "--skip-test"))
+    assert not (run / "log.txt").exists()
     assert line.endswith(f"{run / 'last_checkpoint'} names model_1e.pth (saved after epoch 1), but model_final.pth, "
                          f"saved later in training (after epoch 2), is there and readable: resuming would train those "
                          f"steps again and overwrite it. Write 'model_final.pth' into last_checkpoint to resume from "
@@ -376,6 +380,31 @@ def test_prediction_from_a_text_file_given_as_features_says_what_features_are(fi
                               "--query", "the person opens the door"))
     assert line.endswith(f"feature file '{text}' is not an HDF5 file; features are an HDF5 file, a folder of "
                          f"per-video .npy / .npz files, or (for one video) a .npy or .npz file")
+
+
+@pytest.mark.slow
+def test_prediction_on_features_with_nan_names_the_video_the_file_and_the_rows(finished, synthetic_root, tmp_path):
+    """tan-predict said "the video's features hold NaN or infinite values", naming neither the video nor
+    its file (tan-test names them)."""
+    ckpt = str(finished / "model_final.pth")
+    from tan.config import load_config
+    width = load_config(SYNTHETIC_CONFIG).MODEL.TAN.FEATPOOL.INPUT_SIZE
+    rows = np.random.default_rng(0).normal(size=(40, width)).astype(np.float32)
+    rows[[7, 9, 30]] = np.nan
+    rows[30, 0] = np.inf
+    features = tmp_path / "f.h5"
+    with h5py.File(features, "w") as f:
+        f["v1"] = rows
+    single = tmp_path / "v1.npy"
+    np.save(single, rows)
+    line = one_error(run_main("predict", "--ckpt", ckpt, "--features", str(features), "--video", "v1", "--duration",
+                              "20", "--query", "the person opens the door"))
+    assert line.endswith(f"video 'v1' in --features '{features}' holds NaN or infinite values in 3 of its 40 feature "
+                         f"rows (first: row 7); extract that video's features again")
+    line = one_error(run_main("predict", "--ckpt", ckpt, "--features", str(single), "--duration", "20", "--query",
+                              "the person opens the door"))
+    assert line.endswith(f"--features '{single}' holds NaN or infinite values in 3 of its 40 feature rows (first: "
+                         f"row 7); extract that video's features again")
 
 
 @pytest.mark.slow
@@ -905,3 +934,120 @@ def test_a_tiny_backbone_seed_torch_cannot_take_is_refused_in_one_line(tmp_path)
                               str(2 ** 64)))
     assert line.endswith(f"--seed {2 ** 64}: expected a whole number of 0 to {2 ** 64 - 1}")
     assert not out.exists()
+
+
+# ---------------------------------------------------------------- a trainer and hooks of the user's own
+
+class OptimizerOfItsOwn(Trainer):
+    """build_optimizer over a tensor of its own, not the model's: it would train nothing."""
+
+    def build_optimizer(self, model):
+        return torch.optim.SGD([torch.nn.Parameter(torch.zeros(3))], lr=0.1)
+
+
+class OptimizerLeavingOneOut(Trainer):
+    """build_optimizer over the model's parameters but its first."""
+
+    def build_optimizer(self, model):
+        first = next(model.parameters())
+        return torch.optim.SGD([p for p in model.parameters() if p is not first], lr=0.01)
+
+
+class StateWithALambda(HookBase):
+    def state_dict(self):
+        return {"count": 1, "fn": lambda x: x}
+
+
+class StateAsAList(HookBase):
+    def state_dict(self):
+        return [1, 2]
+
+
+class StateWithAGeneratorLater(HookBase):
+    """Its state gains a generator after epoch 2: the save of epoch 3 cannot write it."""
+
+    def __init__(self):
+        self.epochs = 0
+
+    def after_epoch(self, state, epoch):
+        self.epochs = epoch
+
+    def state_dict(self):
+        return {"epochs": self.epochs, **({"pending": (i for i in range(3))} if self.epochs >= 2 else {})}
+
+
+def _trainer_with_hook(hook_class):
+    class WithHook(Trainer):
+        def build_hooks(self):
+            hooks = super().build_hooks()
+            hooks.insert(-1, hook_class())
+            return hooks
+    return WithHook
+
+
+USER_TRAINERS = {"OPTIMIZER_OF_ITS_OWN": OptimizerOfItsOwn, "OPTIMIZER_LEAVING_ONE_OUT": OptimizerLeavingOneOut,
+                 **{f"HOOK_{hook.__name__.upper()}": _trainer_with_hook(hook)
+                    for hook in (StateWithALambda, StateAsAList, StateWithAGeneratorLater)}}
+for _name, _trainer in USER_TRAINERS.items():
+    if _name not in TRAINERS:
+        register_trainer(_name)(_trainer)
+
+
+def _trainable(config=SYNTHETIC_CONFIG):
+    """The names of the trainable parameters of the config's model."""
+    from tan.config import load_config
+    from tan.modeling import build_model
+    return [n for n, p in build_model(load_config(config)).named_parameters() if p.requires_grad]
+
+
+@pytest.mark.slow
+def test_an_optimizer_over_none_of_the_model_s_parameters_is_refused_and_one_leaving_some_out_names_them(
+        synthetic_root, tmp_path):
+    out = tmp_path / "out"
+    trainable = _trainable()
+    line = one_error(train(synthetic_root, out, "TRAINER", "OPTIMIZER_OF_ITS_OWN", "SOLVER.MAX_EPOCH", "1"))
+    assert line.endswith(f"OptimizerOfItsOwn.build_optimizer() returned an optimizer that holds none of the model's "
+                         f"{len(trainable)} trainable parameters ({', '.join(trainable[:8])} (+{len(trainable) - 8} "
+                         f"more)) but 1 tensor of its own; training would change nothing. Build it over the model it "
+                         f"is given (model.parameters() or its parameter groups; docs/training.md, 'A trainer of your "
+                         f"own')")
+    assert not out.exists()  # refused before a step: nothing left behind
+    proc = train(synthetic_root, out, "TRAINER", "OPTIMIZER_LEAVING_ONE_OUT", "SOLVER.MAX_EPOCH", "1", "--skip-test")
+    assert proc.returncode == 0, console(proc)[-3000:]
+    assert (f"OptimizerLeavingOneOut.build_optimizer() leaves 1 of the model's {len(trainable)} trainable parameters "
+            f"out, which will not be trained: {trainable[0]}") in console(proc)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("hook,where,what", [
+    ("StateWithALambda", "state_dict()['fn']", "a builtins.function ("),
+    ("StateAsAList", None, None),
+])
+def test_a_hook_state_no_checkpoint_can_hold_is_refused_at_the_start_naming_the_hook(synthetic_root, tmp_path, hook,
+                                                                                     where, what):
+    out = tmp_path / "out"
+    line = one_error(train(synthetic_root, out, "TRAINER", f"HOOK_{hook.upper()}", "SOLVER.MAX_EPOCH", "1"))
+    assert f"hook {hook} (test_hostile_probes.{hook}): state_dict() " in line
+    if where:
+        assert f"holds a value a checkpoint cannot save: {where} is {what}" in line
+        assert line.endswith("keep plain values in it (numbers, strings, lists, dicts, tensors) (docs/training.md, "
+                             "'Hooks')")
+    else:
+        assert line.endswith("state_dict() returned a builtins.list; it must return a dict ({} for nothing to carry), "
+                             "which load_state_dict() gets back when the run resumes (docs/training.md, 'Hooks')")
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_a_hook_state_that_turns_unsavable_stops_the_run_at_that_save_keeping_the_last_checkpoint(synthetic_root,
+                                                                                                  tmp_path):
+    out = tmp_path / "out"
+    line = one_error(train(synthetic_root, out, "TRAINER", "HOOK_STATEWITHAGENERATORLATER", "SOLVER.MAX_EPOCH", "3",
+                           "SOLVER.CHECKPOINT_PERIOD", "1", "--skip-test"))
+    assert ("hook StateWithAGeneratorLater (test_hostile_probes.StateWithAGeneratorLater): state_dict() holds a "
+            "value a checkpoint cannot save: state_dict()['pending'] is a builtins.generator (TypeError: ") in line
+    assert line.endswith("; keep plain values in it (numbers, strings, lists, dicts, tensors) (docs/training.md, "
+                         "'Hooks')")
+    assert (out / "last_checkpoint").read_text() == "model_2e.pth"
+    assert torch.load(out / "model_2e.pth", weights_only=False)["hooks"]["StateWithAGeneratorLater"] == {"epochs": 1}
+    assert not (out / "model_3e.pth").exists() and not [n for n in os.listdir(out) if n.endswith(".tmp")]

@@ -20,6 +20,7 @@ prepares.
 """
 import itertools
 import os
+import pickle
 import time
 import weakref
 
@@ -58,7 +59,33 @@ _HOOK_METHODS = ("before_train", "before_epoch", "before_step", "after_step", "a
 
 def _shown(value):
     """A returned value as an error names it: None, or its type."""
-    return "None" if value is None else f"a {type(value).__module__}.{type(value).__qualname__}"
+    return "None" if value is None else f"a {_type_name(value)}"
+
+
+def _type_name(value):
+    return f"{type(value).__module__}.{type(value).__qualname__}"
+
+
+def _unsavable(value, where="state_dict()"):
+    """(where, value, why) of the first value within ``value`` that pickle, which torch.save uses,
+    cannot write (a lambda, a generator, an open file...), None when all of it can be saved."""
+    try:
+        pickle.dumps(value)
+        return None
+    except Exception as e:  # noqa: BLE001 - pickle raises many kinds for what it cannot write
+        why = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+    items = (value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple))
+             else ())
+    for key, item in items:
+        found = _unsavable(item, f"{where}[{key!r}]")
+        if found is not None:
+            return found
+    return where, value, why
+
+
+def _listed(names, shown=8):
+    """Parameter names as an error lists them: the first ``shown``, then how many more."""
+    return ", ".join(names[:shown]) + (f" (+{len(names) - shown} more)" if len(names) > shown else "")
 
 
 def _has_path(obj, path):
@@ -224,10 +251,31 @@ class Trainer:
     def checkpoint_fields(self, state, epoch_hooks_done=False):
         """What a checkpoint holds besides the weights, the optimizer and the schedule: ``state``, the
         lengths of the run's records and the hooks' own states (:meth:`HookBase.state_dict`)."""
-        hooks = {name: hook_state for name, hook_state in
-                 ((name, getattr(hook, "state_dict", dict)()) for name, hook in _named(self.hooks)) if hook_state}
-        return state.checkpoint_fields(records=self.records.lengths(), hooks=hooks,
+        return state.checkpoint_fields(records=self.records.lengths(), hooks=self._hook_states(),
                                        epoch_hooks_done=epoch_hooks_done)
+
+    def _hook_states(self):
+        """{hook name: its state_dict()} of the hooks that carry something across a resume, each checked
+        to be what a checkpoint can hold and load_state_dict can take back: a dict of values the
+        checkpoint's pickle can write. Checked when the run starts and at every save, so that a bad one
+        ends the run with one line naming the hook, not a pickle traceback at its first checkpoint or a
+        failed resume later."""
+        states = {}
+        for name, hook in _named(self.hooks):
+            hook_state = getattr(hook, "state_dict", dict)()
+            if not isinstance(hook_state, dict):
+                raise TanError(f"hook {name} ({_type_name(hook)}): state_dict() returned {_shown(hook_state)}; it "
+                               f"must return a dict ({{}} for nothing to carry), which load_state_dict() gets back "
+                               f"when the run resumes (docs/training.md, 'Hooks')")
+            bad = _unsavable(hook_state)
+            if bad is not None:
+                where, value, why = bad
+                raise TanError(f"hook {name} ({_type_name(hook)}): state_dict() holds a value a checkpoint cannot "
+                               f"save: {where} is {_shown(value)} ({why}); keep plain values in it (numbers, "
+                               f"strings, lists, dicts, tensors) (docs/training.md, 'Hooks')")
+            if hook_state:
+                states[name] = hook_state
+        return states
 
     # -- training and testing ------------------------------------------------------------------------
 
@@ -242,8 +290,7 @@ class Trainer:
             self._record_config(TrainingState())
             return self.final
         self._refuse_another_optimizer(has_checkpoints)
-        self.optimizer = self._built("build_optimizer", self.build_optimizer(self.model), torch.optim.Optimizer,
-                                     "a torch.optim.Optimizer over the model's parameters")
+        self.optimizer = self._built_optimizer(self.build_optimizer(self.model))
         scheduler = self._built_scheduler(self.build_scheduler(self.optimizer))
         self.grad_scaler = self._built("build_grad_scaler", self.build_grad_scaler(), torch.amp.GradScaler,
                                        "a torch.amp.GradScaler (disabled where no scaling is needed)")
@@ -299,6 +346,7 @@ class Trainer:
             hook.trainer = weakref.proxy(self)
             if name in (state.hooks or {}) and hasattr(hook, "load_state_dict"):
                 hook.load_state_dict(state.hooks[name])
+        self._hook_states()  # a hook whose state no checkpoint can hold stops the run before it trains
         self.model.train()
         state.restore_rng()
         try:
@@ -367,6 +415,34 @@ class Trainer:
             raise TanError(f"{type(self).__name__}.{method}() returned {_shown(value)}; it must return {what} "
                            f"(docs/training.md, 'A trainer of your own')")
         return value
+
+    def _built_optimizer(self, optimizer):
+        """An optimizer over the model's parameters: one that holds none of the model's trainable
+        parameters would train nothing and end as if it had; the trainable ones it leaves out, and
+        tensors of its own (a checkpoint saves the model's weights, not theirs), are named."""
+        optimizer = self._built("build_optimizer", optimizer, torch.optim.Optimizer,
+                                "a torch.optim.Optimizer over the model's parameters")
+        held = {id(p) for group in optimizer.param_groups for p in group["params"]}
+        named = list(unwrap(self.model).named_parameters())
+        trainable = [name for name, p in named if p.requires_grad]
+        left_out = [name for name, p in named if p.requires_grad and id(p) not in held]
+        foreign = len(held - {id(p) for _, p in named})
+        if trainable and len(left_out) == len(trainable):
+            raise TanError(f"{type(self).__name__}.build_optimizer() returned an optimizer that holds none of the "
+                           f"model's {len(trainable)} trainable parameters ({_listed(trainable)})"
+                           + (f" but {foreign} tensor{'s' if foreign > 1 else ''} of its own" if foreign else "")
+                           + "; training would change nothing. Build it over the model it is given "
+                             "(model.parameters() or its parameter groups; docs/training.md, 'A trainer of your own')")
+        if left_out:
+            self.logger.warning("%s.build_optimizer() leaves %d of the model's %d trainable parameters out, which "
+                                "will not be trained: %s", type(self).__name__, len(left_out), len(trainable),
+                                _listed(left_out))
+        if foreign:
+            self.logger.warning("%s.build_optimizer() holds %d tensor%s that %s not the model's parameters: "
+                                "checkpoints save the model's weights, not %s, so a resumed run starts %s afresh",
+                                type(self).__name__, foreign, "s" if foreign > 1 else "", "are" if foreign > 1 else "is",
+                                "theirs" if foreign > 1 else "its", "them" if foreign > 1 else "it")
+        return optimizer
 
     def _built_scheduler(self, scheduler):
         scheduler = self._built("build_scheduler", scheduler, torch.optim.lr_scheduler.LRScheduler,
