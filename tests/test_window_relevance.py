@@ -221,8 +221,15 @@ def test_a_top_k_that_is_not_a_number_of_windows_is_refused_naming_the_key(value
 def test_bad_relevance_settings_are_refused_naming_the_key(key, value, message):
     with pytest.raises(TanError, match=f"^config key {key}: {message}"):
         load_config(SYNTHETIC_CONFIG, [key, value])
-    with pytest.raises(TanError, match="RANKED_WINDOWS: 0, but MODEL.RELEVANCE.ENABLED rank a video's windows"):
+    with pytest.raises(TanError) as refused:
         load_config(SYNTHETIC_CONFIG, ["MODEL.RELEVANCE.ENABLED", "True"])
+    assert str(refused.value) == (
+        "config key INPUT.TRAIN_WINDOW.RANKED_WINDOWS: 0 gives the relevance head's loss (MODEL.RELEVANCE.ENABLED "
+        "True, MODEL.RELEVANCE.LOSS_WEIGHT 1) no windows to rank: in training, each query is ranked in this many "
+        "windows of its video. Set it to 1 or more (4, say), or turn the loss off")
+    with pytest.raises(TanError, match=r"RANKED_WINDOWS: 0 gives the relevance head's loss \(.*\) and the model's "
+                                       r"ranking loss \(MODEL.WINDOW_RANKING.LOSS_WEIGHT 0.5\) no windows to rank"):
+        load_config(SYNTHETIC_CONFIG, ["MODEL.RELEVANCE.ENABLED", "True", "MODEL.WINDOW_RANKING.LOSS_WEIGHT", "0.5"])
     cfg = load_config(SYNTHETIC_CONFIG, ["INPUT.TRAIN_WINDOW.RANKED_WINDOWS", "2"])
     with pytest.raises(TanError, match="RANKED_WINDOWS 2: the windows of a video are ranked in training by windows"):
         RunData(cfg)
@@ -307,6 +314,31 @@ def test_a_relevance_run_killed_mid_training_resumes_bit_for_bit(ranked_run, lon
                     for folder in (tmp_path / "killed", straight))
     assert ours.keys() == theirs.keys() and any(k.startswith("relevance.") for k in ours)
     assert all(torch.equal(ours[k], theirs[k]) for k in ours)
+
+
+@pytest.mark.slow
+def test_a_model_trained_without_a_head_takes_one_on_through_model_weight_started_fresh(ranked_run, long_root,
+                                                                                       tmp_path):
+    """MODEL.WEIGHT of a model trained without the relevance head, in a config with it: the model's
+    weights are loaded, the head starts from its own initial weights, and the log says so (the strict
+    load refused it, advising to turn the head off)."""
+    out, _ = ranked_run
+    saved = torch.load(os.path.join(out, "model_1e.pth"), map_location="cpu", weights_only=False)
+    headless = tmp_path / "headless.pth"
+    torch.save({"model": {k: v for k, v in saved["model"].items() if not k.startswith("relevance.")}}, headless)
+    args = train_args(long_root, tmp_path / "with_head", "MODEL.WEIGHT", str(headless), "SOLVER.ITERS_PER_EPOCH", "1",
+                      "--skip-test")
+    proc = run_main("train_net", *args)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-3000:]
+    fresh = sum(k.startswith("relevance.") for k in saved["model"])
+    assert (f"{headless} holds no window relevance head (MODEL.RELEVANCE.ENABLED): the model's weights are loaded "
+            f"from it, and the head starts fresh ({fresh} tensors)") in log
+    # a part of the head in the checkpoint is no head trained without one: still refused, naming what differs
+    torch.save({"model": {k: v for k, v in saved["model"].items() if k != next(iter(
+        k for k in saved["model"] if k.startswith("relevance.")))}}, headless)
+    proc = run_main("train_net", *train_args(long_root, tmp_path / "part", "MODEL.WEIGHT", str(headless)))
+    assert proc.returncode == 2 and "missing from the checkpoint: relevance." in proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("config, extra", [

@@ -332,11 +332,14 @@ def _check_window_ranking(cfg):
     ranked = cfg.INPUT.TRAIN_WINDOW.RANKED_WINDOWS
     need(is_int(ranked) and ranked >= 0, "INPUT.TRAIN_WINDOW.RANKED_WINDOWS",
          f"expected a number of windows >= 0, got {ranked!r}")
-    wanted = [key for key, on in (("MODEL.RELEVANCE.ENABLED", relevance.ENABLED and relevance.LOSS_WEIGHT),
-                                  ("MODEL.WINDOW_RANKING.LOSS_WEIGHT", ranking.LOSS_WEIGHT)) if on]
+    wanted = [what for what, on in (
+        ("the relevance head's loss (MODEL.RELEVANCE.ENABLED True, MODEL.RELEVANCE.LOSS_WEIGHT "
+         f"{relevance.LOSS_WEIGHT:g})", relevance.ENABLED and relevance.LOSS_WEIGHT),
+        (f"the model's ranking loss (MODEL.WINDOW_RANKING.LOSS_WEIGHT {ranking.LOSS_WEIGHT:g})",
+         ranking.LOSS_WEIGHT)) if on]
     need(ranked or not wanted, "INPUT.TRAIN_WINDOW.RANKED_WINDOWS",
-         f"0, but {' and '.join(wanted)} rank a video's windows in training, which this many windows of each "
-         f"query's video feed; set it to 1 or more (4, say)")
+         f"0 gives {' and '.join(wanted)} no windows to rank: in training, each query is ranked in this many "
+         f"windows of its video. Set it to 1 or more (4, say), or turn the loss off")
 
 
 def _number(value):

@@ -4,6 +4,8 @@ the model's text input encodes them (word vectors from the index of the
 word-vector file, or word pieces)."""
 import os
 
+import numpy as np
+
 from ..errors import TanError, UnknownVideoError
 from .catalog import field_paths
 from .features.array_files import read_array
@@ -26,13 +28,13 @@ class VideoSource:
             if features_file.endswith((".npy", ".npz")) and not os.path.isdir(features_file):
                 if not os.path.isfile(features_file):
                     raise TanError(f"--features file {features_file!r} not found")
-                return _one_video_array(features_file, feature_key)
+                return _finite(_one_video_array(features_file, feature_key), f"--features {features_file!r}")
             source = open_source(features_file, feature_key, key_field="--feature-key")
             if not video:
                 raise TanError(f"--features {features_file!r} holds many videos: name the video with --video")
             if not source.shapes([video]):
                 raise UnknownVideoError(f"video {video!r} is not in {source!r}")
-            return source.read(video)
+            return _finite(source.read(video), f"video {video!r} in --features {features_file!r}")
         if not video:
             raise TanError("give --video ID (a video of the configured datasets) or --features FILE")
         return self.configured_features(video)
@@ -51,7 +53,7 @@ class VideoSource:
             source = open_features(entry["features"], entry.get("feature_key"),
                                    self.run_data.cfg.INPUT.FEATURE_LENGTH_TOLERANCE)
             if source.shapes([video]):
-                return source.read(video)
+                return _finite(source.read(video), f"video {video!r} in {_describe(entry['features'])!r}")
         files = sorted({_describe(e["features"]) for e in present})
         absent = sorted({_describe(e["features"]) for e in entries} - set(files))
         raise UnknownVideoError(f"video {video!r} is in none of the configured feature files "
@@ -65,6 +67,17 @@ class VideoSource:
                 if q.video == video:
                     return q.duration
         return None
+
+
+def _finite(features, what):
+    """``features`` [T, D], refused naming ``what`` (the video and its file) when a row holds NaN or an
+    infinite value: the model's every score would be NaN, and its answer meaningless."""
+    bad = ~np.isfinite(features).all(axis=tuple(range(1, features.ndim)))
+    if bad.any():
+        rows = np.flatnonzero(bad)
+        raise TanError(f"{what} holds NaN or infinite values in {len(rows)} of its {len(features)} feature rows "
+                       f"(first: row {rows[0]}); extract that video's features again")
+    return features
 
 
 def _describe(paths):

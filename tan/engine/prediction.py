@@ -39,8 +39,10 @@ def checked_features(model, cfg, feats):
         raise TanError(f"features of shape {tuple(feats.shape)}; expected [T, {expected}] "
                        f"({expected_key}) with T >= 1")
     feats = feats.astype(np.float32, copy=False)
-    if not np.isfinite(feats).all():
-        raise TanError("the video's features hold NaN or infinite values")
+    bad = np.flatnonzero(~np.isfinite(feats).all(axis=1))
+    if len(bad):
+        raise TanError(f"the video's features hold NaN or infinite values in {len(bad)} of their {len(feats)} rows "
+                       f"(first: row {bad[0]}); make them again")
     return feats
 
 
