@@ -146,6 +146,12 @@ def test_grounding_over_http_is_the_apis_answer(server, demo_files):
     first, alone = answer["answers"][0], again["answers"][0]  # a batch of one: the same up to the last bits
     assert [(m["start"], m["end"]) for m in alone["moments"]] == [(m["start"], m["end"]) for m in first["moments"]]
     assert [m["score"] for m in alone["moments"]] == pytest.approx([m["score"] for m in first["moments"]], rel=1e-5)
+    # a video file replaced on disk (here: its time moved) is encoded again, not answered from the cache
+    path = os.path.join(demo_files["videos"], "synvid_test_0001.mp4")
+    info = os.stat(path)
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns + 10 ** 9))
+    status, _, replaced = request(server, "/api/ground", dict(question, sentences=SENTENCES[:1]))
+    assert status == 200 and replaced["cached"] is False
 
 
 @pytest.mark.slow

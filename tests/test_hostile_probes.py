@@ -1051,3 +1051,13 @@ def test_a_hook_state_that_turns_unsavable_stops_the_run_at_that_save_keeping_th
     assert (out / "last_checkpoint").read_text() == "model_2e.pth"
     assert torch.load(out / "model_2e.pth", weights_only=False)["hooks"]["StateWithAGeneratorLater"] == {"epochs": 1}
     assert not (out / "model_3e.pth").exists() and not [n for n in os.listdir(out) if n.endswith(".tmp")]
+
+
+def test_the_help_of_tan_extract_features_says_that_workers_go_without_preset(capsys):
+    proc = run_main("extract_features", "--help")
+    assert proc.returncode == 0
+    help_text = " ".join(proc.stdout.split())
+    assert ("--workers WORKERS decoding processes (default 0: in this one); not with --preset, which decodes each "
+            "video once in this process") in help_text
+    line = one_error(run_main("extract_features", "--preset", "qvhighlights", "--workers", "2", "--videos", "x"))
+    assert line.endswith("--workers: not with --preset, which decodes each video once in this process")

@@ -5,6 +5,7 @@ whole or refused in one line, the release preset's folders, and a model
 trained on release-laid features that grounds a new video file as it does
 its stored features."""
 import json
+import logging
 import os
 import pickle
 from fractions import Fraction
@@ -18,11 +19,12 @@ pytest.importorskip("transformers")
 from tan.errors import TanError  # noqa: E402
 from tan.video.backbones.clip import ClipImages, ClipText, write_tiny_openai  # noqa: E402
 from tan.video.backbones.slowfast import SlowFastClips  # noqa: E402
-from tan.video.decode import VideoError  # noqa: E402
+from tan.video.decode import TRUNCATED, VideoError  # noqa: E402
 from tan.video.release_sampling import ReleaseSampling, fast_indices, release_chunks  # noqa: E402
 from tan.video.weights.caffe2 import blob_names, load_slowfast  # noqa: E402
 
 from conftest import REPO, audio_only, run_main, run_tool  # noqa: E402
+from test_video_features import CUT_DOWNLOAD, cut_download  # noqa: E402
 
 TAN_VIDEOS = os.path.join(REPO, "configs", "video", "2dtan_synthetic_videos.yaml")
 
@@ -122,6 +124,106 @@ def test_mkv_without_a_frame_count_and_a_rotated_phone_video_are_read_upright(tm
     # shown turned a quarter clockwise, the stored left half is the top: the crop's upper half is bright
     # (scaled by its stored size, as HERO does, it would be squashed and bright on the left)
     assert bright[:14].all() and not bright[18:].any()
+
+
+def test_a_cut_download_is_refused_before_its_length_is_given_and_a_file_that_states_none_is_read(tmp_path):
+    path = str(tmp_path / "cut.mp4")
+    whole = cut_download(path)
+    ends = []
+    with pytest.raises(VideoError) as caught:
+        for _, chunk in release_chunks(path, [ReleaseSampling("images", 2, 32), ReleaseSampling("clips", 2, 32)]):
+            ends.append(chunk.end)
+    assert caught.value.reason == TRUNCATED and caught.value.detail == CUT_DOWNLOAD
+    assert ends == [None] * len(ends)  # no chunk gave the header's 6 s as the length of what was decoded
+    open(path, "wb").write(whole)
+    assert streams_of(path)[2] == {0: 6.0, 1: 6.0}
+    # a bare stream states no length: its cut tail cannot be told from a shorter video, which it reads as
+    bare = str(tmp_path / "bare.h264")
+    numbered_video(bare, 150, 30, container_format="h264")
+    data = open(bare, "rb").read()
+    open(bare, "wb").write(data[:len(data) // 2])
+    images, clips, ends = streams_of(bare)
+    assert 0 < len(clips) < 3 and ends[0] == ends[1] < 5.0
+
+
+@pytest.fixture(scope="module")
+def tiny_release(tmp_path_factory):
+    """--preset qvhighlights's streams, of tiny random weights (SlowFast at 32 px)."""
+    from tan.video.presets import preset
+
+    weights = str(tmp_path_factory.mktemp("tiny_release"))
+    SlowFastClips.write_tiny(f"{weights}/SLOWFAST_tiny.pkl", seed=0)
+    write_tiny_openai(f"{weights}/ViT-tiny.pt", seed=0)
+    backbones = {"clip": ClipImages(f"{weights}/ViT-tiny.pt", "cpu"),
+                 "slowfast": SlowFastClips(f"{weights}/SLOWFAST_tiny.pkl", "cpu", resolution=32)}
+    release = preset("qvhighlights")
+    streams = [(s.folder, backbones[s.backbone], release.sampling(s, backbones[s.backbone].resolution, "bilinear"))
+               for s in release.streams]
+    return streams
+
+
+def test_the_release_s_files_record_their_video_file_and_a_changed_one_is_made_again(tiny_release, tmp_path,
+                                                                                      caplog):
+    """A cut download gives no file, and is made once the whole file replaces it; a video file changed
+    since its files were written is made again; the rows stay what lighthouse's readers read."""
+    from tan.video.extract import list_videos
+    from tan.video.release import extract_release
+
+    caplog.set_level(logging.INFO, logger="tan")
+    streams = tiny_release
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    whole = cut_download(str(videos / "cut.mp4"))
+    numbered_video(str(videos / "good.mp4"), 60, 30)
+    out = tmp_path / "features"
+
+    def extract():
+        return extract_release(list_videos([str(videos)]), streams, str(out))
+
+    first = extract()
+    assert first.written == ["good"] and first.failed == {"cut": (TRUNCATED, CUT_DOWNLOAD)}
+    assert f"    {videos / 'cut.mp4'} ({CUT_DOWNLOAD})" in first.text().splitlines()
+    for folder in ("clip", "slowfast"):
+        assert sorted(os.listdir(out / folder)) == ["extractor.json", "good.npz"]
+        stored = np.load(out / folder / "good.npz")
+        assert stored.files == ["features", "source_size", "source_mtime_ns"]
+        assert stored["features"].dtype == np.float16 and len(stored["features"]) == 1
+        info = os.stat(videos / "good.mp4")
+        assert int(stored["source_size"]) == info.st_size and int(stored["source_mtime_ns"]) == info.st_mtime_ns
+    good = (out / "slowfast" / "good.npz").read_bytes()
+    (videos / "cut.mp4").write_bytes(whole)
+    second = extract()
+    assert second.written == ["cut"] and second.skipped == ["good"] and not second.failed
+    assert [len(np.load(out / f / "cut.npz")["features"]) for f in ("clip", "slowfast")] == [3, 3]
+    assert (out / "slowfast" / "good.npz").read_bytes() == good and "changed since" not in caplog.text
+    numbered_video(str(videos / "good.mp4"), 90, 30)  # made again, 3 s long
+    third = extract()
+    assert third.written == ["good"] and third.skipped == ["cut"]
+    assert "1 video files changed since their features were written; extracting them again: good" in caplog.text
+    assert [len(np.load(out / f / "good.npz")["features"]) for f in ("clip", "slowfast")] == [2, 2]
+
+
+def test_prediction_from_a_cut_download_is_refused_naming_the_file(tiny_release, tmp_path):
+    """What tan-predict --video-file, the Python API and the demo page run for a model trained on
+    release features: the file is refused in one line, not grounded as a 3-s video said to last 6 s."""
+    from tan.data.features.provenance import read_extractor
+    from tan.video.extract import list_videos
+    from tan.video.featurize import VideoFeaturizer
+    from tan.video.release import extract_release
+
+    streams = tiny_release
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    numbered_video(str(videos / "a.mp4"), 30, 30)
+    out = tmp_path / "features"
+    extract_release(list_videos([str(videos)]), streams, str(out))
+    records = [read_extractor(str(out / folder)) for folder in ("clip", "slowfast")]
+    featurize = VideoFeaturizer({"features": records}, "cpu")
+    cut = str(tmp_path / "cut.mp4")
+    cut_download(cut)
+    with pytest.raises(TanError) as caught:
+        featurize(cut)
+    assert str(caught.value) == f"video file {cut!r}: {TRUNCATED}: {CUT_DOWNLOAD}"
 
 
 def test_a_file_without_video_gives_one_reason(tmp_path):
@@ -258,13 +360,19 @@ def answers_from_file_and_features(root, checkpoint):
     return video_file, record["query"]
 
 
+@pytest.fixture(scope="module")
+def release_checkpoint(release_dataset, tmp_path_factory):
+    """A model trained one epoch on ``release_dataset``'s features (its checkpoint records the preset's extractors)."""
+    return train_on(release_dataset[0], str(tmp_path_factory.mktemp("release_run")))
+
+
 @pytest.mark.slow
 def test_a_model_trained_on_release_laid_features_grounds_a_new_video_file_as_its_stored_features(
-        release_dataset, tmp_path):
+        release_dataset, release_checkpoint, tmp_path):
     root, weights = release_dataset
     stored = np.load(os.path.join(root, "features", "slowfast", "synvid_test_0000.npz"))
-    assert stored.files == ["features"] and stored["features"].dtype == np.float16
-    checkpoint = train_on(root, str(tmp_path / "run"))
+    assert stored.files == ["features", "source_size", "source_mtime_ns"] and stored["features"].dtype == np.float16
+    checkpoint = release_checkpoint
     video_file, query = answers_from_file_and_features(root, checkpoint)
     moved = str(tmp_path / "moved.pkl")
     os.rename(f"{weights}/SLOWFAST_tiny.pkl", moved)
@@ -273,6 +381,42 @@ def test_a_model_trained_on_release_laid_features_grounds_a_new_video_file_as_it
         assert gone.returncode != 0 and "SLOWFAST_tiny.pkl" in gone.stderr and "model_zoo" in gone.stderr
     finally:
         os.rename(moved, f"{weights}/SLOWFAST_tiny.pkl")
+
+
+@pytest.mark.slow
+def test_tan_predict_refuses_a_cut_download_in_one_line_naming_the_file(release_checkpoint, tmp_path):
+    video = tmp_path / "cut.mp4"
+    cut_download(str(video))
+    proc = run_main("predict", "--ckpt", release_checkpoint, "--video-file", str(video), "--query", "a red square",
+                    "--json")
+    assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1].endswith(f"video file {str(video)!r}: {TRUNCATED}: {CUT_DOWNLOAD}")
+
+
+@pytest.mark.slow
+def test_the_preset_refuses_a_cut_download_in_one_line_and_extracts_it_once_it_is_whole(release_dataset, tmp_path):
+    _, weights = release_dataset
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    whole = cut_download(str(videos / "cut.mp4"))
+    numbered_video(str(videos / "good.mp4"), 60, 30)
+    out = tmp_path / "features"
+    args = ["--videos", str(videos), *preset_args(weights), "--output", str(out)]
+    proc = run_main("extract_features", *args)
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
+    assert proc.stdout.splitlines() == [f"1 videos written (2 clips), 0 already there, 1 failed, in {out}",
+                                        f"  {TRUNCATED}: 1", f"    {videos / 'cut.mp4'} ({CUT_DOWNLOAD})"]
+    assert [sorted(os.listdir(out / f)) for f in ("clip", "slowfast")] == [["extractor.json", "good.npz"]] * 2
+    good = [(out / f / "good.npz").read_bytes() for f in ("clip", "slowfast")]
+    (videos / "cut.mp4").write_bytes(whole)
+    rerun = run_main("extract_features", *args)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr[-3000:]
+    assert rerun.stdout.splitlines() == [f"1 videos written (6 clips), 1 already there, 0 failed, in {out}"]
+    assert [(out / f / "good.npz").read_bytes() for f in ("clip", "slowfast")] == good  # not done twice
+    assert [len(np.load(out / f / "cut.npz")["features"]) for f in ("clip", "slowfast")] == [6, 6]
+    again = run_main("extract_features", *args)
+    assert again.returncode == 0 and again.stdout.splitlines() == [
+        f"0 videos written (0 clips), 2 already there, 0 failed, in {out}"]
 
 
 @pytest.mark.slow

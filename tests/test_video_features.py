@@ -3,6 +3,7 @@ their configs), tan-extract-features over folders with bad videos, resuming
 after a kill, extractor records, and prediction from a video file with the
 recorded extractors."""
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -92,6 +93,32 @@ def test_times_count_from_the_first_frame_of_an_mpeg_ts_file(tmp_path):
     assert chunks[-1].end == pytest.approx(10.0) and sum(len(c.frames) for c in chunks) == 20
 
 
+def cut_download(path, seconds=6, fps=30, size=(64, 48)):
+    """A video of ``seconds`` at ``path`` as a download stopped half-way leaves it: an MP4 with its index
+    at the front (``-movflags +faststart``, as files made for streaming are), so that FFmpeg opens it,
+    of which the first half of the bytes is there. Its frames are noise, whose bytes spread evenly over
+    time. Returns the bytes of the whole file."""
+    rng = np.random.default_rng(0)
+    with av.open(path, "w", format="mp4", options={"movflags": "faststart"}) as container:
+        stream = container.add_stream("libx264", rate=fps)
+        stream.width, stream.height = size
+        stream.pix_fmt = "yuv420p"
+        for _ in range(seconds * fps):
+            noise = rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(noise, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    whole = open(path, "rb").read()
+    open(path, "wb").write(whole[:len(whole) // 2])
+    return whole
+
+
+# What every tool says of the file cut_download leaves (the first 2.9 s of its frames decode).
+CUT_DOWNLOAD = ("it decodes to 2.9 s of the 6.0 s its header gives; the rest is missing, as in a partial download: "
+                "replace it with the whole file and run again")
+
+
 def test_a_truncated_file_whose_header_gives_its_length_is_reported(tmp_path):
     whole, cut = str(tmp_path / "whole.mkv"), str(tmp_path / "cut.mkv")
     in_container(whole, "matroska")
@@ -103,6 +130,51 @@ def test_a_truncated_file_whose_header_gives_its_length_is_reported(tmp_path):
     with pytest.raises(VideoError) as caught:
         list(clip_chunks(cut, check_sampling(2, CLIP_SECONDS, 16), 4))
     assert caught.value.reason == TRUNCATED and "of the 10.0 s its header gives" in caught.value.detail
+    download = str(tmp_path / "download.mp4")
+    cut_download(download)
+    with pytest.raises(VideoError) as caught:
+        list(clip_chunks(download, check_sampling(2, CLIP_SECONDS, 16), 4))
+    assert caught.value.reason == TRUNCATED and caught.value.detail == CUT_DOWNLOAD
+
+
+def test_a_rerun_extracts_again_a_video_whose_file_changed_and_keeps_the_others(tiny_models, tmp_path, caplog):
+    """Each .npz records its video file's size and modification time: a cut download refused on the
+    first run is extracted once the whole file is there, a file changed since is extracted again, and
+    a file written before files recorded their source is kept as it is."""
+    caplog.set_level(logging.INFO, logger="tan")
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    solid_video(str(videos / "a.mp4"), [100] * 10)
+    whole = cut_download(str(videos / "cut.mp4"))
+    model = video_backbone("clip")(tiny_models["clip"], "cpu")
+    out = tmp_path / "out"
+
+    def extract():
+        return extract_videos(list_videos([str(videos)]), model, backbone_sampling(model, CLIP_SECONDS), str(out))
+
+    first = extract()
+    assert first.written == ["a"] and first.failed == {"cut": (TRUNCATED, CUT_DOWNLOAD)}
+    assert f"    {videos / 'cut.mp4'} ({CUT_DOWNLOAD})" in first.text().splitlines()
+    assert sorted(os.listdir(out)) == ["a.npz", "extractor.json"]  # nothing of the cut file
+    stored = np.load(out / "a.npz")
+    info = os.stat(videos / "a.mp4")
+    assert stored.files == ["features", "duration", "source_size", "source_mtime_ns"]
+    assert int(stored["source_size"]) == info.st_size and int(stored["source_mtime_ns"]) == info.st_mtime_ns
+    a_bytes = (out / "a.npz").read_bytes()
+    (videos / "cut.mp4").write_bytes(whole)  # the download finished
+    second = extract()
+    assert second.written == ["cut"] and second.skipped == ["a"] and not second.failed
+    assert float(np.load(out / "cut.npz")["duration"]) == pytest.approx(6.0)
+    assert (out / "a.npz").read_bytes() == a_bytes and "changed since" not in caplog.text
+    os.utime(videos / "a.mp4", ns=(info.st_atime_ns, info.st_mtime_ns + 1))  # same size, written again since
+    third = extract()
+    assert third.written == ["a"] and third.skipped == ["cut"]
+    assert "1 video files changed since their features were written; extracting them again: a" in caplog.text
+    assert int(np.load(out / "a.npz")["source_mtime_ns"]) == info.st_mtime_ns + 1
+    with open(out / "a.npz", "wb") as f:  # as an older version wrote it: no record of its source
+        np.savez(f, features=np.zeros((2, 32), np.float32), duration=1.0)
+    os.utime(videos / "a.mp4", ns=(info.st_atime_ns, info.st_mtime_ns + 2))
+    assert extract().skipped == ["a", "cut"]
 
 
 def test_a_video_shorter_than_a_clip_gives_one_clip(tmp_path):
@@ -150,6 +222,12 @@ def test_the_text_backbone_writes_token_features_and_the_sentence_vector(tiny_mo
     assert first["pooler_output"].shape == (32,)
     assert np.load(os.path.join(out, "qids1_2.npz"))["last_hidden_state"].shape == (len("acup") + 2, 32)
     assert read_extractor(out)["kind"] == "text"
+    assert str(first["query"]) == "the red circle moves left."  # what a rerun compares
+    # a rerun keeps the queries whose sentence is the same, and encodes again one whose sentence changed
+    queries.write_text('{"qid": 7, "query": "the red circle moves right."}\n{"qid": "s1_2", "query": "a cup"}\n')
+    again = extract_queries(read_query_file(str(queries)), model, out)
+    assert again.written == ["7"] and again.skipped == ["s1_2"]
+    assert str(np.load(os.path.join(out, "qid7.npz"))["query"]) == "the red circle moves right."
     from tan.video.backbones import tiny_writer
 
     with pytest.raises(TanError, match="unknown backbone 'nope'; registered: clip, slowfast, video_transformer"):
@@ -181,14 +259,17 @@ def test_a_folder_of_bad_videos_reports_each_reason_and_writes_the_good_ones(tin
                         "--output", str(out), "--clip-seconds", str(CLIP_SECONDS), "--workers", "2")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "3 videos written" in proc.stdout and "6 failed" in proc.stdout
-    for reason, video in ((EMPTY, "empty"), (CORRUPT, "corrupt"), (NO_VIDEO, "audio"), (CODEC, "codec"),
-                          (NO_FRAMES, "blank"), (TRUNCATED, "partial")):
-        assert f"  {reason}: 1\n    {video}" in proc.stdout, proc.stdout
+    for reason, file in ((EMPTY, "empty.mp4"), (CORRUPT, "corrupt.mp4"), (NO_VIDEO, "audio.mp4"),
+                         (CODEC, "codec.mp4"), (NO_FRAMES, "blank.mp4"), (TRUNCATED, "partial.mkv")):
+        assert f"  {reason}: 1\n    {videos / file}" in proc.stdout, proc.stdout
     assert sorted(os.listdir(out)) == ["extractor.json", "good.npz", "short.npz", "vfr.npz"]
     assert np.load(out / "short.npz")["features"].shape == (1, 32)
+    (videos / "partial.mkv").write_bytes(whole)  # the partial download replaced by the whole file
     rerun = extract_tool("--videos", str(videos), "--backbone", "clip", "--model", tiny_models["clip"],
                          "--output", str(out), "--clip-seconds", str(CLIP_SECONDS))
-    assert rerun.returncode == 1 and "0 videos written" in rerun.stdout and "3 already there" in rerun.stdout
+    assert rerun.returncode == 1 and "1 videos written" in rerun.stdout and "3 already there" in rerun.stdout
+    assert "5 failed" in rerun.stdout and TRUNCATED not in rerun.stdout
+    assert np.load(out / "partial.npz")["features"].shape == (20, 32)  # all 10 s of it
 
 
 def test_a_stream_that_decodes_to_no_frame_is_reported(tmp_path):
@@ -237,6 +318,29 @@ def test_a_folder_made_by_another_extractor_is_refused(tiny_models, tmp_path):
     with pytest.raises(TanError, match="made by another extractor.*clip_seconds 0.5 -> 1.0"):
         extract_videos(list_videos([str(videos)]), model, backbone_sampling(model, 1.0), out, overwrite=True)
     assert os.stat(os.path.join(out, "a.npz")).st_mtime_ns == before
+
+
+@pytest.mark.slow
+def test_the_extractor_refuses_a_cut_download_in_one_line_and_extracts_it_once_it_is_whole(tiny_models, tmp_path):
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    whole = cut_download(str(videos / "cut.mp4"))
+    solid_video(str(videos / "good.mp4"), [100] * 10)
+    out = tmp_path / "out"
+    args = ["--videos", str(videos), "--backbone", "clip", "--model", tiny_models["clip"], "--output", str(out),
+            "--clip-seconds", str(CLIP_SECONDS)]
+    proc = extract_tool(*args)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == [f"1 videos written (2 clips), 0 already there, 1 failed, in {out}",
+                                        f"  {TRUNCATED}: 1", f"    {videos / 'cut.mp4'} ({CUT_DOWNLOAD})"]
+    assert sorted(os.listdir(out)) == ["extractor.json", "good.npz"]
+    good = (out / "good.npz").read_bytes()
+    (videos / "cut.mp4").write_bytes(whole)
+    rerun = extract_tool(*args)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert rerun.stdout.splitlines() == [f"1 videos written (12 clips), 1 already there, 0 failed, in {out}"]
+    assert (out / "good.npz").read_bytes() == good  # not done twice
+    assert np.load(out / "cut.npz")["features"].shape == (12, 32)
 
 
 @pytest.mark.slow
@@ -334,6 +438,16 @@ def test_the_checkpoint_records_the_extractors_and_predicts_from_a_video_file_as
         [(m["start"], m["end"]) for m in b["queries"][0]["moments"]]
     assert [m["score"] for m in a["queries"][0]["moments"]] == \
         pytest.approx([m["score"] for m in b["queries"][0]["moments"]], abs=1e-4)
+
+
+@pytest.mark.slow
+def test_prediction_refuses_a_cut_download_in_one_line_naming_the_file(trained_tan, tmp_path):
+    video = tmp_path / "cut.mp4"
+    cut_download(str(video))
+    proc = run_main("predict", "--ckpt", os.path.join(trained_tan, "model_final.pth"), "--video-file", str(video),
+                    "--query", "a red square", "--json")
+    assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1].endswith(f"video file {str(video)!r}: {TRUNCATED}: {CUT_DOWNLOAD}")
 
 
 @pytest.mark.slow

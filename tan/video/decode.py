@@ -140,11 +140,16 @@ def decoded_frames(container, stream):
 
 
 class FrameScaler:
-    """Frames -> [S, S, 3] uint8 RGB: scaled by FFmpeg so the shorter side is S, then the centre square."""
+    """Frames -> [S, S, 3] uint8 RGB: scaled by FFmpeg so the shorter side is S, then the centre square.
+
+    Each scaler has its own FFmpeg scaler: ``frame.reformat`` shares one per thread, whose slice
+    threads a forked decoding worker inherits as a copy without threads, so the worker's first
+    frame would wait for them forever once this process had scaled a frame (PyAV 18)."""
 
     def __init__(self, resolution):
         self.resolution = resolution
         self._size = None
+        self._reformatter = _av().video.reformatter.VideoReformatter()
 
     def __call__(self, frame):
         if self._size is None or self._size[0] != (frame.width, frame.height):
@@ -152,7 +157,8 @@ class FrameScaler:
             size = (max(self.resolution, round(frame.width * scale)), max(self.resolution, round(frame.height * scale)))
             self._size = ((frame.width, frame.height), size)
         width, height = self._size[1]
-        rgb = frame.reformat(width=width, height=height, format="rgb24", interpolation="BICUBIC").to_ndarray()
+        rgb = self._reformatter.reformat(frame, width=width, height=height, format="rgb24",
+                                         interpolation="BICUBIC").to_ndarray()
         top, left = (height - self.resolution) // 2, (width - self.resolution) // 2
         return rgb[top:top + self.resolution, left:left + self.resolution]
 
@@ -184,13 +190,24 @@ def sampled_frames(container, stream, sampling):
         end = max(end, time + length)
     if shown is None:
         raise VideoError(NO_FRAMES, "the video stream decodes to no frame")
-    stated = _stated_length(container, stream)
-    if stated is not None and end < stated - max(1.0, 0.05 * stated):
-        raise VideoError(TRUNCATED, f"it decodes to {end:.1f} s of the {stated:.1f} s its header gives")
+    check_not_truncated(container, stream, end)
     while (index + 0.5) * period < end:
         yield index, shown.scaled()
         index += 1
     return end, shown.scaled(), index
+
+
+def check_not_truncated(container, stream, end):
+    """A :class:`VideoError` when the frames decoded, ending at ``end`` seconds from the video's start,
+    stop well short (more than 1 s and 5%) of the length its header gives: the tail of a partial
+    download or copy is missing, and FFmpeg takes the end of what is there for the end of the video.
+    Every path that decodes calls it before it gives the video's length, so none takes such a file
+    for a shorter video. A file that states no length lets any end pass (FFmpeg gives a cut MPEG-TS
+    file the length of the timestamps it finds, and a bare stream none)."""
+    stated = _stated_length(container, stream)
+    if stated is not None and end < stated - max(1.0, 0.05 * stated):
+        raise VideoError(TRUNCATED, f"it decodes to {end:.1f} s of the {stated:.1f} s its header gives; the rest is "
+                                    f"missing, as in a partial download: replace it with the whole file and run again")
 
 
 def _stated_length(container, stream):

@@ -2,9 +2,11 @@
 backbone in batches on the configured device, one file per video.
 
 Each video's rows are written as ``{video}.npz`` (array ``features`` [T, D]
-float32, and ``duration``, the video's length in seconds) atomically, once
-the whole video is through, so a stopped or killed run leaves finished files
-and nothing partial; run again, it skips the videos that have a file. The
+float32, ``duration``, the video's length in seconds, and the video file's
+size and modification time) atomically, once the whole video is through, so
+a stopped or killed run leaves finished files and nothing partial; run
+again, it skips the videos that have a file, unless their video file has
+changed since (a partial download replaced by the whole file). The
 folder's ``extractor.json`` (tan/data/features/provenance.py) is written
 before the first file, and a folder made by another extractor is refused.
 A video that cannot be read is reported with its reason at the end; the
@@ -12,12 +14,14 @@ others go on.
 """
 import io
 import os
+import zipfile
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
+from ..data.dataset import named
 from ..data.features.array_files import write_npz
 from ..data.features.provenance import (EXTRACTOR_FILE, RECORD_VERSION, describe_extractor, differences, read_extractor,
                                         same_extractor, write_extractor)
@@ -30,6 +34,9 @@ from .decode import Sampling, VideoError, check_sampling, clip_chunks, decoder_v
 
 VIDEO_EXTENSIONS = (".mp4", ".avi", ".mkv", ".webm", ".mov", ".m4v", ".mpg", ".mpeg", ".flv", ".wmv", ".3gp", ".ts")
 FEATURE_KEY = "features"
+# The video file a .npz's rows were made from, as it was when its decoding began: size in bytes and
+# modification time in nanoseconds (int64 scalars). Readers of the rows read FEATURE_KEY and ignore them.
+SOURCE_KEYS = ("source_size", "source_mtime_ns")
 
 
 def list_videos(paths):
@@ -86,6 +93,52 @@ def npz_bytes(arrays):
     return buffer.getvalue()
 
 
+def source_stamp(path):
+    """{SOURCE_KEYS: values} of the video file at ``path``, taken before it is decoded and written
+    beside its rows, so that a rerun can tell the file has changed since; empty when it cannot be
+    looked at (decoding then says why)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return {}
+    return dict(zip(SOURCE_KEYS, (np.int64(info.st_size), np.int64(info.st_mtime_ns))))
+
+
+def changed_since_written(feature_file, path):
+    """Whether the video file at ``path`` differs in size or modification time from the one the rows of
+    ``feature_file`` were made from. A file whose .npz does not record its source (written by an older
+    version), or that cannot be read, counts as unchanged: its rows are kept as they are."""
+    try:
+        with np.load(feature_file, allow_pickle=False) as stored:
+            if not all(key in stored.files for key in SOURCE_KEYS):
+                return False
+            recorded = [int(stored[key]) for key in SOURCE_KEYS]
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        return False
+    now = source_stamp(path)
+    return bool(now) and [int(now[key]) for key in SOURCE_KEYS] != recorded
+
+
+def videos_to_do(videos, feature_files, summary, overwrite=False):
+    """The videos of ``videos`` ([(id, path)]) to extract: all of them with ``overwrite``, else those
+    missing one of their files (``feature_files(video)``: its .npz paths) and those whose video file
+    changed since the files were written (logged by name); the others go to ``summary.skipped``."""
+    todo, changed = [], []
+    for video, path in videos:
+        files = feature_files(video)
+        if overwrite or not all(os.path.exists(f) for f in files):
+            todo.append((video, path))
+        elif any(changed_since_written(f, path) for f in files):
+            todo.append((video, path))
+            changed.append(video)
+        else:
+            summary.skipped.append(video)
+    if changed:
+        get_logger("extract").warning("%d video files changed since their features were written; extracting "
+                                      "them again: %s", len(changed), named(changed))
+    return todo
+
+
 def claim_folder(folder, record, what="features", overwrite=False):
     """Make ``folder`` the home of ``record``'s features: write its record, or check the one there.
     A folder of .npz files with no record is refused unless they are all to be made again
@@ -112,8 +165,8 @@ def check_folder(folder, record, what="features", overwrite=False):
 
 
 class _VideoJobs(torch.utils.data.IterableDataset):
-    """The videos to decode, shared out between the loader's workers; yields
-    ("chunk", video, Chunk) and ("failed", video, reason, detail) messages."""
+    """The videos to decode, shared out between the loader's workers; yields ("chunk", video, first
+    clip, frames, end, the file's :func:`source_stamp`) and ("failed", video, reason, detail) messages."""
 
     def __init__(self, videos, sampling, clips_per_chunk):
         self.videos, self.sampling, self.clips_per_chunk = videos, sampling, clips_per_chunk
@@ -122,9 +175,10 @@ class _VideoJobs(torch.utils.data.IterableDataset):
         worker = torch.utils.data.get_worker_info()
         mine = self.videos if worker is None else self.videos[worker.id::worker.num_workers]
         for video, path in mine:
+            stamp = source_stamp(path)
             try:
                 for chunk in clip_chunks(path, self.sampling, self.clips_per_chunk):
-                    yield "chunk", video, chunk.first, torch.from_numpy(chunk.frames), chunk.end
+                    yield "chunk", video, chunk.first, torch.from_numpy(chunk.frames), chunk.end, stamp
             except VideoError as e:
                 yield "failed", video, e.reason, e.detail
             except Exception as e:  # noqa: BLE001  (one video's failure must not stop the others)
@@ -133,13 +187,21 @@ class _VideoJobs(torch.utils.data.IterableDataset):
 
 @dataclass
 class ExtractionSummary:
-    """What a run over a folder did: ``written`` and ``skipped`` video ids, ``failed`` {video: (reason, detail)}."""
+    """What a run over a folder did: ``written`` and ``skipped`` video ids, ``failed`` {video: (reason, detail)},
+    ``files`` {video: its file} of the failed ones, which the summary names."""
     output: str
     unit: str = "videos"
     written: list = field(default_factory=list)
     skipped: list = field(default_factory=list)
     failed: dict = field(default_factory=dict)
+    files: dict = field(default_factory=dict)
     clips: int = 0
+
+    def fail(self, video, path, reason, detail=""):
+        """Record, and log, that ``video`` (the file ``path``) could not be read, for ``reason``."""
+        self.failed[video] = (reason, detail)
+        self.files[video] = path
+        get_logger("extract").warning("%s: %s%s", path, reason, f" ({detail})" if detail else "")
 
     def text(self):
         rows = "clips" if self.unit == "videos" else "tokens"
@@ -150,7 +212,7 @@ class ExtractionSummary:
             lines.append(f"  {reason}: {count}")
             for video, (why, detail) in sorted(self.failed.items()):
                 if why == reason:
-                    lines.append(f"    {video}" + (f" ({detail})" if detail else ""))
+                    lines.append(f"    {self.files.get(video, video)}" + (f" ({detail})" if detail else ""))
         return "\n".join(lines)
 
 
@@ -162,10 +224,8 @@ def extract_videos(videos, backbone, sampling, output, clips_per_chunk=16, worke
     record = video_record(backbone, sampling)
     claim_folder(output, record, overwrite=overwrite)
     summary = ExtractionSummary(output)
-    todo = []
-    for video, path in videos:
-        (todo.append((video, path)) if overwrite or not os.path.exists(_feature_path(output, video))
-         else summary.skipped.append(video))
+    todo = videos_to_do(videos, lambda video: [_feature_path(output, video)], summary, overwrite)
+    paths = dict(todo)
     logger = get_logger("extract")
     logger.info("%s: %d videos to extract, %d already in %s", describe_extractor(record), len(todo),
                 len(summary.skipped), output)
@@ -178,15 +238,15 @@ def extract_videos(videos, backbone, sampling, output, clips_per_chunk=16, worke
         video = message[1]
         if message[0] == "failed":
             partial.pop(video, None)
-            summary.failed[video] = (message[2], message[3])
-            logger.warning("video %s: %s%s", video, message[2], f" ({message[3]})" if message[3] else "")
+            summary.fail(video, paths[video], message[2], message[3])
             next(done, None)
             continue
-        _, _, first, frames, end = message
+        _, _, first, frames, end, stamp = message
         partial.setdefault(video, []).append(backbone.encode(frames) if len(frames) else None)
         if end is not None:
             rows = np.concatenate([r for r in partial.pop(video) if r is not None]).astype(np.float32)
-            atomic_write_bytes(_feature_path(output, video), npz_bytes({FEATURE_KEY: rows, "duration": end}))
+            atomic_write_bytes(_feature_path(output, video),
+                               npz_bytes({FEATURE_KEY: rows, "duration": end, **stamp}))
             summary.written.append(video)
             summary.clips += len(rows)
             next(done, None)

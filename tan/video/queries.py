@@ -1,10 +1,12 @@
 """Sentence features of a query file, by a text backbone: one ``qid{qid}.npz``
 per query holding ``last_hidden_state`` [L, E] and ``pooler_output`` [P],
 the names and layout lighthouse stores CLIP's text features in, so that
-``INPUT.SENTENCE_FEATURES`` reads them (docs/data.md §9.3). Written
-atomically; queries that have a file are skipped, as videos are."""
+``INPUT.SENTENCE_FEATURES`` reads them (docs/data.md §9.3), and ``query``,
+the sentence they were made from. Written atomically; queries that have a
+file are skipped, as videos are, unless their sentence has changed since."""
 import json
 import os
+import zipfile
 
 import numpy as np
 
@@ -13,8 +15,12 @@ from ..utils.io import atomic_write_bytes
 from ..utils.logger import get_logger
 from ..utils.progress import progress
 from ..version import __version__
+from ..data.dataset import named
 from ..data.features.provenance import RECORD_VERSION, describe_extractor
 from .extract import ExtractionSummary, claim_folder, npz_bytes
+
+
+SENTENCE_KEY = "query"  # the sentence a file's features were made from
 
 
 def read_query_file(path):
@@ -51,6 +57,16 @@ def read_query_file(path):
     return queries
 
 
+def _made_from_another_sentence(path, sentence):
+    """Whether the features file ``path`` records a sentence other than ``sentence``; one that records
+    none (an older version's, or made elsewhere) or cannot be read counts as this sentence's."""
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            return SENTENCE_KEY in stored.files and str(stored[SENTENCE_KEY]) != sentence
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        return False
+
+
 def text_record(backbone, storage=None):
     record = {"version": RECORD_VERSION, "kind": "text", **backbone.record(), "tan_version": __version__}
     return {**record, "storage": storage} if storage else record
@@ -67,19 +83,28 @@ def extract_queries(queries, backbone, output, batch_size=64, overwrite=False, s
     dtype = np.float16 if storage == "float16" else np.float32
     claim_folder(output, record, "sentence features", overwrite)
     summary = ExtractionSummary(output, unit="queries")
-    todo = []
+    todo, changed = [], []
     for qid, sentence in queries:
-        exists = os.path.exists(os.path.join(output, query_file_name(qid)))
-        (summary.skipped.append(qid) if exists and not overwrite else todo.append((qid, sentence)))
+        path = os.path.join(output, query_file_name(qid))
+        if overwrite or not os.path.exists(path):
+            todo.append((qid, sentence))
+        elif _made_from_another_sentence(path, sentence):
+            todo.append((qid, sentence))
+            changed.append(qid)
+        else:
+            summary.skipped.append(qid)
+    if changed:
+        get_logger("extract").warning("%d queries have another sentence than their features were made from; "
+                                      "encoding them again: %s", len(changed), named(changed))
     get_logger("extract").info("%s: %d queries to encode, %d already in %s", describe_extractor(record), len(todo),
                                len(summary.skipped), output)
     batches = range(0, len(todo), batch_size)
     for start in progress(batches, total=len(batches), desc="query batches", unit="batch"):
         part = todo[start:start + batch_size]
-        for (qid, _), (hidden, pooled) in zip(part, backbone.encode([s for _, s in part])):
+        for (qid, sentence), (hidden, pooled) in zip(part, backbone.encode([s for _, s in part])):
             atomic_write_bytes(os.path.join(output, query_file_name(qid)),
                                npz_bytes({"last_hidden_state": hidden.astype(dtype),
-                                          "pooler_output": pooled.astype(dtype)}))
+                                          "pooler_output": pooled.astype(dtype), SENTENCE_KEY: np.str_(sentence)}))
             summary.written.append(qid)
             summary.clips += len(hidden)
     return summary

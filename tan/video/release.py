@@ -2,9 +2,10 @@
 stream (``clip/``, ``slowfast/``) of ``{video}.npz`` files holding
 ``features`` [T, D] as the release stores them (float16), each folder with
 its ``extractor.json``. A video's files are written atomically once the
-whole video is through, every stream's; run again, the videos that have
-their files are skipped. A video that cannot be read is reported at the end
-with its reason; the others go on."""
+whole video is through, every stream's, each recording the video file's
+size and modification time beside the rows; run again, the videos that have
+their files are skipped, unless their video file has changed since. A video
+that cannot be read is reported at the end with its reason; the others go on."""
 import os
 
 import numpy as np
@@ -17,7 +18,7 @@ from ..version import __version__
 from ..data.features.provenance import (RECORD_VERSION, describe_extractor, differences, read_extractor,
                                         same_extractor, write_extractor)
 from .decode import VideoError, decoder_version
-from .extract import FEATURE_KEY, ExtractionSummary, check_folder, claim_folder, npz_bytes
+from .extract import FEATURE_KEY, ExtractionSummary, check_folder, claim_folder, npz_bytes, source_stamp, videos_to_do
 from .queries import text_record
 from .release_sampling import release_chunks
 
@@ -63,27 +64,23 @@ def extract_release(videos, streams, output, clips_per_chunk=16, storage="float1
         get_logger("extract").info("%s: %s", what, describe_extractor(record))
     folders = [folder for folder, _, _ in claims]
     summary = ExtractionSummary(output)
-    todo = []
-    for video, path in videos:
-        done = all(os.path.exists(os.path.join(f, f"{video}.npz")) for f in folders)
-        (summary.skipped.append(video) if done and not overwrite else todo.append((video, path)))
+    todo = videos_to_do(videos, lambda video: [os.path.join(f, f"{video}.npz") for f in folders], summary, overwrite)
     backbones, samplings = [s[1] for s in streams], [s[2] for s in streams]
     for video, path in progress(todo, total=len(todo), desc="videos", unit="video"):
+        stamp = source_stamp(path)
         try:
             arrays, _ = encode_streams(path, backbones, samplings, clips_per_chunk, desc=video)
         except VideoError as e:
-            summary.failed[video] = (e.reason, e.detail)
-            get_logger("extract").warning("video %s: %s", video, e)
+            summary.fail(video, path, e.reason, e.detail)
             continue
         except TanError:
             raise  # a mistake in the command or the setup (an old PyAV), not in this video
         except Exception as e:  # noqa: BLE001  (one video's failure must not stop the others)
-            summary.failed[video] = ("decoding error", f"{type(e).__name__}: {e}")
-            get_logger("extract").warning("video %s: %s: %s", video, type(e).__name__, e)
+            summary.fail(video, path, "decoding error", f"{type(e).__name__}: {e}")
             continue
         for folder, rows in zip(folders, arrays):
             atomic_write_bytes(os.path.join(folder, f"{video}.npz"),
-                               npz_bytes({FEATURE_KEY: rows.astype(STORAGE[storage])}))
+                               npz_bytes({FEATURE_KEY: rows.astype(STORAGE[storage]), **stamp}))
         summary.written.append(video)
         summary.clips += len(arrays[0])
     return summary

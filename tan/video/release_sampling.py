@@ -25,8 +25,10 @@ Where HERO fails, this does better and says so (docs/video.md §7): frames
 are turned upright as players show them (HERO scales a rotated video by its
 stored size and squashes it), a video shorter than a clip keeps the clip
 length (HERO changes CLIP's frame rate, so its rows stop being clips), a
-video whose frame rate or length its header does not give is read, and the
-images stream gives at least one row.
+video whose frame rate or length its header does not give is read, the
+images stream gives at least one row, and a file cut short of the length its
+header gives (a partial download) is refused: its rows would cover only the
+part that is there, under the header's length.
 """
 import math
 from dataclasses import dataclass
@@ -35,7 +37,8 @@ import numpy as np
 import torch
 
 from ..errors import TanError
-from .decode import NO_FRAMES, Chunk, VideoError, decoded_frames, decoder_version, open_video
+from .decode import (NO_FRAMES, Chunk, VideoError, check_not_truncated, decoded_frames, decoder_version,
+                     open_video)
 
 SCALERS = ("bilinear", "bicubic")
 DECODE_RATE = 30  # HERO's target frame rate for SlowFast
@@ -228,7 +231,8 @@ class _Clips:
 def release_chunks(path, samplings, clips_per_chunk=16):
     """Every stream of ``samplings`` ([:class:`ReleaseSampling`]) from one decode of the video at
     ``path``: (stream index, :class:`Chunk` of up to ``clips_per_chunk`` clips [K, F, S, S, 3]); each
-    stream's last chunk carries the video's length (the header's, else the end of its last frame)."""
+    stream's last chunk carries the video's length (the header's, else the end of its last frame). A
+    file that decodes well short of its header's length is a :class:`VideoError` before the last chunks."""
     container, stream = open_video(path)
     try:
         yield from _release_chunks(container, stream, samplings, clips_per_chunk)
@@ -282,6 +286,7 @@ def _release_chunks(container, stream, samplings, clips_per_chunk):
                 yield i, Chunk(made[i], np.stack(pending[i][:clips_per_chunk]))
                 made[i] += clips_per_chunk
                 del pending[i][:clips_per_chunk]
+    check_not_truncated(container, stream, end)  # before the last chunks, which give the header's length
     duration = facts.duration or end
     for i, (pipe, sampling) in enumerate(zip(pipes, samplings)):
         fallback = FrameGraph(stream, facts, None, sampling.resolution, sampling.scaler, width, height)

@@ -7,8 +7,9 @@ layout of a feature folder that a catalog entry names (docs/data.md §3, §9).
 A clip is --clip-seconds long; its frames are sampled at --frame-rate (by
 default what the backbone takes: one frame per clip for CLIP, the model's
 frame count for a video transformer). Run it again after a stop and only the
-videos without a file are done. Videos that cannot be read are listed with
-the reason at the end, and the exit status is 1.
+videos without a file, or whose file has changed since, are done. Videos
+that cannot be read (a truncated download among them) are listed by file
+with the reason at the end, and the exit status is 1.
 
 Queries: --queries FILE... (JSON lines with "qid" and "query", such as a
 Moment-DETR / lighthouse annotation file) become qid{qid}.npz holding
@@ -85,7 +86,9 @@ def build_parser():
                         help="frames sampled per second (default: the backbone's frames per clip / clip length)")
     parser.add_argument("--batch-clips", type=int, default=16, help="clips per backbone batch (default 16)")
     parser.add_argument("--batch-queries", type=int, default=64, help="sentences per backbone batch (default 64)")
-    parser.add_argument("--workers", type=int, default=0, help="decoding processes (default 0: in this one)")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="decoding processes (default 0: in this one); not with --preset, which decodes each "
+                             "video once in this process")
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default: a GPU if any)")
     parser.add_argument("--dtype", choices=("bfloat16", "float16", "float32"), default="float32",
                         help="the backbone's dtype (default float32; files are float32 whatever it is)")

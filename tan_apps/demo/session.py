@@ -1,6 +1,7 @@
 """The demo's model work: a checkpoint is loaded when first chosen, a video file's features are
 made once per model (by the extractors its checkpoint records), and sentences come back as the
 JSON the page draws: top moments and the score map."""
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -90,7 +91,8 @@ class DemoSession:
         return self._models[choice.id]
 
     def _encode(self, model, choice, video):
-        key = (choice.id, video.id)
+        # the file's size and time are part of the key: a video replaced on disk is encoded again
+        key = (choice.id, video.id, *_file_stamp(video.path))
         cached = key in self._encoded
         if not cached:
             self._encoded[key] = model.encode_video_file(video.path)
@@ -98,6 +100,14 @@ class DemoSession:
                 self._encoded.popitem(last=False)
         self._encoded.move_to_end(key)
         return self._encoded[key], cached
+
+
+def _file_stamp(path):
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None, None  # gone: encoding it says why
+    return info.st_size, info.st_mtime_ns
 
 
 def _reads_video_files(model):
