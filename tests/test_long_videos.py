@@ -238,3 +238,73 @@ def test_the_benchmark_sets_windowed_beside_whole_per_video_length(tmp_path, cap
     table = capsys.readouterr().out.splitlines()
     assert table[-2].startswith("| 2 min |") and table[-1].startswith("| 10 min |") and "| 39 |" in table[-1]
     assert table[-1].endswith("x |")  # the speed-up of the top windows over every window
+
+
+# ---------------------------------------------------------------- MAD's evaluation: its windows, seconds, candidates
+
+@pytest.mark.parametrize("rows", [129, 192, 193, 256, 257, 7026, 36000])
+def test_windows_without_the_end_are_mad_s_starts_every_64_rows_below_rows_less_128(rows):
+    settings = WindowSettings(25.6, 12.8, 25.6, 8, 0, cover_end=False, rows_per_second=5.0)
+    spans = settings.spans(rows / 5.0 + 0.25, rows)  # the annotated duration plays no part on the rows' clock
+    assert [int(s) for s, _ in spans] == list(range(0, rows - 128, 64))  # MAD: arange(0, rows - 128, 64)
+    assert all(e - s == 128 for s, e in spans)
+    covering = WindowSettings(25.6, 12.8, 25.6, 8, 20).spans(rows / 5.0, rows)
+    assert covering[-1][1] == pytest.approx(rows / 5.0)  # tan's own: the last window ends at the video's end
+
+
+def test_on_the_rows_clock_a_cell_lands_at_mad_s_float32_seconds():
+    """MAD places cell k of its windows at k / 2.5 s in float32 (moments_indexes / relative_fps); tan's rows'
+    clock gives whole rows, one division by the rate: the same bits, where r x duration / rows does not."""
+    from tan.engine.windows import WindowedVideo
+
+    rows, duration = 7026, 1405.25
+    video = WindowedVideo.of(np.zeros((rows, 4), np.float32), duration,
+                             WindowSettings(25.6, 12.8, 25.6, 8, 0, cover_end=False, rows_per_second=5.0))
+    cells = torch.arange(0, rows // 2 + 1, dtype=torch.int64)
+    mad = cells / 2.5
+    first, _, start, end = video.bounds(38)
+    ours = video.seconds(torch.arange(0, 65, dtype=torch.float32) * (end - start) / 64 + start)
+    assert torch.equal(ours, mad[first // 2:first // 2 + 65])
+    assert (first, start, end) == (38 * 64, 2432.0, 2560.0)
+    seconds_clock = torch.arange(0, 65, dtype=torch.float32) * (duration / rows * 128) / 64 + first * duration / rows
+    assert not torch.equal(seconds_clock.float(), mad[first // 2:first // 2 + 65])
+
+
+def test_holding_a_sentence_s_best_candidates_decides_as_every_candidate_or_grounds_it_again():
+    """TEST.WINDOW.CANDIDATES 0 gives every cell of every window to one NMS; past HELD_CANDIDATES a
+    sentence keeps its best only, and the NMS over them is the NMS over all, or the sentence is redone."""
+    from tan.engine import windows
+
+    rng = np.random.default_rng(0)
+    parts = []
+    for w in range(40):
+        starts = torch.from_numpy(rng.uniform(0, 1000, 300).astype(np.float32))
+        moments = torch.stack([starts, starts + torch.from_numpy(rng.uniform(1, 20, 300).astype(np.float32))], 1)
+        scores = torch.from_numpy(rng.choice([0.25, 0.5, 0.75], 300).astype(np.float32) +
+                                  rng.integers(0, 50, 300).astype(np.float32) / 1000)  # many ties
+        parts.append((moments, scores, w))
+    every = merge_windows([parts], 100, 0.3)
+    held = windows.Found(held=500)
+    for m, c, w in parts:
+        held.add(m, c, w)
+    assert held.count <= 1000 and held.floor is not None
+    pruned = merge_windows({0: held}, 100, 0.3)
+    assert held.decided(pruned[1][0], pruned[2][0])
+    for a, b in zip(every, pruned):
+        assert torch.equal(a, b)
+    few = windows.Found(held=50)  # too few held: the NMS reaches below the floor, which says so
+    for m, c, w in parts:
+        few.add(m, c, w)
+    assert not few.decided(*merge_windows({0: few}, 100, 0.3)[1:3])
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("TEST.WINDOW.CANDIDATES", "-1", "expected an integer >= 0 (0: every candidate of every window)"),
+    ("TEST.WINDOW.ROWS_PER_SECOND", "-5.0", "expected feature rows a second > 0, or 0"),
+])
+def test_mad_s_evaluation_keys_refuse_what_they_cannot_take(key, value, message):
+    with pytest.raises(TanError) as refused:
+        load_config(SYNTHETIC_CONFIG, [key, value])
+    assert str(refused.value).startswith(f"config key {key}: {message}")
+    with pytest.raises(TanError, match=r"TEST.WINDOW.COVER_END expects True or False \(default True\), got '1'"):
+        load_config(SYNTHETIC_CONFIG, ["TEST.WINDOW.COVER_END", "1"])

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tan.data.formats import load_annotations
+from tan.data.formats.mad import STALE_MOMENT
 from tan.engine.inference import reported_metrics
 from tan.engine.long_video_metrics import mad_metrics
 from tan.errors import TanError
@@ -32,15 +33,18 @@ def mad_file(path):
         return dict(record, **extra)
 
     data = {
+        "10": q("tt001", "He sits down.", [8.0, 8.0]),  # no length, and no query before it: left out, a miss
         "11": q("tt001", "Someone opens the door.", [10.25, 14.5], [10.5, 14.0]),  # ext_timestamps read
         "12": q("tt001", "She looks at the photo.", None, [100.0, 103.0]),  # timestamps where ext is missing
-        "13": q("tt001", "He drops the glass.", [200.0, 200.0], [199.5, 200.5]),  # no length: left out
+        "13": q("tt001", "He drops the glass.", [200.0, 200.0], [199.5, 200.5]),  # no length: 12's moment
         "14": q("tt001", "The man runs past.", [3598.0, 3603.0]),  # clipped to the movie
         "15": q("tt001", "", [5.0, 6.0]),  # no sentence
         "16": q("tt002", "The crowd watches the car.", [3.0, 7.0], duration=5400.0),
         "17": q("tt002", "Someone lights the candle.", [5500.0, 5510.0], duration=5400.0),  # past the end
         "18": {"sentence": "x", "ext_timestamps": [1.0, 2.0], "movie_duration": 10.0},  # no movie
         "19": q("tt002", "The waiter fills the glass.", ["1", 2.0], duration=5400.0),  # a string is not a number
+        # no length, after 17's moment (past the movie's end): a miss as MAD scores it, left out
+        "20": q("tt002", "The car stops.", [9.0, 8.0], duration=5400.0),
     }
     path.write_text(json.dumps(data))
     return str(path)
@@ -50,9 +54,11 @@ def test_the_mad_format_reads_each_query_in_its_movie_and_counts_what_it_leaves_
     queries, counts = load_annotations(mad_file(tmp_path / "MAD_test.json"), "mad")
     assert [(q.qid, q.video, q.duration, q.start, q.end) for q in queries] == [
         ("11", "tt001", 3600.0, 10.25, 14.5), ("12", "tt001", 3600.0, 100.0, 103.0),
+        ("13", "tt001", 3600.0, 100.0, 103.0),  # MAD's loader gives it the moment of the query before it
         ("14", "tt001", 3600.0, 3598.0, 3600.0), ("16", "tt002", 5400.0, 3.0, 7.0)]
     assert queries[0].sentence == "Someone opens the door."
-    assert counts == {"query window of no length": 1, "moment clipped to the video": 1, "query without text": 1,
+    assert counts == {"query window of no length": 1, "query window that ends before it starts": 1,
+                      STALE_MOMENT: 1, "moment clipped to the video": 1, "query without text": 1,
                       "query window outside its movie": 1, "query without movie": 1,
                       "ext_timestamps not two numbers": 1}
 
@@ -88,7 +94,7 @@ def test_the_stand_in_is_in_the_release_layout(mad_root):
     summary = json.load(open(os.path.join(mad_root, "mad_standin.json")))
     assert summary["queries"] == 86 and summary["rows_per_second"] == 5.0
     _, counts = load_annotations(os.path.join(mad_root, "mad", "annotations", "MAD_test.json"), "mad")
-    assert counts == {"query window of no length": 1}
+    assert counts == {STALE_MOMENT: 1}
     data = json.load(open(os.path.join(mad_root, "mad", "annotations", "MAD_train.json")))
     record = data["0"]
     assert set(record) == {"movie", "sentence", "timestamps", "ext_timestamps", "movie_duration"}
@@ -114,18 +120,25 @@ def mad_run(mad_root, tmp_path_factory):
     return out
 
 
-def test_tan_test_reports_mad_figures_of_the_top_100_moments_by_windows(mad_run):
+def test_tan_test_reports_mad_figures_of_the_top_100_moments_by_windows(mad_run, mad_root):
     folder = os.path.join(mad_run, "inference", "model_final", "mad_test")
     metrics = json.load(open(os.path.join(folder, "metrics.json")))
     lines = [json.loads(line) for line in open(os.path.join(folder, "predictions.jsonl"))]
-    assert metrics["windows"] == {"videos": 1, "queries": 4, "length": 25.6, "stride": 12.8, "longer_than": 25.6}
-    assert len(lines) == 4 and metrics["MAD-queries"] == 5  # the query of no length scored a miss
+    assert metrics["windows"] == {"videos": 1, "queries": 5, "length": 25.6, "stride": 12.8, "longer_than": 25.6}
+    # the query of no length is scored against the moment of the query before it, as MAD's evaluation does
+    assert len(lines) == 5 and metrics["MAD-queries"] == 5 and lines[-1]["gt"] == lines[-2]["gt"]
     assert all(len(line["moments"]) == 100 for line in lines)  # an hour of windows has more than enough
-    assert all(m[1] - m[0] <= 25.7 for line in lines for m in line["moments"])  # moments of a window
-    expected = mad_metrics([np.asarray(line["moments"]) for line in lines], [line["gt"] for line in lines], misses=1)
+    with h5py.File(os.path.join(mad_root, "mad", "features", "CLIP_frames_features_5fps.h5"), "r") as h5:
+        rows = h5["test-movie-0000"].shape[0]
+    # MAD's windows: every 64 rows from the start, none after the last that ends before the last row; a
+    # moment is whole cells of 2 rows, at row / 5 s
+    last_end = (((rows - 128 - 1) // 64) * 64 + 128) / 5.0
+    assert all(m[1] - m[0] <= 25.6 and m[1] <= last_end for line in lines for m in line["moments"])
+    assert all(abs(t * 2.5 - round(t * 2.5)) < 1e-3 for line in lines for m in line["moments"] for t in m)
+    expected = mad_metrics([np.asarray(line["moments"]) for line in lines], [line["gt"] for line in lines])
     for name in MAD_NAMES:
         assert metrics[f"MAD-{name}"] == pytest.approx(expected[name], abs=0.02)
-    assert metrics["R@5,IoU@0.5"] * 4 / 5 <= metrics["MAD-R@5,IoU@0.5"] + 1e-6  # above 0.5 vs at or above
+    assert metrics["R@5,IoU@0.5"] <= metrics["MAD-R@5,IoU@0.5"] + 1e-6  # above 0.5 vs at or above
     stored = torch.load(os.path.join(mad_run, "model_final.pth"), map_location="cpu", weights_only=False)
     assert stored["trained_span"] == {"median": 25.6, "longest": 25.6, "videos": 2}
 

@@ -306,15 +306,20 @@ def _check_windows(window):
     need(not (window.STRIDE and window.LENGTH and window.STRIDE > window.LENGTH), "TEST.WINDOW.STRIDE",
          f"{window.STRIDE} is longer than TEST.WINDOW.LENGTH {window.LENGTH}: the windows would leave gaps; "
          f"expected at most the length")
-    for key in ("BATCH", "CANDIDATES"):
-        need(is_int(window[key]) and window[key] >= 1, f"TEST.WINDOW.{key}",
-             f"expected an integer >= 1, got {window[key]!r}")
+    need(is_int(window.BATCH) and window.BATCH >= 1, "TEST.WINDOW.BATCH",
+         f"expected an integer >= 1, got {window.BATCH!r}")
+    need(is_int(window.CANDIDATES) and window.CANDIDATES >= 0, "TEST.WINDOW.CANDIDATES",
+         f"expected an integer >= 0 (0: every candidate of every window), got {window.CANDIDATES!r}")
+    need(_number(window.ROWS_PER_SECOND) and window.ROWS_PER_SECOND >= 0, "TEST.WINDOW.ROWS_PER_SECOND",
+         f"expected feature rows a second > 0, or 0 (the rows span the annotated duration), got "
+         f"{window.ROWS_PER_SECOND!r}")
     need(is_int(window.TOP_K) and window.TOP_K >= 1, "TEST.WINDOW.TOP_K",
          f"expected a number of windows >= 1 that each sentence keeps, got {window.TOP_K!r}")
     for key, choices in (("RELEVANCE", RELEVANCE_CHOICES), ("SCORE", SCORE_CHOICES)):
         need(window[key] in choices, f"TEST.WINDOW.{key}",
              f"expected {' or '.join(repr(c) for c in choices)}, got {window[key]!r}")
-    need(isinstance(window.NORMALIZE, bool), "TEST.WINDOW.NORMALIZE", f"expected True or False, got {window.NORMALIZE!r}")
+    for key in ("NORMALIZE", "COVER_END"):
+        need(isinstance(window[key], bool), f"TEST.WINDOW.{key}", f"expected True or False, got {window[key]!r}")
 
 
 def _check_window_ranking(cfg):

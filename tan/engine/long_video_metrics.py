@@ -18,14 +18,18 @@ at IoU 0.3 and 0.5, and mIoU.
   misses, as a submission of every query would score them at best.
 
 MAD (Soldelli/MAD, its VLG-Net evaluation): R@{1, 5, 10, 50, 100} at IoU {0.1, 0.3,
-0.5} (its evaluate() computes 0.7 too, which tan reports beside them).
+0.5}, the thresholds its inference asks for (tan adds 0.7 with the same arithmetic).
 
 * the IoU is the intersection (at least 0) over the hull, in float32;
 * a hit is an IoU *at or above* the threshold in the first k predictions;
 * a query with fewer than 100 predictions counts the missing ones as IoU 0;
-* the means are over every query evaluated; a query whose window has no length (which the
-  readers leave out) is counted as a miss, and so, in tan's figures, is every other query of the
-  file with a sentence and a movie that could not be predicted (a movie without features).
+* the means are over every query evaluated; a query whose window has no length is scored against
+  the moment of the query before it, as MAD's loader gives it (tan.data.formats.mad), or, where it
+  has none, counted as a miss, and so, in tan's figures, is every other query of the file with a
+  sentence and a movie that could not be predicted (a movie without features).
+
+Which moments a query's predictions are (MAD's windows, seconds and one NMS over every cell of
+the movie) is the windowed grounding's (tan.engine.windows, TEST.WINDOW in the MAD configs).
 
 Values are percent; NLQ's rounded to two decimals as its table prints them, MAD's too.
 """

@@ -15,7 +15,7 @@ from ..utils.checkpoint import load_model_weights, model_state_from, read_checkp
 from .evaluation import top_candidates
 from .precision import autocast
 from .relevance_stage import check_top_k, relevance_stage
-from .windows import ground_in_windows, window_rows
+from .windows import ground_in_windows
 from .wrappers import prepare_model, unwrap
 
 # Sentences scored against one video per forward pass: bounds the memory of the
@@ -186,7 +186,8 @@ def ground_windowed(model, cfg, video, encoded_sentences, device, topk=5, batch_
         raise TanError(f"topk must be at least 1, got {topk}")
     if not encoded_sentences:
         raise TanError("no sentence to ground")
-    per_window = max(video.settings.candidates, topk)
+    # each window's best after an NMS within it, or (TEST.WINDOW.CANDIDATES 0) every candidate of it
+    per_window = max(video.settings.candidates, topk) if video.settings.candidates else 0
     stage = relevance_stage(cfg, model)
     if strict_top_k:
         check_top_k(stage, len(video.spans), f"this video ({video.duration:.1f} s in {video.settings.describe_windows()})")
@@ -200,8 +201,13 @@ def ground_windowed(model, cfg, video, encoded_sentences, device, topk=5, batch_
             index = torch.tensor([w for _, w in chunk], dtype=torch.long)
             with autocast(cfg.SOLVER.AMP, device):
                 output = model.ground(maps, queries.to(device), lengths, video_index=index.to(device))
-            moments, scores, filled = top_candidates(model.candidates(output, durations[index].to(device)),
-                                                     cfg.TEST.NMS_THRESH, per_window, units=cfg.TEST.NMS_UNITS)
+            candidates = model.candidates(output, durations[index].to(device))
+            if per_window:
+                moments, scores, filled = top_candidates(candidates, cfg.TEST.NMS_THRESH, per_window,
+                                                         units=cfg.TEST.NMS_UNITS)
+            else:
+                moments, scores = candidates.seconds, candidates.scores
+                filled = candidates.scores > 0 if candidates.valid is None else candidates.valid
             yield from zip(moments.float().cpu(), scores.float().cpu(), filled.cpu())
 
     return ground_in_windows(cfg, video, encoded_sentences, device, topk,
@@ -212,11 +218,11 @@ def ground_windowed(model, cfg, video, encoded_sentences, device, topk=5, batch_
 def window_picture(model, cfg, video, window, encoded_sentence, device):
     """The score map (a ScoreMap of one sentence, on the CPU) of window ``window`` of a
     tan.engine.windows.WindowedVideo, its cells at the video's seconds."""
-    first, last, start, end = window_rows(len(video.features), video.duration, *video.spans[window])
+    first, last, start, end = video.bounds(window)
     rows, count = prepare_features(model, cfg, video.features[first:last])
     with autocast(cfg.SOLVER.AMP, device):
         maps = model.encode_video(rows[None].to(device), **clip_lengths(model, cfg, [count], device))
         queries, lengths = pad_sentences([encoded_sentence], cfg.INPUT.PRE_QUERY_SIZE)
         output = model.ground(maps, queries.to(device), lengths)
     picture = one_picture(model.score_map(output, torch.tensor([end - start], device=device)), 0)
-    return picture._replace(starts=picture.starts + start, ends=picture.ends + start)
+    return picture._replace(starts=video.seconds(picture.starts + start), ends=video.seconds(picture.ends + start))

@@ -18,7 +18,7 @@ from ..utils.logger import get_logger
 from ..utils.progress import progress
 from .prediction import ground_windowed
 from .relevance_stage import check_top_k, relevance_stage
-from .windows import WindowedVideo, window_spans
+from .windows import WindowedVideo
 from .wrappers import unwrap
 
 
@@ -71,7 +71,7 @@ class WindowedEvaluation:
 
     def spans(self, duration, num_rows):
         """The windows of a video of ``duration`` seconds and ``num_rows`` feature rows, laid on its rows."""
-        return window_spans(duration, self.settings.length, self.settings.stride, num_rows)
+        return self.settings.spans(duration, num_rows)
 
     def describe(self, chosen):
         """What was windowed, for the log and for metrics.json."""

@@ -35,12 +35,17 @@ from .relevance_stage import final_scores, window_relevance
 class WindowSettings(NamedTuple):
     """Windows of ``length`` seconds every ``stride`` seconds, for videos longer than
     ``longer_than`` seconds; ``batch`` windows per forward, ``candidates`` moments of each
-    window kept for the merge."""
+    window kept for the merge (0: every candidate, no NMS within a window). ``cover_end``: the
+    last window ends at the video's end (else MAD's layout, tan.data.features.rows.window_spans);
+    ``rows_per_second``: the features' fixed rate, on whose clock the windows and their moments
+    are laid (row r at r / rate seconds); 0: the rows span the video's annotated duration."""
     length: float
     stride: float
     longer_than: float
     batch: int
     candidates: int
+    cover_end: bool = True
+    rows_per_second: float = 0.0
 
     def applies_to(self, duration):
         return duration > self.longer_than
@@ -49,7 +54,23 @@ class WindowSettings(NamedTuple):
         return f"{self.describe_windows()} for videos longer than {self.longer_than:.4g} s"
 
     def describe_windows(self):
-        return f"windows of {self.length:.4g} s every {self.stride:.4g} s"
+        layout = "" if self.cover_end else ", none after the last that ends before the video's end"
+        clock = f", on the rows' clock ({self.rows_per_second:g} a second)" if self.rows_per_second else ""
+        return f"windows of {self.length:.4g} s every {self.stride:.4g} s{layout}{clock}"
+
+    def clock(self, duration, num_rows):
+        """(the span a video's rows are laid on, in the clock's units, and how many units make a second):
+        its seconds (``duration``), or, with ``rows_per_second``, its rows, one unit each, so that a
+        window's bounds and its cells' moments are whole rows until they are turned into seconds once."""
+        if self.rows_per_second:
+            return float(num_rows), float(self.rows_per_second)
+        return float(duration), 1.0
+
+    def spans(self, duration, num_rows):
+        """The windows of a video of ``duration`` seconds and ``num_rows`` feature rows, laid on its
+        rows, in the units of :meth:`clock`."""
+        span, units = self.clock(duration, num_rows)
+        return window_spans(span, self.length * units, self.stride * units, num_rows, self.cover_end)
 
 
 def window_settings(cfg, trained_span, evaluation=False):
@@ -72,7 +93,8 @@ def window_settings(cfg, trained_span, evaluation=False):
                       "TEST.WINDOW.LENGTH is 0; set TEST.WINDOW.LENGTH to window long videos")
     stride = float(window.STRIDE) or length / 2
     longer_than = float(window.LONGER_THAN) or float(span.get("longest") or 0.0) or length
-    settings = WindowSettings(length, stride, max(longer_than, length), int(window.BATCH), int(window.CANDIDATES))
+    settings = WindowSettings(length, stride, max(longer_than, length), int(window.BATCH), int(window.CANDIDATES),
+                              bool(window.COVER_END), float(window.ROWS_PER_SECOND))
     source = "TEST.WINDOW.LENGTH" if window.LENGTH else f"the median of the {span.get('videos', '?')} training videos"
     return settings, f"{settings.describe()} (length from {source}); {_threshold_source(window, span, settings)}"
 
@@ -94,19 +116,21 @@ def describe_windows(duration, spans, num_rows, settings):
     """What grounding a video of ``duration`` seconds and ``num_rows`` feature rows in ``spans``
     (:func:`window_spans` on its rows) does, for the log: its windows' real seconds and rows, or,
     for one window, that it is scored whole."""
-    rows, _ = window_size_in_rows(duration, settings.length, settings.stride, num_rows)
+    span, units = settings.clock(duration, num_rows)
+    rows, _ = window_size_in_rows(span, settings.length * units, settings.stride * units, num_rows)
     if len(spans) == 1:
         return (f"a video of {duration:.1f} s: scored whole: it has {num_rows} feature "
                 f"row{'' if num_rows == 1 else 's'}, no more than one window of {settings.length:.4g} s takes "
                 f"({rows} at its rate)")
     start, end = spans[0]
-    return (f"a video of {duration:.1f} s: grounded in {len(spans)} windows of {end - start:.4g} s ({rows} feature "
+    return (f"a video of {duration:.1f} s: grounded in {len(spans)} windows of {(end - start) / units:.4g} s ({rows} feature "
             f"row{'' if rows == 1 else 's'} each) every {settings.stride:.4g} s")
 
 
 class WindowedVideo(NamedTuple):
     """A long video prepared for windowed grounding: its features as read (the model's input is
-    made per window, when it is grounded), its duration and its windows."""
+    made per window, when it is grounded), its duration (seconds) and its windows, in the units of
+    its clock (:meth:`WindowSettings.clock`: seconds, or rows)."""
     features: np.ndarray
     duration: float
     spans: list
@@ -115,8 +139,28 @@ class WindowedVideo(NamedTuple):
     @classmethod
     def of(cls, features, duration, settings):
         """The video of ``features`` [T, D] in the windows of ``settings``, laid on its rows."""
-        return cls(features, float(duration), window_spans(duration, settings.length, settings.stride, len(features)),
-                   settings)
+        return cls(features, float(duration), settings.spans(duration, len(features)), settings)
+
+    @property
+    def units(self):
+        """How many units of the windows' clock make a second."""
+        return self.settings.clock(self.duration, len(self.features))[1]
+
+    def bounds(self, window):
+        """(first row, end row, start, end) of ``window``, its start and end in the clock's units."""
+        span, _ = self.settings.clock(self.duration, len(self.features))
+        return window_rows(len(self.features), span, *self.spans[window])
+
+    def seconds(self, moments):
+        """Moments in the clock's units as the video's seconds: one division, so that on the rows' clock
+        a moment of whole rows lands where MAD's evaluation puts it (row / rate in float32)."""
+        units = self.units
+        return moments if units == 1.0 else moments / units
+
+
+# Above this many candidates of one sentence (a long video's every cell, TEST.WINDOW.CANDIDATES 0), only
+# the best ones by score are held until the merge; the NMS is checked to have decided within them.
+HELD_CANDIDATES = 20000
 
 
 @torch.no_grad()
@@ -127,17 +171,35 @@ def ground_in_windows(cfg, video, encoded_sentences, device, topk, prepare, grou
 
     ``prepare(rows)`` -> (the model's input of a window [P, D], its real rows); ``ground_pairs(rows,
     counts, durations, pairs)`` -> for each (sentence, window of the batch) pair of ``pairs``, in
-    order, (moments [K, 2] s within the window, their scores [K], filled [K]), for the windows whose
-    inputs are stacked in ``rows``. Returns (moments [S, topk, 2], scores [S, topk], filled [S, topk],
-    the window of each sentence's best moment [S]) on the CPU."""
-    settings, sentences = video.settings, len(encoded_sentences)
-    bounds = [window_rows(len(video.features), video.duration, s, e) for s, e in video.spans]
+    order, (moments [K, 2] within the window, their scores [K], filled [K]), for the windows whose
+    inputs are stacked in ``rows`` (``durations``: the windows' lengths in the clock's units). Returns
+    (moments [S, topk, 2] seconds, scores [S, topk], filled [S, topk], the window of each sentence's
+    best moment [S]) on the CPU."""
+    sentences = len(encoded_sentences)
+    bounds = [video.bounds(w) for w in range(len(video.spans))]
     logits = window_relevance(stage, video, bounds, encoded_sentences, prepare, device, cfg) if stage else None
     asked = (stage.kept(logits).tolist() if stage else [list(range(len(bounds)))] * sentences)
-    found = [[] for _ in range(sentences)]  # per sentence: (moments [K, 2] video seconds, scores [K], window)
-    needed = sorted(set(w for windows in asked for w in windows))
-    for first in range(0, len(needed), settings.batch):
-        batch = needed[first:first + settings.batch]
+    # holding the best candidates only is exact where a moment's final score is its own score
+    held = HELD_CANDIDATES if stage is None and not cfg.TEST.WINDOW.NORMALIZE else 0
+    found = _grounded(video, bounds, asked, range(sentences), held, prepare, ground_pairs, device)
+    merged = merge_windows(found, topk, cfg.TEST.NMS_THRESH, stage, cfg.TEST.WINDOW.NORMALIZE, logits)
+    undecided = [s for s in range(sentences) if not found[s].decided(merged[1][s], merged[2][s])]
+    if undecided:  # the NMS reached the candidates let go: those sentences again, with every candidate held
+        again = _grounded(video, bounds, asked, undecided, 0, prepare, ground_pairs, device)
+        for s in undecided:
+            found[s] = again[s]
+        redone = merge_windows(found, topk, cfg.TEST.NMS_THRESH, stage, cfg.TEST.WINDOW.NORMALIZE, logits)
+        for part, again_part in zip(merged, redone):
+            part[undecided] = again_part[undecided]
+    return merged
+
+
+def _grounded(video, bounds, asked, sentences, held, prepare, ground_pairs, device):
+    """{sentence: its :class:`Found`} for ``sentences``, each grounded in the windows ``asked`` of it."""
+    found = {s: Found(held) for s in sentences}
+    needed = sorted(set(w for s in sentences for w in asked[s]))
+    for first in range(0, len(needed), video.settings.batch):
+        batch = needed[first:first + video.settings.batch]
         prepared = [prepare(video.features[bounds[w][0]:bounds[w][1]]) for w in batch]
         sizes = sorted({len(p[0]) for p in prepared})
         if len(sizes) > 1:  # spans in seconds that are not on the rows: windows a row apart in size
@@ -146,26 +208,79 @@ def ground_in_windows(cfg, video, encoded_sentences, device, topk, prepare, grou
         rows = torch.stack([p[0] for p in prepared]).to(device)
         durations = torch.tensor([bounds[w][3] - bounds[w][2] for w in batch], dtype=torch.float32)
         place = {w: i for i, w in enumerate(batch)}
-        pairs = [(s, place[w]) for s in range(sentences) for w in sorted(asked[s]) if w in place]
+        pairs = [(s, place[w]) for s in sentences for w in sorted(asked[s]) if w in place]
         for (s, i), (moments, scores, filled) in zip(pairs, ground_pairs(rows, [p[1] for p in prepared], durations,
                                                                           pairs)):
-            found[s].append((moments[filled] + bounds[batch[i]][2], scores[filled], batch[i]))
-    return merge_windows(found, topk, cfg.TEST.NMS_THRESH, stage, cfg.TEST.WINDOW.NORMALIZE, logits)
+            found[s].add(video.seconds(moments[filled] + bounds[batch[i]][2]), scores[filled], batch[i])
+    return found
+
+
+class Found:
+    """One sentence's candidates from its windows, in the windows' order: (moments [K, 2] seconds,
+    scores [K], window) each. With ``held`` > 0, once they are more than twice that many only the
+    best ``held`` by score are kept (ties: the earlier, as the NMS takes them), and ``floor`` is the
+    best score let go: an NMS over the rest decides as over them all where it keeps its last moment
+    above the floor."""
+
+    def __init__(self, held=0):
+        self.held, self.parts, self.count, self.floor = held, [], 0, None
+
+    def add(self, moments, scores, window):
+        self.parts.append((moments, scores, torch.full((len(scores),), window, dtype=torch.long)))
+        self.count += len(scores)
+        if self.held and self.count > 2 * self.held:
+            moments, scores, windows = self.tensors()
+            order = torch.sort(scores, descending=True, stable=True).indices
+            floor = float(scores[order[self.held]])
+            self.floor = floor if self.floor is None else max(self.floor, floor)
+            kept = order[:self.held].sort().values  # back in the windows' order
+            self.parts, self.count = [(moments[kept], scores[kept], windows[kept])], self.held
+
+    def tensors(self):
+        """(moments [K, 2], scores [K], windows [K]) of the candidates held."""
+        if not self.parts:
+            return torch.zeros(0, 2), torch.zeros(0), torch.zeros(0, dtype=torch.long)
+        return tuple(torch.cat(column) for column in zip(*self.parts))
+
+    def decided(self, kept_scores, filled):
+        """Whether an NMS that kept ``kept_scores`` [topk] (``filled``) over the held candidates decided as
+        over every candidate: nothing was let go, or every slot is filled above the best let go."""
+        return self.floor is None or bool(filled.all() and kept_scores[filled][-1] > self.floor)
+
+
+# How many (sentence, candidate) pairs one NMS over a video holds at once: sentences are merged in groups.
+MERGE_ELEMENTS = 1 << 22
 
 
 def merge_windows(found, topk, nms_thresh, stage=None, normalize=False, logits=None):
-    """One NMS over the whole video of every kept moment (``found``: per sentence, (moments [K, 2] video
-    seconds, scores [K], window) of each window it was grounded in, in the windows' order), by final
-    score (tan.engine.relevance_stage.final_scores; ``logits`` [S, W] the windows' relevance), top ``topk``."""
+    """One NMS over the whole video of every kept moment (``found``: per sentence, a :class:`Found`, or
+    a list of (moments [K, 2] video seconds, scores [K], window) of each window it was grounded in, in
+    the windows' order), by final score (tan.engine.relevance_stage.final_scores; ``logits`` [S, W] the
+    windows' relevance), top ``topk``. Returns (moments [S, topk, 2], scores, filled, the window of each
+    sentence's best moment [S])."""
     probability = logits.softmax(1) if logits is not None else None
     parts = []
-    for s, per in enumerate(found):
-        scores = torch.cat([c for _, c, _ in per]) if per else torch.zeros(0)
-        window = torch.cat([torch.full((len(c),), w, dtype=torch.long) for _, c, w in per]) if per else \
-            torch.zeros(0, dtype=torch.long)
+    for s, per in (found.items() if isinstance(found, dict) else enumerate(found)):
+        if not isinstance(per, Found):
+            listed = Found()
+            for m, c, w in per:
+                listed.add(m, c, w)
+            per = listed
+        moments, scores, window = per.tensors()
         relevance = (logits[s][window], probability[s][window]) if logits is not None else (None, None)
-        moments = torch.cat([m for m, _, _ in per]) if per else torch.zeros(0, 2)
         parts.append((moments, final_scores(stage, normalize, scores.float(), *relevance), window))
+    results, group = [], []
+    for part in parts + [None]:  # the sentences in groups of at most MERGE_ELEMENTS candidates
+        if part is not None and (not group or (len(group) + 1) * max(len(p[1]) for p in group + [part]) <=
+                                 MERGE_ELEMENTS):
+            group.append(part)
+            continue
+        results.append(_merged(group, topk, nms_thresh))
+        group = [part]
+    return tuple(torch.cat(column) for column in zip(*results))
+
+
+def _merged(parts, topk, nms_thresh):
     width = max(1, max(len(s) for _, s, _ in parts))
     seconds = torch.zeros(len(parts), width, 2)
     scores = torch.zeros(len(parts), width)

@@ -41,7 +41,7 @@ def window_rows(num_rows, duration, start, end):
     return first, last, first / rate, last / rate
 
 
-def window_spans(duration, length, stride, num_rows=None):
+def window_spans(duration, length, stride, num_rows=None, cover_end=True):
     """[(start, end)] seconds: windows of ``length`` every ``stride`` from 0, the last one
     ending at ``duration`` (moved back so that every window has the full length); a video
     not longer than one window is one window, the whole video.
@@ -51,11 +51,18 @@ def window_spans(duration, length, stride, num_rows=None):
     (``length`` at the video's rate, at least one) and starts at the row nearest its start, so that
     a model that takes the rows at their own rate gets inputs of one
     size, and no two windows start at the same row; a video of no more rows than a window is one
-    window."""
+    window.
+
+    ``cover_end`` False lays them as MAD's evaluation does: every ``stride`` from the start while a
+    whole window ends before the video's end (before its last row), and no window after them, so
+    the video's last seconds (up to a stride) are in none."""
     if num_rows is not None:
-        return _row_spans(duration, length, stride, int(num_rows))
+        return _row_spans(duration, length, stride, int(num_rows), cover_end)
     if duration <= length:
         return [(0.0, float(duration))]
+    if not cover_end:
+        count = math.ceil((duration - length) / stride - 1e-9)  # starts s = i * stride with s + length < duration
+        return [(float(i * stride), float(i * stride) + length) for i in range(count)]
     # a hair under the quotient: a float a hair above a whole number would add a window a hair after the
     # last, holding the same rows (the last window starts at duration - length whatever the count)
     count = math.ceil((duration - length) / stride - 1e-9) + 1
@@ -63,12 +70,15 @@ def window_spans(duration, length, stride, num_rows=None):
     return [(float(s), float(s) + length) for s in starts] + [(float(duration - length), float(duration))]
 
 
-def _row_spans(duration, length, stride, num_rows):
+def _row_spans(duration, length, stride, num_rows, cover_end=True):
     rows, step = window_size_in_rows(duration, length, stride, num_rows)
     if rows >= num_rows:
         return [(0.0, float(duration))]
     last = num_rows - rows
-    if step <= 1:  # a stride under a row: a window at every row (not one per stride, most of them the same)
+    if not cover_end:  # MAD's: starts every step from row 0, each below the last row a window can start at
+        firsts = list(dict.fromkeys(min(math.floor(i * max(step, 1) + 0.5), last - 1)
+                                    for i in range(math.ceil(last / max(step, 1) - 1e-9))))
+    elif step <= 1:  # a stride under a row: a window at every row (not one per stride, most of them the same)
         firsts = range(last + 1)
     else:
         count = math.ceil(last / step - 1e-9) + 1

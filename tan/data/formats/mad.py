@@ -6,20 +6,26 @@ features), the movie's length (``movie_duration``, seconds), its ``sentence`` an
 the movie's seconds, twice: ``timestamps`` as aligned from the audio description and
 ``ext_timestamps``, the window the benchmark's baselines train and are scored on. This reader
 takes ``ext_timestamps`` where a query has them, as those baselines do, and ``timestamps``
-otherwise; the moment is clipped to the movie, and a query whose moment has no length is left
-out and counted (EMPTY_WINDOW), as is one that ends before it starts (REVERSED_WINDOW); tan-test's
-MAD figures count both as misses. (VLG-Net's loader keeps such a query with the moment of the
-query before it, a slip of its loop; a miss is what a prediction of no window can score.) What is
-left out for a fault of the file is named in a warning (the file and the query ids).
+otherwise; the moment is clipped to the movie.
+
+A query whose moment has no length, or ends before it starts, gets the moment of the query before
+it in the file (the last one that has a length), as MAD's own loader gives it (VLG-Net's
+``_compute_annotaions`` keeps the moment of its loop's previous turn), so that MAD's figures are
+MAD's; such queries are counted (STALE_MOMENT) and named in a warning. Where that moment lies
+wholly outside the query's movie (it came from a longer movie), or no query before it has one,
+the query is left out and counted (EMPTY_WINDOW, REVERSED_WINDOW): tan-test's MAD figures count it
+as a miss, as MAD's scores it. What is left out for a fault of the file is named in a warning (the
+file and the query ids).
 """
 import math
 
 from ...errors import TanError
-from .common import (EMPTY_WINDOW, REVERSED_WINDOW, Dropped, LeftOut, Query, json_number, query_window, read_json,
-                     register_format, sentence_text)
+from ...utils.logger import get_logger
+from .common import (EMPTY_WINDOW, NAMED_AT_MOST, REVERSED_WINDOW, STALE_MOMENT, Dropped, LeftOut, Query, json_number,
+                     query_window, read_json, register_format, sentence_text)
 
 FORMAT = "mad"
-__all__ = ["EMPTY_WINDOW", "FORMAT", "MOMENT_KEYS", "NOT_ASKED", "REVERSED_WINDOW", "read"]
+__all__ = ["EMPTY_WINDOW", "FORMAT", "MOMENT_KEYS", "NOT_ASKED", "REVERSED_WINDOW", "STALE_MOMENT", "read"]
 # The queries of a file that its MAD figures do not count: without a sentence or a movie, nothing is asked.
 NOT_ASKED = ("query not an object", "query without movie", "query without text")
 # Counted without a warning: the release itself has a few moments of no length.
@@ -43,7 +49,9 @@ def _moment(record):
     raise Dropped("query without timestamps")
 
 
-def _query(qid, record, counts):
+def _query(qid, record, counts, previous):
+    """The Query of one record; ``previous``: [the last moment with a length before it, clipped to its
+    movie], updated here, as MAD's loader keeps it."""
     if not isinstance(record, dict):
         raise Dropped("query not an object")
     movie = record.get("movie")
@@ -55,7 +63,14 @@ def _query(qid, record, counts):
     duration = json_number(record.get("movie_duration"))
     if duration is None or not 0 < duration < math.inf:
         raise Dropped("movie_duration not a positive number")
-    start, end, clipped = query_window(*_moment(record), duration, "query window outside its movie")
+    raw = _moment(record)
+    if raw[0] < raw[1]:
+        previous[:] = [max(raw[0], 0.0), min(raw[1], duration)]
+    elif previous and previous[0] < duration and previous[1] > 0 and previous[0] < previous[1]:
+        counts[STALE_MOMENT] += 1  # kept as MAD scores it: against the moment it inherits, unclipped
+        return Query(movie, duration, previous[0], previous[1], sentence_text(sentence), qid=str(qid),
+                     qid_written=qid)
+    start, end, clipped = query_window(*raw, duration, "query window outside its movie")
     if clipped:
         counts["moment clipped to the video"] += 1
     return Query(movie, duration, start, end, sentence_text(sentence), qid=str(qid), qid_written=qid)
@@ -69,10 +84,13 @@ def read(path, durations, counts):
     if not isinstance(data, dict) or not data or not all(isinstance(v, dict) for v in list(data.values())[:10]):
         raise TanError(f"annotation file {path!r}: expected MAD's layout, an object of query id -> "
                        f"{{movie, sentence, timestamps, ext_timestamps, movie_duration}}")
-    queries, lengths, left_out = [], {}, LeftOut(counts)
+    queries, lengths, left_out, previous, stale = [], {}, LeftOut(counts), [], []
     for qid, record in data.items():
         try:
-            query = _query(qid, record, counts)
+            before = counts[STALE_MOMENT]
+            query = _query(qid, record, counts, previous)
+            if counts[STALE_MOMENT] > before:
+                stale.append(repr(qid))
         except Dropped as dropped:
             reason = str(dropped)
             left_out.add(reason, None if reason in COUNTED_ONLY else repr(qid))
@@ -83,4 +101,9 @@ def read(path, durations, counts):
                            f"{query.duration} s, an earlier query {known} s; a movie has one duration")
         queries.append(query)
     left_out.warn(path, ADVICE)
+    if stale:
+        get_logger("data").warning("annotation file %r: %d %s of no length given the moment of the query before "
+                                   "it, as MAD's loader does (its figures score them so): %s%s", path, len(stale),
+                                   "query" if len(stale) == 1 else "queries", ", ".join(stale[:NAMED_AT_MOST]),
+                                   f" and {len(stale) - NAMED_AT_MOST} more" if len(stale) > NAMED_AT_MOST else "")
     return queries
