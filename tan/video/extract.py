@@ -120,22 +120,29 @@ def changed_since_written(feature_file, path):
 
 
 def videos_to_do(videos, feature_files, summary, overwrite=False):
-    """The videos of ``videos`` ([(id, path)]) to extract: all of them with ``overwrite``, else those
-    missing one of their files (``feature_files(video)``: its .npz paths) and those whose video file
-    changed since the files were written (logged by name); the others go to ``summary.skipped``."""
-    todo, changed = [], []
-    for video, path in videos:
-        files = feature_files(video)
+    """The videos of ``videos`` ([(id, path)]) to extract (:func:`to_do`): those missing one of their
+    files (``feature_files(video)``: its .npz paths) and those whose video file changed since."""
+    return to_do(videos, feature_files, changed_since_written, summary, overwrite,
+                 "video files changed since their features were written; extracting them again")
+
+
+def to_do(items, output_files, outdated, summary, overwrite, outdated_said):
+    """The items of ``items`` ([(id, source)]) to make: all of them with ``overwrite``, else those missing
+    one of their files (``output_files(id)``) and those whose source one of them no longer matches
+    (``outdated(file, source)``; logged by name after ``outdated_said``); the others go to
+    ``summary.skipped``."""
+    todo, outdated_ones = [], []
+    for item, source in items:
+        files = output_files(item)
         if overwrite or not all(os.path.exists(f) for f in files):
-            todo.append((video, path))
-        elif any(changed_since_written(f, path) for f in files):
-            todo.append((video, path))
-            changed.append(video)
+            todo.append((item, source))
+        elif any(outdated(f, source) for f in files):
+            todo.append((item, source))
+            outdated_ones.append(item)
         else:
-            summary.skipped.append(video)
-    if changed:
-        get_logger("extract").warning("%d video files changed since their features were written; extracting "
-                                      "them again: %s", len(changed), named(changed))
+            summary.skipped.append(item)
+    if outdated_ones:
+        get_logger("extract").warning("%d %s: %s", len(outdated_ones), outdated_said, named(outdated_ones))
     return todo
 
 

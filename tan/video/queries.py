@@ -15,9 +15,8 @@ from ..utils.io import atomic_write_bytes
 from ..utils.logger import get_logger
 from ..utils.progress import progress
 from ..version import __version__
-from ..data.dataset import named
 from ..data.features.provenance import RECORD_VERSION, describe_extractor
-from .extract import ExtractionSummary, claim_folder, npz_bytes
+from .extract import ExtractionSummary, claim_folder, npz_bytes, to_do
 
 
 SENTENCE_KEY = "query"  # the sentence a file's features were made from
@@ -83,19 +82,9 @@ def extract_queries(queries, backbone, output, batch_size=64, overwrite=False, s
     dtype = np.float16 if storage == "float16" else np.float32
     claim_folder(output, record, "sentence features", overwrite)
     summary = ExtractionSummary(output, unit="queries")
-    todo, changed = [], []
-    for qid, sentence in queries:
-        path = os.path.join(output, query_file_name(qid))
-        if overwrite or not os.path.exists(path):
-            todo.append((qid, sentence))
-        elif _made_from_another_sentence(path, sentence):
-            todo.append((qid, sentence))
-            changed.append(qid)
-        else:
-            summary.skipped.append(qid)
-    if changed:
-        get_logger("extract").warning("%d queries have another sentence than their features were made from; "
-                                      "encoding them again: %s", len(changed), named(changed))
+    todo = to_do(queries, lambda qid: [os.path.join(output, query_file_name(qid))], _made_from_another_sentence,
+                 summary, overwrite, "queries have another sentence than their features were made from; encoding "
+                                     "them again")
     get_logger("extract").info("%s: %d queries to encode, %d already in %s", describe_extractor(record), len(todo),
                                len(summary.skipped), output)
     batches = range(0, len(todo), batch_size)
