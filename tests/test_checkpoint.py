@@ -140,3 +140,57 @@ def test_training_checkpoints_are_ordered_by_the_progress_their_names_and_fields
         latest_checkpoint(str(tmp_path))
     # a tool that only reads (tan-test) takes what last_checkpoint names
     assert os.path.basename(latest_checkpoint(str(tmp_path), resuming=False)[0]) == "model_9e_4it.pth"
+
+
+def test_a_save_cut_before_the_marker_is_taken_and_a_marker_set_back_by_hand_is_not(tmp_path, monkeypatch):
+    """A checkpoint whose save stopped between its rename and last_checkpoint's write is taken (it records the
+    marker exactly as it still is); the same marker text written again by hand, or put back as a copy with
+    its times kept, is a user going back, and refused."""
+    import shutil
+
+    from tan.utils import checkpoint as ckpt
+
+    _, model, opt, sched = make()
+    saver = Checkpointer(model, opt, sched, str(tmp_path))
+    saver.save("model_1e", epoch=2, iteration=4)
+    kept = tmp_path / "kept_marker"
+    shutil.copy2(tmp_path / "last_checkpoint", kept)  # its times kept, as cp -p keeps them
+
+    def cut(*_):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(ckpt, "atomic_write_text", cut)
+    with pytest.raises(TanError, match=r"saved checkpoint .*model_2e.pth, but cannot write .*last_checkpoint to name "
+                                       r"it \(No space left on device\); the checkpoint is whole: the same command "
+                                       r"resumes from it"):
+        saver.save("model_2e", epoch=3, iteration=8)
+    monkeypatch.undo()
+    assert (tmp_path / "last_checkpoint").read_text() == "model_1e.pth"
+    path, checkpoint, warning = ckpt.latest_checkpoint(str(tmp_path))
+    assert os.path.basename(path) == "model_2e.pth" and checkpoint["epoch"] == 3
+    assert warning == (f"{tmp_path / 'last_checkpoint'} names model_1e.pth, but model_2e.pth was saved after it, "
+                       f"whole, by a save stopped before it could update last_checkpoint: taking model_2e.pth")
+    for set_back in ("written", "copied"):
+        if set_back == "written":
+            (tmp_path / "last_checkpoint").write_text("model_1e.pth")  # the same text, by hand
+        else:
+            os.unlink(tmp_path / "last_checkpoint")
+            shutil.copy2(kept, tmp_path / "last_checkpoint")
+        with pytest.raises(TanError, match=r"names model_1e.pth \(saved after epoch 1\), but model_2e.pth, saved "):
+            ckpt.latest_checkpoint(str(tmp_path))
+
+
+def test_a_cut_save_after_a_finished_run_was_continued_is_taken(tmp_path, monkeypatch):
+    """last_checkpoint names model_final.pth, which only its fields place in training: a finished run
+    continued to more epochs, cut in its next save, resumes from that save."""
+    from tan.utils import checkpoint as ckpt
+
+    _, model, opt, sched = make()
+    saver = Checkpointer(model, opt, sched, str(tmp_path))
+    saver.save("model_2e", epoch=3, iteration=8)
+    saver.save("model_final", epoch=3, iteration=8)
+    monkeypatch.setattr(ckpt, "atomic_write_text", lambda *_: (_ for _ in ()).throw(OSError(28, "full")))
+    with pytest.raises(TanError):
+        saver.save("model_3e", epoch=4, iteration=12)
+    monkeypatch.undo()
+    path, checkpoint, _ = ckpt.latest_checkpoint(str(tmp_path))
+    assert os.path.basename(path) == "model_3e.pth" and checkpoint["epoch"] == 4

@@ -208,7 +208,7 @@ def test_a_kill_at_any_point_of_a_save_resumes_to_the_uninterrupted_run(syntheti
     assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
 
 
-HOOK_PLUGIN = textwrap.dedent(''''
+HOOK_PLUGIN = textwrap.dedent('''
     """A trainer whose hook writes a line per epoch through the run's records (docs/training.md)."""
     from tan.engine import HookBase, Trainer, register_trainer
     from tan.utils import comm

@@ -269,7 +269,10 @@ def marker_stamp(save_dir):
             data = f.read(4096)
     except OSError:
         return None
-    return {"text": data.decode("utf-8", "replace"), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    # the inode and the change time too: a copy of an old marker put back with its times kept (cp -p) is
+    # a new file, with a change time no one can set back
+    return {"text": data.decode("utf-8", "replace"), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
+            "inode": stat.st_ino, "ctime_ns": stat.st_ctime_ns}
 
 
 def unmarked_save(save_dir, marked):
@@ -281,7 +284,8 @@ def unmarked_save(save_dir, marked):
     latest in training and records that last_checkpoint was exactly as it is now (its text and
     modification time) when it was saved, so that nothing has written the marker since. A marker set
     back by hand to an earlier checkpoint does not match: :func:`latest_checkpoint` refuses it."""
-    marked_progress = progress_of_name(os.path.basename(marked))
+    # model_final.pth says its point in training in its fields: a finished run continued to more epochs
+    marked_progress = progress_of_name(os.path.basename(marked)) or recorded_progress(_read_or_none(marked))
     if marked_progress is None or not _named_later(save_dir, marked_progress):
         return None  # cheap, from the names alone: most often nothing was saved after the marked file
     found = training_checkpoints(save_dir)
@@ -298,7 +302,8 @@ def unmarked_save(save_dir, marked):
 
 
 def _named_later(save_dir, progress):
-    """Whether ``save_dir`` holds model_final.pth or a checkpoint whose name says it is later than ``progress``."""
+    """Whether ``save_dir`` holds a checkpoint whose name says it is later than ``progress``, or a
+    model_final.pth (which only its fields place)."""
     for name in os.listdir(save_dir):
         named = progress_of_name(name)
         if name == FINAL or (named is not None and named > progress):
@@ -574,13 +579,18 @@ class Checkpointer:
         path = os.path.join(self.save_dir, f"{name}.pth")
         try:
             atomic_torch_save(data, path)
-            # Only once the checkpoint is complete does last_checkpoint point to it.
-            atomic_write_text(os.path.join(self.save_dir, LAST_CHECKPOINT), os.path.basename(path))
         except OSError as cause:  # atomic_torch_save unwraps torch's own error on a full disk
             previous = marked_file(self.save_dir)[0]
             kept = (f"the previous checkpoint {previous} is intact and last_checkpoint still points to it" if previous
                     else "no earlier checkpoint exists")
             raise TanError(f"cannot write checkpoint {path} ({cause.strerror or cause}); {kept}") from None
+        try:  # only once the checkpoint is complete does last_checkpoint point to it
+            atomic_write_text(os.path.join(self.save_dir, LAST_CHECKPOINT), os.path.basename(path))
+        except OSError as cause:
+            then = ("the same command resumes from it" if data[MARKER_FIELD] else
+                    "with no last_checkpoint yet, the same command trains from the start again")
+            raise TanError(f"saved checkpoint {path}, but cannot write {os.path.join(self.save_dir, LAST_CHECKPOINT)} "
+                           f"to name it ({cause.strerror or cause}); the checkpoint is whole: {then}") from None
         self.logger.info("saved checkpoint %s", path)
 
     def save_weights(self, name, **info):
