@@ -308,3 +308,24 @@ def test_mad_s_evaluation_keys_refuse_what_they_cannot_take(key, value, message)
     assert str(refused.value).startswith(f"config key {key}: {message}")
     with pytest.raises(TanError, match=r"TEST.WINDOW.COVER_END expects True or False \(default True\), got '1'"):
         load_config(SYNTHETIC_CONFIG, ["TEST.WINDOW.COVER_END", "1"])
+
+
+def test_a_sentence_whose_nms_reaches_below_the_held_candidates_is_grounded_again_to_the_same_moments(
+        untrained_checkpoint, monkeypatch, caplog):
+    """Every cell of every window (TEST.WINDOW.CANDIDATES 0), with so few candidates held that the NMS
+    reaches below them: the sentences are grounded again holding more, to what holding all of them gives."""
+    from tan.engine import windows
+
+    path, root = untrained_checkpoint
+    feats = np.random.default_rng(1).normal(size=(1200, 128)).astype(np.float32)
+    sentences = ["the person opens the door.", "a man cuts the bowl."]
+    model = tan.load_model(path, overrides=["DATASETS.ROOT", root, "TEST.WINDOW.CANDIDATES", "0",
+                                            "TEST.WINDOW.BATCH", "1"])
+    video = model.encode_video(feats, 600.0)
+    every = model.ground(video, sentences, topk=100)
+    monkeypatch.setattr(windows, "HELD_CANDIDATES", 20)
+    with caplog.at_level(logging.INFO, logger="tan"):
+        again = model.ground(video, sentences, topk=100)
+    assert "2 sentence(s) grounded again holding the best 160 of their candidates" in caplog.text
+    assert [[(m.start, m.end, m.score) for m in a] for a in again] == [[(m.start, m.end, m.score) for m in a]
+                                                                         for a in every]

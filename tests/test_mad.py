@@ -124,7 +124,8 @@ def test_tan_test_reports_mad_figures_of_the_top_100_moments_by_windows(mad_run,
     folder = os.path.join(mad_run, "inference", "model_final", "mad_test")
     metrics = json.load(open(os.path.join(folder, "metrics.json")))
     lines = [json.loads(line) for line in open(os.path.join(folder, "predictions.jsonl"))]
-    assert metrics["windows"] == {"videos": 1, "queries": 5, "length": 25.6, "stride": 12.8, "longer_than": 25.6}
+    assert metrics["windows"] == {"videos": 1, "queries": 5, "length": 25.6, "stride": 12.8, "longer_than": 25.6,
+                                  "cover_end": False, "rows_per_second": 5.0, "candidates": 0}
     # the query of no length is scored against the moment of the query before it, as MAD's evaluation does
     assert len(lines) == 5 and metrics["MAD-queries"] == 5 and lines[-1]["gt"] == lines[-2]["gt"]
     assert all(len(line["moments"]) == 100 for line in lines)  # an hour of windows has more than enough
@@ -197,3 +198,21 @@ def test_both_mad_configs_train_on_hour_long_movies_and_learn_their_queries(conf
         return sum(figures[f"MAD-R@100,IoU@{t}"] for t in (0.3, 0.5, 0.7)) / 3
 
     assert mean(trained) >= mean(before) + (30 if config == MAD_2DTAN else 8), (trained, before)
+
+
+def test_features_that_do_not_last_their_video_at_mad_s_rate_are_refused_naming_the_key(mad_run, tmp_path):
+    """On the rows' clock (TEST.WINDOW.ROWS_PER_SECOND 5) a video's moments are placed by its rows: 600 rows
+    of a 600 s video would be grounded as 120 s. Refused in one line, naming the video, both spans and the key."""
+    features = tmp_path / "v.npy"
+    np.save(features, np.random.default_rng(0).normal(size=(600, 32)).astype(np.float32))
+    proc = run_main("predict", "--ckpt", os.path.join(mad_run, "model_final.pth"), "--features", str(features),
+                    "--duration", "600", "--query", "Someone opens the door.")
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    [line] = [l for l in (proc.stdout + proc.stderr).splitlines() if " ERROR: " in l or l.startswith("error: ")]
+    assert line.endswith("the video: 600 feature rows at TEST.WINDOW.ROWS_PER_SECOND 5 last 120.0 s, but its "
+                         "duration is 600.0 s; set TEST.WINDOW.ROWS_PER_SECOND to its features' rate (about 1), or "
+                         "0 to lay its rows over its duration")
+    np.save(features, np.random.default_rng(0).normal(size=(3000, 32)).astype(np.float32))  # 5 a second: grounded
+    proc = run_main("predict", "--ckpt", os.path.join(mad_run, "model_final.pth"), "--features", str(features),
+                    "--duration", "600", "--query", "Someone opens the door.", "--topk", "3")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

@@ -253,16 +253,16 @@ _C.TEST.WINDOW.LONGER_THAN = 0.0
 _C.TEST.WINDOW.BATCH = 8
 # Best moments of each window (after NMS within it) that enter the merge; 0:
 # every candidate of every window enters one NMS over the video, with no NMS
-# within a window (MAD's evaluation).
+# within a window (as a benchmark's own evaluation may do: docs/long_videos.md).
 _C.TEST.WINDOW.CANDIDATES = 20
 # True: the last window ends at the video's end, so every second is in one.
 # False: windows every STRIDE from the start while a whole window ends before
-# the video's last row, none after (MAD's evaluation: its last seconds, up to
-# a stride, are in no window).
+# the video's last row, none after (its last seconds, up to a stride, are in
+# no window).
 _C.TEST.WINDOW.COVER_END = True
-# Feature rows a second of the video, where the features have a fixed rate
-# (MAD's: 5): windows and their moments are laid on the rows' own clock, row r
-# at r / rate seconds, as MAD's evaluation places them. 0: a video's rows span
+# Feature rows a second of the video, where the features have a fixed rate:
+# windows and their moments are laid on the rows' own clock, row r at r / rate
+# seconds, whatever the annotated duration. 0: a video's rows span
 # its annotated duration (row r at r x duration / rows).
 _C.TEST.WINDOW.ROWS_PER_SECOND = 0.0
 # Which windows of a long video a sentence is grounded in (docs/long_videos.md):

@@ -42,7 +42,8 @@ class WindowedEvaluation:
         chosen, few_rows = {}, []
         for video, queries in longer.items():
             name, duration = dataset.videos[video], float(dataset.durations[queries[0]])
-            if name in rows and len(self.spans(duration, rows[name][0])) == 1:
+            what = f"video {name!r} of {getattr(dataset, 'name', 'the dataset')}"
+            if name in rows and len(self.spans(duration, rows[name][0], what)) == 1:
                 few_rows.append(name)
             else:
                 chosen[video] = queries
@@ -69,15 +70,20 @@ class WindowedEvaluation:
         get_logger("inference").info("%s: %s%s", name, stage.describe(), f"; {few} of the {len(counts)} videos have "
                                      f"no more windows and are grounded in all of theirs" if few else "")
 
-    def spans(self, duration, num_rows):
+    def spans(self, duration, num_rows, what="the video"):
         """The windows of a video of ``duration`` seconds and ``num_rows`` feature rows, laid on its rows."""
-        return self.settings.spans(duration, num_rows)
+        return self.settings.spans(duration, num_rows, what)
 
     def describe(self, chosen):
         """What was windowed, for the log and for metrics.json."""
-        return {"videos": len(chosen), "queries": sum(len(q) for q in chosen.values()),
-                "length": self.settings.length, "stride": self.settings.stride,
-                "longer_than": self.settings.longer_than}
+        described = {"videos": len(chosen), "queries": sum(len(q) for q in chosen.values()),
+                     "length": self.settings.length, "stride": self.settings.stride,
+                     "longer_than": self.settings.longer_than}
+        if not self.settings.cover_end or self.settings.rows_per_second or not self.settings.candidates:
+            # how its moments were made, where not as by default (a benchmark's own evaluation)
+            described.update(cover_end=self.settings.cover_end, rows_per_second=self.settings.rows_per_second,
+                             candidates=self.settings.candidates)
+        return described
 
     @torch.no_grad()
     def predict(self, model, dataset, chosen, device, topk):
@@ -91,7 +97,8 @@ class WindowedEvaluation:
         for video in progress(mine, total=len(mine), desc="windows", unit="video"):
             queries = chosen[video]
             duration = float(dataset.durations[queries[0]])
-            windowed = WindowedVideo.of(dataset.features.read(dataset.videos[video]), duration, self.settings)
+            windowed = WindowedVideo.of(dataset.features.read(dataset.videos[video]), duration, self.settings,
+                                        f"video {dataset.videos[video]!r} of {getattr(dataset, 'name', 'the dataset')}")
             moments, scores, filled, _ = ground_windowed(core, self.cfg, windowed, [dataset.query(i) for i in queries],
                                                          device, topk, strict_top_k=False)
             for row, index in enumerate(queries):

@@ -27,6 +27,7 @@ import torch
 
 from ..data.features.rows import window_rows, window_size_in_rows, window_spans
 from ..errors import TanError
+from ..utils.logger import get_logger
 from ..structures.candidates import Candidates
 from .evaluation import top_candidates
 from .relevance_stage import final_scores, window_relevance
@@ -36,7 +37,8 @@ class WindowSettings(NamedTuple):
     """Windows of ``length`` seconds every ``stride`` seconds, for videos longer than
     ``longer_than`` seconds; ``batch`` windows per forward, ``candidates`` moments of each
     window kept for the merge (0: every candidate, no NMS within a window). ``cover_end``: the
-    last window ends at the video's end (else MAD's layout, tan.data.features.rows.window_spans);
+    last window ends at the video's end (else none after the last that ends before it,
+    tan.data.features.rows.window_spans);
     ``rows_per_second``: the features' fixed rate, on whose clock the windows and their moments
     are laid (row r at r / rate seconds); 0: the rows span the video's annotated duration."""
     length: float
@@ -58,18 +60,26 @@ class WindowSettings(NamedTuple):
         clock = f", on the rows' clock ({self.rows_per_second:g} a second)" if self.rows_per_second else ""
         return f"windows of {self.length:.4g} s every {self.stride:.4g} s{layout}{clock}"
 
-    def clock(self, duration, num_rows):
+    def clock(self, duration, num_rows, what="the video"):
         """(the span a video's rows are laid on, in the clock's units, and how many units make a second):
         its seconds (``duration``), or, with ``rows_per_second``, its rows, one unit each, so that a
-        window's bounds and its cells' moments are whole rows until they are turned into seconds once."""
-        if self.rows_per_second:
-            return float(num_rows), float(self.rows_per_second)
-        return float(duration), 1.0
+        window's bounds and its cells' moments are whole rows until they are turned into seconds once.
+        Rows that at that rate would not last the video's duration are refused, naming ``what``: its
+        moments would be placed at seconds it does not have."""
+        if not self.rows_per_second:
+            return float(duration), 1.0
+        rate = float(self.rows_per_second)
+        if abs(num_rows / rate - duration) > max(1.0, 0.01 * duration):
+            raise TanError(f"{what}: {num_rows} feature rows at TEST.WINDOW.ROWS_PER_SECOND {rate:g} last "
+                           f"{num_rows / rate:.1f} s, but its duration is {duration:.1f} s; set "
+                           f"TEST.WINDOW.ROWS_PER_SECOND to its features' rate (about {num_rows / duration:.3g}), or "
+                           f"0 to lay its rows over its duration")
+        return float(num_rows), rate
 
-    def spans(self, duration, num_rows):
+    def spans(self, duration, num_rows, what="the video"):
         """The windows of a video of ``duration`` seconds and ``num_rows`` feature rows, laid on its
         rows, in the units of :meth:`clock`."""
-        span, units = self.clock(duration, num_rows)
+        span, units = self.clock(duration, num_rows, what)
         return window_spans(span, self.length * units, self.stride * units, num_rows, self.cover_end)
 
 
@@ -123,8 +133,8 @@ def describe_windows(duration, spans, num_rows, settings):
                 f"row{'' if num_rows == 1 else 's'}, no more than one window of {settings.length:.4g} s takes "
                 f"({rows} at its rate)")
     start, end = spans[0]
-    return (f"a video of {duration:.1f} s: grounded in {len(spans)} windows of {(end - start) / units:.4g} s ({rows} feature "
-            f"row{'' if rows == 1 else 's'} each) every {settings.stride:.4g} s")
+    return (f"a video of {duration:.1f} s: grounded in {len(spans)} windows of {(end - start) / units:.4g} s "
+            f"({rows} feature row{'' if rows == 1 else 's'} each) every {settings.stride:.4g} s")
 
 
 class WindowedVideo(NamedTuple):
@@ -137,9 +147,10 @@ class WindowedVideo(NamedTuple):
     settings: WindowSettings
 
     @classmethod
-    def of(cls, features, duration, settings):
-        """The video of ``features`` [T, D] in the windows of ``settings``, laid on its rows."""
-        return cls(features, float(duration), settings.spans(duration, len(features)), settings)
+    def of(cls, features, duration, settings, what="the video"):
+        """The video of ``features`` [T, D] in the windows of ``settings``, laid on its rows (``what``
+        names it in an error)."""
+        return cls(features, float(duration), settings.spans(duration, len(features), what), settings)
 
     @property
     def units(self):
@@ -153,7 +164,7 @@ class WindowedVideo(NamedTuple):
 
     def seconds(self, moments):
         """Moments in the clock's units as the video's seconds: one division, so that on the rows' clock
-        a moment of whole rows lands where MAD's evaluation puts it (row / rate in float32)."""
+        a moment of whole rows lands at row / rate in float32, as a benchmark's own evaluation computes it."""
         units = self.units
         return moments if units == 1.0 else moments / units
 
@@ -184,13 +195,17 @@ def ground_in_windows(cfg, video, encoded_sentences, device, topk, prepare, grou
     found = _grounded(video, bounds, asked, range(sentences), held, prepare, ground_pairs, device)
     merged = merge_windows(found, topk, cfg.TEST.NMS_THRESH, stage, cfg.TEST.WINDOW.NORMALIZE, logits)
     undecided = [s for s in range(sentences) if not found[s].decided(merged[1][s], merged[2][s])]
-    if undecided:  # the NMS reached the candidates let go: those sentences again, with every candidate held
-        again = _grounded(video, bounds, asked, undecided, 0, prepare, ground_pairs, device)
-        for s in undecided:
-            found[s] = again[s]
-        redone = merge_windows(found, topk, cfg.TEST.NMS_THRESH, stage, cfg.TEST.WINDOW.NORMALIZE, logits)
-        for part, again_part in zip(merged, redone):
-            part[undecided] = again_part[undecided]
+    while undecided:  # the NMS reached the candidates let go: those sentences again, holding 8 times more
+        held = held * 8 if held * 8 < len(bounds) * HELD_CANDIDATES else 0  # 0: every candidate at last
+        get_logger("inference").info("%d sentence(s) grounded again holding %s of their candidates, their NMS "
+                                     "having reached below the best held", len(undecided),
+                                     f"the best {held}" if held else "every one")
+        again = _grounded(video, bounds, asked, undecided, held, prepare, ground_pairs, device)
+        redone = merge_windows(again, topk, cfg.TEST.NMS_THRESH, stage, cfg.TEST.WINDOW.NORMALIZE, logits)
+        for row, s in enumerate(undecided):
+            for part, again_part in zip(merged, redone):
+                part[s] = again_part[row]
+        undecided = [s for row, s in enumerate(undecided) if not again[s].decided(redone[1][row], redone[2][row])]
     return merged
 
 

@@ -53,7 +53,7 @@ def window_spans(duration, length, stride, num_rows=None, cover_end=True):
     size, and no two windows start at the same row; a video of no more rows than a window is one
     window.
 
-    ``cover_end`` False lays them as MAD's evaluation does: every ``stride`` from the start while a
+    ``cover_end`` False lays them every ``stride`` from the start while a
     whole window ends before the video's end (before its last row), and no window after them, so
     the video's last seconds (up to a stride) are in none."""
     if num_rows is not None:
@@ -75,7 +75,7 @@ def _row_spans(duration, length, stride, num_rows, cover_end=True):
     if rows >= num_rows:
         return [(0.0, float(duration))]
     last = num_rows - rows
-    if not cover_end:  # MAD's: starts every step from row 0, each below the last row a window can start at
+    if not cover_end:  # starts every step from row 0, each below the last row a window can start at
         firsts = list(dict.fromkeys(min(math.floor(i * max(step, 1) + 0.5), last - 1)
                                     for i in range(math.ceil(last / max(step, 1) - 1e-9))))
     elif step <= 1:  # a stride under a row: a window at every row (not one per stride, most of them the same)

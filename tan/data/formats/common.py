@@ -49,7 +49,7 @@ SCORED_AS_MISSES = (EMPTY_WINDOW, REVERSED_WINDOW)
 # Counted, but no query is dropped for them: the query is kept with its moment clipped,
 # or with its other windows.
 # A query of no length kept with the moment of the query before it, where a benchmark's own loader
-# gives it that (MAD's): its figures score it against that moment.
+# gives it that: the benchmark's figures score it against that moment.
 STALE_MOMENT = "moment of no length: the moment of the query before it taken"
 NOT_DROPPED = ("moment clipped to the video", "window clipped to the video", "window with start >= end",
                "window not two finite numbers", "saliency labels unusable (left out)", STALE_MOMENT)
