@@ -963,6 +963,11 @@ class StateAsAList(HookBase):
         return [1, 2]
 
 
+class StateThatRaises(HookBase):
+    def state_dict(self):
+        return {"seen": self.missing}  # an attribute it never set
+
+
 class StateWithAGeneratorLater(HookBase):
     """Its state gains a generator after epoch 2: the save of epoch 3 cannot write it."""
 
@@ -987,7 +992,7 @@ def _trainer_with_hook(hook_class):
 
 USER_TRAINERS = {"OPTIMIZER_OF_ITS_OWN": OptimizerOfItsOwn, "OPTIMIZER_LEAVING_ONE_OUT": OptimizerLeavingOneOut,
                  **{f"HOOK_{hook.__name__.upper()}": _trainer_with_hook(hook)
-                    for hook in (StateWithALambda, StateAsAList, StateWithAGeneratorLater)}}
+                    for hook in (StateWithALambda, StateAsAList, StateThatRaises, StateWithAGeneratorLater)}}
 for _name, _trainer in USER_TRAINERS.items():
     if _name not in TRAINERS:
         register_trainer(_name)(_trainer)
@@ -1022,13 +1027,16 @@ def test_an_optimizer_over_none_of_the_model_s_parameters_is_refused_and_one_lea
 @pytest.mark.parametrize("hook,where,what", [
     ("StateWithALambda", "state_dict()['fn']", "a builtins.function ("),
     ("StateAsAList", None, None),
+    ("StateThatRaises", "raised", "AttributeError: 'StateThatRaises' object has no attribute 'missing'"),
 ])
 def test_a_hook_state_no_checkpoint_can_hold_is_refused_at_the_start_naming_the_hook(synthetic_root, tmp_path, hook,
                                                                                      where, what):
     out = tmp_path / "out"
     line = one_error(train(synthetic_root, out, "TRAINER", f"HOOK_{hook.upper()}", "SOLVER.MAX_EPOCH", "1"))
     assert f"hook {hook} (test_hostile_probes.{hook}): state_dict() " in line
-    if where:
+    if where == "raised":
+        assert line.endswith(f"state_dict() raised {what} (docs/training.md, 'Hooks')")
+    elif where:
         assert f"holds a value a checkpoint cannot save: {where} is {what}" in line
         assert line.endswith("keep plain values in it (numbers, strings, lists, dicts, tensors) (docs/training.md, "
                              "'Hooks')")

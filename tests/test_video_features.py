@@ -169,12 +169,15 @@ def test_a_rerun_extracts_again_a_video_whose_file_changed_and_keeps_the_others(
     os.utime(videos / "a.mp4", ns=(info.st_atime_ns, info.st_mtime_ns + 1))  # same size, written again since
     third = extract()
     assert third.written == ["a"] and third.skipped == ["cut"]
-    assert "1 video files changed since their features were written; extracting them again: a" in caplog.text
+    assert ("1 video files changed since their features were written (or their features cannot be read); "
+            "extracting them again: a") in caplog.text
     assert int(np.load(out / "a.npz")["source_mtime_ns"]) == info.st_mtime_ns + 1
     with open(out / "a.npz", "wb") as f:  # as an older version wrote it: no record of its source
         np.savez(f, features=np.zeros((2, 32), np.float32), duration=1.0)
     os.utime(videos / "a.mp4", ns=(info.st_atime_ns, info.st_mtime_ns + 2))
     assert extract().skipped == ["a", "cut"]
+    (out / "cut.npz").write_bytes(b"PK\x03\x04 damaged")  # cannot be read: made again
+    assert extract().written == ["cut"]
 
 
 def test_a_video_shorter_than_a_clip_gives_one_clip(tmp_path):
@@ -546,3 +549,23 @@ def test_a_model_on_sentence_features_refuses_an_empty_sentence_as_every_tool_do
     model = tan.load_model(checkpoint)
     with pytest.raises(TanError, match=r"sentence 1 '' has no word: give a sentence to ground, with at least one word"):
         model.encode_sentences([""])
+
+
+@pytest.mark.parametrize("stated, end, cut", [(6.0, 2.9, True), (6.0, 5.2, False), (400.0, 385.0, True),
+                                              (400.0, 391.0, False), (7200.0, 6840.0, True)])
+def test_a_long_file_missing_more_than_10_s_of_its_header_s_length_is_truncated(stated, end, cut):
+    """A frame or two of slack for a short clip's header, never minutes of a long one: a 2-hour movie
+    whose download stopped 6 minutes early (5% of it) is refused."""
+    from fractions import Fraction
+    from types import SimpleNamespace
+
+    from tan.video.decode import TRUNCATED, VideoError, check_not_truncated
+
+    stream = SimpleNamespace(duration=int(stated * 1000), time_base=Fraction(1, 1000), type="video")
+    container = SimpleNamespace(duration=None, streams=[stream])
+    if not cut:
+        check_not_truncated(container, stream, end)
+        return
+    with pytest.raises(VideoError) as refused:
+        check_not_truncated(container, stream, end)
+    assert refused.value.reason == TRUNCATED and f"it decodes to {end:.1f} s of the {stated:.1f} s" in str(refused.value)

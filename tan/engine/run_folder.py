@@ -51,11 +51,10 @@ class RunFolder:
 
     def release(self):
         """The run is over, however it ended: unlock. A run that never began to train (refused at its
-        start) takes back what it wrote: its own log.txt where that is all the folder holds, and
-        OUTPUT_DIR where this run made it, so that a refusal leaves no folder behind that looks like a
-        run's. The console keeps the message that says why."""
+        start) takes back what it wrote: the log.txt it started, whatever else the folder holds (a run
+        it refused to resume), and OUTPUT_DIR where this run made it, so that a refusal leaves no folder
+        behind that looks like a run's. The console keeps the message that says why."""
         self.lock.release()
-        # the run knows it never began: its log goes whatever else the folder holds (a run it refused to resume)
         take_back_log(self.path, self.log_started and not self.started, self.created, alone=False)
 
     def abandon(self):

@@ -66,11 +66,24 @@ def _type_name(value):
     return f"{type(value).__module__}.{type(value).__qualname__}"
 
 
+class _Discarded:
+    def write(self, data):
+        return len(data)
+
+
+class _PickleProbe(pickle.Pickler):
+    """Pickles what torch.save would, into nothing: tensors, which torch.save writes itself, are skipped
+    (a hook's EMA weights are not copied at every save to be checked)."""
+
+    def persistent_id(self, obj):
+        return "tensor" if torch.is_tensor(obj) else None
+
+
 def _unsavable(value, where="state_dict()"):
     """(where, value, why) of the first value within ``value`` that pickle, which torch.save uses,
     cannot write (a lambda, a generator, an open file...), None when all of it can be saved."""
     try:
-        pickle.dumps(value)
+        _PickleProbe(_Discarded()).dump(value)
         return None
     except Exception as e:  # noqa: BLE001 - pickle raises many kinds for what it cannot write
         why = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
@@ -262,7 +275,11 @@ class Trainer:
         failed resume later."""
         states = {}
         for name, hook in _named(self.hooks):
-            hook_state = getattr(hook, "state_dict", dict)()
+            try:
+                hook_state = getattr(hook, "state_dict", dict)()
+            except Exception as e:  # noqa: BLE001 - a user's hook: its error, named, in one line
+                raise TanError(f"hook {name} ({_type_name(hook)}): state_dict() raised {type(e).__name__}: {e} "
+                               f"(docs/training.md, 'Hooks')") from e
             if not isinstance(hook_state, dict):
                 raise TanError(f"hook {name} ({_type_name(hook)}): state_dict() returned {_shown(hook_state)}; it "
                                f"must return a dict ({{}} for nothing to carry), which load_state_dict() gets back "
@@ -345,7 +362,12 @@ class Trainer:
         for name, hook in _named(hooks):
             hook.trainer = weakref.proxy(self)
             if name in (state.hooks or {}) and hasattr(hook, "load_state_dict"):
-                hook.load_state_dict(state.hooks[name])
+                try:
+                    hook.load_state_dict(state.hooks[name])
+                except Exception as e:  # noqa: BLE001 - a user's hook: its error, named, in one line
+                    raise TanError(f"hook {name} ({_type_name(hook)}): load_state_dict() raised {type(e).__name__}: "
+                                   f"{e}, on the state {self.checkpointer.loaded} holds for it; it must take back what "
+                                   f"its state_dict() gave (docs/training.md, 'Hooks')") from e
         self._hook_states()  # a hook whose state no checkpoint can hold stops the run before it trains
         self.model.train()
         state.restore_rng()
@@ -427,7 +449,10 @@ class Trainer:
         trainable = [name for name, p in named if p.requires_grad]
         left_out = [name for name, p in named if p.requires_grad and id(p) not in held]
         foreign = len(held - {id(p) for _, p in named})
-        if trainable and len(left_out) == len(trainable):
+        if not trainable:
+            raise TanError(f"{type(self).__name__}.build_model() returned a model with no trainable parameter "
+                           f"(every one has requires_grad False): training would change nothing")
+        if len(left_out) == len(trainable):
             raise TanError(f"{type(self).__name__}.build_optimizer() returned an optimizer that holds none of the "
                            f"model's {len(trainable)} trainable parameters ({_listed(trainable)})"
                            + (f" but {foreign} tensor{'s' if foreign > 1 else ''} of its own" if foreign else "")
@@ -438,10 +463,9 @@ class Trainer:
                                 "will not be trained: %s", type(self).__name__, len(left_out), len(trainable),
                                 _listed(left_out))
         if foreign:
-            self.logger.warning("%s.build_optimizer() holds %d tensor%s that %s not the model's parameters: "
-                                "checkpoints save the model's weights, not %s, so a resumed run starts %s afresh",
-                                type(self).__name__, foreign, "s" if foreign > 1 else "", "are" if foreign > 1 else "is",
-                                "theirs" if foreign > 1 else "its", "them" if foreign > 1 else "it")
+            self.logger.warning("%s.build_optimizer() holds %d tensor(s) that are not the model's parameters: "
+                                "checkpoints save the model's weights, not theirs, so a resumed run starts them "
+                                "afresh", type(self).__name__, foreign)
         return optimizer
 
     def _built_scheduler(self, scheduler):

@@ -199,13 +199,15 @@ def sampled_frames(container, stream, sampling):
 
 def check_not_truncated(container, stream, end):
     """A :class:`VideoError` when the frames decoded, ending at ``end`` seconds from the video's start,
-    stop well short (more than 1 s and 5%) of the length its header gives: the tail of a partial
-    download or copy is missing, and FFmpeg takes the end of what is there for the end of the video.
+    stop well short (more than 1 s and 5%, or more than 10 s) of the length its header gives: the tail of
+    a partial download or copy is missing, and FFmpeg takes the end of what is there for the end of the
+    video.
     Every path that decodes calls it before it gives the video's length, so none takes such a file
     for a shorter video. A file that states no length lets any end pass (FFmpeg gives a cut MPEG-TS
     file the length of the timestamps it finds, and a bare stream none)."""
     stated = _stated_length(container, stream)
-    if stated is not None and end < stated - max(1.0, 0.05 * stated):
+    # a frame or two of slack for headers that round, at most 10 s: an hour-long file cut by minutes is cut
+    if stated is not None and end < stated - max(1.0, min(0.05 * stated, 10.0)):
         raise VideoError(TRUNCATED, f"it decodes to {end:.1f} s of the {stated:.1f} s its header gives; the rest is "
                                     f"missing, as in a partial download: replace it with the whole file and run again")
 

@@ -106,15 +106,16 @@ def source_stamp(path):
 
 def changed_since_written(feature_file, path):
     """Whether the video file at ``path`` differs in size or modification time from the one the rows of
-    ``feature_file`` were made from. A file whose .npz does not record its source (written by an older
-    version), or that cannot be read, counts as unchanged: its rows are kept as they are."""
+    ``feature_file`` were made from, or ``feature_file`` cannot be read (damaged outside tan: made again).
+    A file that does not record its source (written by an older version) counts as unchanged: its rows
+    are kept as they are."""
     try:
         with np.load(feature_file, allow_pickle=False) as stored:
             if not all(key in stored.files for key in SOURCE_KEYS):
                 return False
             recorded = [int(stored[key]) for key in SOURCE_KEYS]
     except (OSError, ValueError, EOFError, zipfile.BadZipFile):
-        return False
+        return True
     now = source_stamp(path)
     return bool(now) and [int(now[key]) for key in SOURCE_KEYS] != recorded
 
@@ -123,7 +124,8 @@ def videos_to_do(videos, feature_files, summary, overwrite=False):
     """The videos of ``videos`` ([(id, path)]) to extract (:func:`to_do`): those missing one of their
     files (``feature_files(video)``: its .npz paths) and those whose video file changed since."""
     return to_do(videos, feature_files, changed_since_written, summary, overwrite,
-                 "video files changed since their features were written; extracting them again")
+                 "video files changed since their features were written (or their features cannot be read); "
+                 "extracting them again")
 
 
 def to_do(items, output_files, outdated, summary, overwrite, outdated_said):

@@ -57,13 +57,13 @@ def read_query_file(path):
 
 
 def _made_from_another_sentence(path, sentence):
-    """Whether the features file ``path`` records a sentence other than ``sentence``; one that records
-    none (an older version's, or made elsewhere) or cannot be read counts as this sentence's."""
+    """Whether the features file ``path`` records a sentence other than ``sentence``, or cannot be read
+    (made again); one that records none (an older version's, or made elsewhere) counts as this sentence's."""
     try:
         with np.load(path, allow_pickle=False) as stored:
             return SENTENCE_KEY in stored.files and str(stored[SENTENCE_KEY]) != sentence
     except (OSError, ValueError, EOFError, zipfile.BadZipFile):
-        return False
+        return True
 
 
 def text_record(backbone, storage=None):
@@ -83,8 +83,8 @@ def extract_queries(queries, backbone, output, batch_size=64, overwrite=False, s
     claim_folder(output, record, "sentence features", overwrite)
     summary = ExtractionSummary(output, unit="queries")
     todo = to_do(queries, lambda qid: [os.path.join(output, query_file_name(qid))], _made_from_another_sentence,
-                 summary, overwrite, "queries have another sentence than their features were made from; encoding "
-                                     "them again")
+                 summary, overwrite, "queries have another sentence than their features were made from (or "
+                                     "their features cannot be read); encoding them again")
     get_logger("extract").info("%s: %d queries to encode, %d already in %s", describe_extractor(record), len(todo),
                                len(summary.skipped), output)
     batches = range(0, len(todo), batch_size)
