@@ -216,3 +216,59 @@ def test_features_that_do_not_last_their_video_at_mad_s_rate_are_refused_naming_
     proc = run_main("predict", "--ckpt", os.path.join(mad_run, "model_final.pth"), "--features", str(features),
                     "--duration", "600", "--query", "Someone opens the door.", "--topk", "3")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_mad_s_own_evaluation_on_the_model_s_scores_gives_tan_test_s_figures_and_moments(mad_run, mad_root,
+                                                                                       monkeypatch, tmp_path):
+    """The scores tan-test computes for every window of every test movie, evaluated as MAD's code evaluates
+    them (tests/oracles/reference_mad.py: its windows, its cells at its seconds, one NMS over the movie,
+    its moment for a query of no length): every MAD-* figure of tan-test, and each query's 100 moments."""
+    from oracles import reference_mad as mad
+    from tan.modeling.tan2d.model import TAN
+
+    calls = []  # what the model scored, in order: ("maps", windows) per encoded batch, ("scores", [P, C])
+    encode, candidates = TAN.encode_video, TAN.candidates
+
+    def recorded_encode(self, feats):
+        calls.append(("maps", feats.shape[0]))
+        return encode(self, feats)
+
+    def recorded_candidates(self, output, durations):
+        found = candidates(self, output, durations)
+        calls.append(("scores", found.scores.detach().clone()))
+        return found
+    monkeypatch.setattr(TAN, "encode_video", recorded_encode)
+    monkeypatch.setattr(TAN, "candidates", recorded_candidates)
+    out = tmp_path / "test"
+    proc = run_main("test_net", "--ckpt", os.path.join(mad_run, "model_final.pth"), "DATASETS.ROOT", mad_root,
+                    "OUTPUT_DIR", str(out), "TEST.WINDOW.BATCH", "3")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    monkeypatch.undo()
+    folder = out / "inference" / "model_final" / "mad_test"
+    metrics = json.load(open(folder / "metrics.json"))
+    lines = [json.loads(line) for line in open(folder / "predictions.jsonl")]
+    records = json.load(open(os.path.join(mad_root, "mad", "annotations", "MAD_test.json")))
+    with h5py.File(os.path.join(mad_root, "mad", "features", "CLIP_frames_features_5fps.h5"), "r") as h5:
+        rows = h5["test-movie-0000"].shape[0]
+    windows = len(mad.window_starts(rows))
+    # the one movie's sentences, each scored in every window: batches of windows, in each every sentence
+    # against every window of the batch, sentences first
+    per_sentence = [[] for _ in lines]
+    scored = iter(torch.cat([c[1] for c in calls if c[0] == "scores"]))
+    for batch in [c[1] for c in calls if c[0] == "maps"]:
+        for s in range(len(lines)):
+            per_sentence[s].extend(next(scored) for _ in range(batch))
+    assert next(scored, None) is None and all(len(p) == windows for p in per_sentence)
+    from tan.modeling import build_model
+    from tan.config.setup import load_config_text
+    stored = torch.load(os.path.join(mad_run, "model_final.pth"), map_location="cpu", weights_only=False)
+    mask2d = build_model(load_config_text(stored["config"], "the checkpoint")).mask2d
+    cells = mad.cell_moments(mask2d, windows)
+    truth = mad.ground_truth(records)
+    assert [line["sentence"] for line in lines] == [r["sentence"] for r in records.values()]
+    ranked = [mad.ranked(cells, torch.cat(p)) for p in per_sentence]
+    assert np.asarray([line["gt"] for line in lines]) == pytest.approx(np.stack([truth[q] for q in records]), abs=1e-3)
+    figures = mad.recall(ranked, [truth[q] for q in records])
+    assert {name: metrics[f"MAD-{name}"] for name in figures} == figures
+    for line, moments in zip(lines, ranked):
+        assert np.asarray(line["moments"]) == pytest.approx(moments.numpy(), abs=1e-4)
