@@ -53,7 +53,7 @@ from tan.data.formats import load_annotations
 from tan.data.formats.common import read_text
 from tan.data.formats.common import Query
 from tan.data.tokens import tokenize
-from tan.engine.window_metrics import CLIP_SECONDS  # QVHighlights' clip: the saliency labels' and the streams'
+from tan.evaluation.detr_metrics import CLIP_SECONDS  # QVHighlights' clip: the saliency labels' and the streams'
 from tan.errors import TanError
 from tan.utils.io import atomic_write_text, replaced_when_done
 from tan.utils.logger import get_logger

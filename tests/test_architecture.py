@@ -119,7 +119,7 @@ def test_the_dataset_catalog_keeps_no_class_level_state():
 # modules of its own layer or of lower ones (docs/code-map.md). tan/__init__.py stands
 # above the library.
 LAYERS = [("tan.errors", "tan.version"), ("tan.utils",), ("tan.config",), ("tan.structures",), ("tan.data",),
-          ("tan.video",), ("tan.modeling",), ("tan.solver", "tan.engine"), ("tan.api",),
+          ("tan.evaluation",), ("tan.video",), ("tan.modeling",), ("tan.solver", "tan.engine"), ("tan.api",),
           ("tan_apps.synthetic", "tan_apps.converters", "tan_apps.standin", "tan_apps.nlq_standin",
            "tan_apps.mad_standin"), ("tan_apps.cli",),
           ("tan_apps.seeds", "tan_apps.demo"), ("tan_apps.commands",)]
@@ -213,7 +213,7 @@ def test_the_package_has_no_import_cycle():
 # own files may name one.
 MODEL_WORDS = re.compile(r"\b(TAN|MMN|2D-TAN|BERT|DistilBERT|tan2d|MS_TAN|MS-2D-TAN|ms2dtan|TAN_MSRA|tan_msra)\b"
                          r"|modeling\.(mmn|tan2d|ms2dtan|tan_msra)")
-CORE = (os.path.join(TAN, "config"), os.path.join(TAN, "data"), os.path.join(TAN, "engine"),
+CORE = (os.path.join(TAN, "config"), os.path.join(TAN, "data"), os.path.join(TAN, "engine"), os.path.join(TAN, "evaluation"),
         os.path.join(APPS, "cli"), os.path.join(APPS, "commands"))
 
 
@@ -241,3 +241,15 @@ def test_every_key_a_model_adds_has_a_comment():
                 if not lines[index - 1].strip().startswith("#"):
                     undocumented.append(f"{os.path.relpath(path, REPO)}:{index + 1}: {line.strip()}")
     assert not undocumented, undocumented
+
+
+def test_no_module_outside_a_format_s_own_names_a_format():
+    """The inference loop and the engine run every format alike: a format's figures and files come
+    from the evaluators it declares (tan.evaluation), so no engine module compares a dataset's format
+    or imports a format's module; only the format and its own evaluator know it."""
+    named = []
+    for path, tree in python_files(os.path.join(TAN, "engine")):
+        with open(os.path.join(REPO, path)) as f:
+            named += [f"{path}:{n}: {line.strip()}" for n, line in enumerate(f, 1)
+                      if re.search(r"annotation_format\s*==|NLQ_FORMAT|MAD_FORMAT|data\.formats\.\w", line)]
+    assert not named, named

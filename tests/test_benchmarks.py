@@ -12,7 +12,7 @@ from tan.config import load_config
 from tan.config.setup import merge_overrides
 from tan.data import RunData, build_datasets
 from tan.data.formats import load_annotations
-from tan.engine.evaluation import top_candidates
+from tan.evaluation import top_candidates
 from tan.engine.step import forward_batch
 from tan.errors import TanError
 from tan_apps.standin import make_standin, write_charades_text_form

@@ -10,7 +10,7 @@ import torch
 
 from tan.data.formats import load_annotations
 from tan.engine.inference import reported_metrics
-from tan.engine.long_video_metrics import nlq_metrics
+from tan.evaluation.long_video_metrics import nlq_metrics
 from tan.errors import TanError
 from tan_apps.converters.ego4d_nlq import SLOWFAST_RATE, cut_nlq_clips
 from tan_apps.nlq_standin import make_nlq_standin

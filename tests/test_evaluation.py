@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from tan.engine.evaluation import evaluate_moments, metric_names, top_moments
+from tan.evaluation import evaluate_moments, metric_names, top_moments
 
 
 def exact_iou(a, b):

@@ -15,7 +15,7 @@ from tan.data.dataset import MomentDataset
 from tan.data.features.sources import ConcatenatedFeatures, FolderFeatures, HDF5Features, open_features, open_source
 from tan.data.features.rows import l2_normalize_rows, resample
 from tan.data.text.words import Vocabulary
-from tan.engine.evaluation import evaluate_moments
+from tan.evaluation import evaluate_moments
 from tan.errors import TanError
 from tan.modeling.map2d import iou_loss as loss_module
 from tan.modeling.map2d.iou_loss import ScaledIoULoss

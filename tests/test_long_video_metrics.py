@@ -1,4 +1,4 @@
-"""Ego4D NLQ's and MAD's metrics (tan/engine/long_video_metrics.py) on cases worked by hand with their
+"""Ego4D NLQ's and MAD's metrics (tan/evaluation/long_video_metrics.py) on cases worked by hand with their
 official evaluators' arithmetic: several predicted windows, empty query windows, IoUs exactly at a
 threshold, fewer predictions than k."""
 import math
@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from tan.engine.long_video_metrics import mad_iou, mad_metrics, nlq_iou, nlq_metrics
+from tan.evaluation.long_video_metrics import mad_iou, mad_metrics, nlq_iou, nlq_metrics
 
 
 def test_nlq_iou_is_the_intersection_over_the_hull():

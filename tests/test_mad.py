@@ -11,7 +11,7 @@ import torch
 from tan.data.formats import load_annotations
 from tan.data.formats.mad import STALE_MOMENT
 from tan.engine.inference import reported_metrics
-from tan.engine.long_video_metrics import mad_metrics
+from tan.evaluation.long_video_metrics import mad_metrics
 from tan.errors import TanError
 from tan_apps.mad_standin import ROWS_PER_SECOND, make_mad_standin
 

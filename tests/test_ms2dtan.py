@@ -18,7 +18,7 @@ from tan.config import load_config
 from tan.config.models import model_class
 from tan.data.collate import BatchCollator
 from tan.data.features.clip_inputs import middle_rows
-from tan.engine.evaluation import evaluate_moments, top_candidates
+from tan.evaluation import evaluate_moments, top_candidates
 from tan.errors import TanError
 from tan.modeling import build_model
 

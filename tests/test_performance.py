@@ -8,7 +8,7 @@ import torch
 
 from oracles.reference_2dtan import PoolChainMap2D, ReferenceTAN, reference_evaluate, stored_iou2d
 from tan.config import load_config
-from tan.engine.evaluation import evaluate_moments, top_moments
+from tan.evaluation import evaluate_moments, top_moments
 from tan.engine.precision import autocast, make_grad_scaler
 from tan.modeling import build_model
 from tan.modeling.map2d.feat2d import SparseMaxPool2D, build_mask2d

@@ -7,12 +7,12 @@ import os
 import numpy as np
 import pytest
 
-from tan.config.choices import DETR_METRIC_NAMES, HIGHLIGHT_METRIC_NAMES
+from tan.evaluation.detr_metrics import DETR_METRIC_NAMES, HIGHLIGHT_METRIC_NAMES
 from tan.config import load_config
 from tan.data import RunData
 from tan.data.catalog import builtin_entries
 from tan.data.overlap import run_overlaps
-from tan.engine.window_metrics import CLIP_SECONDS, clip_labels, detr_metrics, highlight_metrics
+from tan.evaluation.detr_metrics import CLIP_SECONDS, clip_labels, detr_metrics, highlight_metrics
 from tan.data.formats import load_annotations
 from tan.data.tokens import tokenize
 from tan.errors import TanError

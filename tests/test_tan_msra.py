@@ -25,7 +25,7 @@ from tan.config import load_config
 from tan.config.models import MODELS, declarations
 from tan.data import RunData, sentence_encoder
 from tan.data.features.clip_inputs import ResampledClips
-from tan.engine.evaluation import evaluate_moments, top_candidates
+from tan.evaluation import evaluate_moments, top_candidates
 from tan.engine.inference import inference
 from tan.engine.step import forward_batch
 from tan.errors import TanError

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tan.config import load_config
-from tan.engine.evaluation import evaluate_moments
+from tan.evaluation import evaluate_moments
 from tan.engine.hooks import BestModel
 from tan.engine.state import TrainingState
 from tan.errors import TanError

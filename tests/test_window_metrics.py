@@ -1,11 +1,11 @@
-"""Moment-DETR's metrics (tan.engine.window_metrics) on cases worked out by hand."""
+"""Moment-DETR's metrics (tan.evaluation.detr_metrics) on cases worked out by hand."""
 import numpy as np
 import torch
 import pytest
 
-from tan.config.choices import DETR_METRIC_NAMES, HIGHLIGHT_METRIC_NAMES
+from tan.evaluation.detr_metrics import DETR_METRIC_NAMES, HIGHLIGHT_METRIC_NAMES
 
-from tan.engine.window_metrics import (MAP_THRESHOLDS, average_precision, clip_labels, clip_saliency_ap,
+from tan.evaluation.detr_metrics import (MAP_THRESHOLDS, average_precision, clip_labels, clip_saliency_ap,
                                        detr_metrics, first_window_iou, highlight_metrics)
 
 
@@ -124,7 +124,7 @@ def test_highlight_metrics_by_hand():
 
 
 def test_clip_saliency_is_the_best_covering_candidate():
-    from tan.engine.evaluation import clip_saliency
+    from tan.evaluation import clip_saliency
     from tan.structures.candidates import Candidates
 
     seconds = torch.tensor([[[0.0, 2.0], [0.0, 4.0], [4.0, 6.0]]] * 2)
@@ -142,7 +142,7 @@ def test_clip_saliency_is_the_best_covering_candidate():
 
 
 def test_submission_file_names():
-    from tan.engine.submission import submission_name
+    from tan.evaluation.moment_detr import submission_name
 
     assert submission_name("qvhighlight_lighthouse_val") == "hl_val_submission.jsonl"
     assert submission_name("qvhighlight_lighthouse_test") == "hl_test_submission.jsonl"
@@ -224,19 +224,23 @@ def test_the_metrics_reported_leave_out_length_buckets_without_queries():
 
 
 def test_highlights_are_scored_over_the_queries_that_have_labels():
-    from tan.engine.inference import detr_results
+    from tan.evaluation import Prediction
+    from tan.evaluation.moment_detr import MomentDetrEvaluator
 
     labels = ((0, 2), ((4, 2, 1), (3, 3, 3)))
     dataset = _fake_dataset([[[0.0, 2.0]], [[4.0, 6.0]]], saliency=[labels, None])
-    predictions = {i: (torch.tensor([[0.0, 2.0]]), torch.tensor([True]), torch.tensor([0.9]),
-                       torch.tensor([0.2, 0.1, 0.9, 0.0])) for i in range(2)}
-    results = detr_results(dataset, predictions, [0, 1], highlights=True)
+    predictions = {i: Prediction(torch.tensor([[0.0, 2.0]]), torch.tensor([True]), torch.tensor([0.9]),
+                                 torch.tensor([0.2, 0.1, 0.9, 0.0])) for i in range(2)}
+    evaluator = MomentDetrEvaluator(dataset, "fake")
+    evaluator.reset()
+    evaluator.process(predictions)
+    results = evaluator.evaluate()
     alone = highlight_metrics([[0.2, 0.1, 0.9, 0.0]], [clip_labels(8.0, *labels)])
     assert {k: results[k] for k in HIGHLIGHT_METRIC_NAMES} == alone  # the query without labels is left out
 
 
 def test_the_comparison_shows_moment_detrs_metrics_where_every_row_has_them():
-    from tan.engine.comparison import comparison_rows
+    from tan.evaluation.comparison import comparison_rows
 
     ours = {m: 1.0 for m in ("R@1,IoU@0.1", "R@1,IoU@0.3", "R@1,IoU@0.5", "R@1,IoU@0.7", "R@5,IoU@0.1",
                               "R@5,IoU@0.3", "R@5,IoU@0.5", "R@5,IoU@0.7", "mIoU")}

@@ -197,7 +197,7 @@ def test_the_api_reproduces_the_test_figures_of_the_cli(run):
     """Each test video encoded once, all its sentences in one batch: the metrics of tan-test."""
     cfg, out = run
     from tan.data import RunData, VideoSource
-    from tan.engine.evaluation import evaluate_moments
+    from tan.evaluation import evaluate_moments
     model = tan.load_model(str(out / "model_final.pth"), overrides=["DATASETS.ROOT", cfg.DATASETS.ROOT])
     assert isinstance(model, tan.Grounder) and model.cfg.MODEL.TAN == cfg.MODEL.TAN
     assert model.cfg.DATASETS == cfg.DATASETS and model.cfg.MODEL.DEVICE == "auto"  # the stored one is not forced

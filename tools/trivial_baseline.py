@@ -15,7 +15,7 @@ from tan_apps.cli.arguments import default_argument_parser
 from tan_apps.cli.exit_codes import run_cli
 from tan.config import load_config
 from tan.data import RunData
-from tan.engine.evaluation import evaluate_moments, format_table
+from tan.evaluation import evaluate_moments, format_table
 from tan.config.architecture import model_settings
 from tan.modeling.map2d.feat2d import build_mask2d
 from tan.structures.moments import iou2d

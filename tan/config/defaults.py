@@ -230,6 +230,11 @@ _C.TEST.BEST_METRIC = "R@1,IoU@0.5"
 # submission file in their format. "auto": for datasets with JSON-lines
 # annotations; "on": for every dataset; "off": never.
 _C.TEST.DETR_METRICS = "auto"
+# (tan) More evaluators for every test dataset, by name (docs/metric.md §7): each
+# reports figures of its own beside those the dataset's annotation format
+# brings (Ego4D NLQ's, MAD's, Moment-DETR's for JSON lines) and may write a
+# file of its own (a submission). A plug-in (PLUGINS) registers its own.
+_C.TEST.EVALUATORS = []
 # (tan) Windowed grounding of videos longer than those the model was trained
 # on (docs/long_videos.md), in tan-predict, the API and the demo: such a video
 # is cut into overlapping windows, each taken as a training video is, and the

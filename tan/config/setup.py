@@ -13,8 +13,8 @@ from yacs.config import CfgNode
 from ..errors import TanError
 from ..utils.io import atomic_write_text, read_named_text
 from ..utils.yaml_files import parse_yaml
-from .choices import (AMP_MODES, DETR_METRICS, NMS_UNITS, RELEVANCE_CHOICES, SCORE_CHOICES, best_metric_names,
-                      metric_names)
+from .choices import AMP_MODES, DETR_METRICS, NMS_UNITS, RELEVANCE_CHOICES, SCORE_CHOICES
+from .evaluators import DETR_EVALUATOR, best_metric_names, evaluator_names, evaluator_of
 from .defaults import _C
 from .models import MODELS, default_model, model_class, need
 from .plugins import load_plugins
@@ -385,8 +385,15 @@ def _check_values(cfg):
          f"expected one of {', '.join(best_metric_names())}; got {cfg.TEST.BEST_METRIC!r}")
     need(cfg.TEST.DETR_METRICS in DETR_METRICS, "TEST.DETR_METRICS",
          f"expected {', '.join(repr(m) for m in DETR_METRICS[:-1])} or {DETR_METRICS[-1]!r}, got {cfg.TEST.DETR_METRICS!r}")
-    need(cfg.TEST.BEST_METRIC in metric_names() or cfg.TEST.DETR_METRICS != "off", "TEST.BEST_METRIC",
+    need(evaluator_of(cfg.TEST.BEST_METRIC) != DETR_EVALUATOR or cfg.TEST.DETR_METRICS != "off", "TEST.BEST_METRIC",
          f"{cfg.TEST.BEST_METRIC!r} is one of Moment-DETR's metrics, which TEST.DETR_METRICS 'off' turns off")
+    extra = cfg.TEST.EVALUATORS
+    need(isinstance(extra, (list, tuple)) and all(isinstance(n, str) for n in extra), "TEST.EVALUATORS",
+         f"expected a list of evaluator names, got {extra!r}")
+    unknown = [n for n in extra if n not in evaluator_names()]
+    need(not unknown, "TEST.EVALUATORS",
+         f"unknown evaluator {', '.join(map(repr, unknown))}; registered: {', '.join(evaluator_names())} (a plug-in's "
+         f"evaluators need its module in PLUGINS)")
     need(cfg.SOLVER.AMP in AMP_MODES, "SOLVER.AMP",
          f"expected {', '.join(repr(m) for m in AMP_MODES[:-1])} or {AMP_MODES[-1]!r}, got {cfg.SOLVER.AMP!r}")
     need(0.0 <= cfg.INPUT.FEATURE_LENGTH_TOLERANCE < 1.0, "INPUT.FEATURE_LENGTH_TOLERANCE",

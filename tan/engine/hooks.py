@@ -285,11 +285,11 @@ def check_best_metric(cfg, loaders):
     if not loaders or not cfg.SOLVER.TEST_PERIOD:
         return
     first = loaders[0].dataset
-    reported = reported_metrics(cfg.TEST.DETR_METRICS, first.by_query)
+    reported = reported_metrics(cfg.TEST.DETR_METRICS, first.by_query, cfg.TEST.EVALUATORS)
     if cfg.TEST.BEST_METRIC not in reported:
         raise TanError(f"TEST.BEST_METRIC {cfg.TEST.BEST_METRIC!r} is not reported on {first.name!r}, the first "
                        f"validation dataset (TEST.DETR_METRICS {cfg.TEST.DETR_METRICS!r}); it reports "
-                       f"{', '.join(reported)}")
+                       + (', '.join(reported) if reported else "nothing: its annotation file has no labels"))
 
 
 class PeriodicEvaluator(HookBase):
@@ -319,7 +319,8 @@ class PeriodicEvaluator(HookBase):
             name = loader.dataset.name
             metrics = inference(self.model, loader, name, self.cfg.TEST.NMS_THRESH, self.device,
                                 amp=self.cfg.SOLVER.AMP, nms_units=self.cfg.TEST.NMS_UNITS,
-                                detr=self.cfg.TEST.DETR_METRICS, windows=self.windows, evaluations=kept)
+                                detr=self.cfg.TEST.DETR_METRICS, windows=self.windows, evaluations=kept,
+                                evaluators=self.cfg.TEST.EVALUATORS)
             if metrics is not None:
                 results[name] = metrics
         comm.synchronize()

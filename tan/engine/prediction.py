@@ -12,7 +12,7 @@ from ..data.collate import pad_sentences
 from ..errors import TanError
 from ..modeling import build_model
 from ..utils.checkpoint import load_model_weights, model_state_from, read_checkpoint
-from .evaluation import top_candidates
+from ..evaluation.selection import top_candidates
 from .precision import autocast
 from .relevance_stage import check_top_k, relevance_stage
 from .windows import ground_in_windows

@@ -6,7 +6,7 @@ import torch
 from ..utils import comm
 from ..utils.checkpoint import BEST, checkpoint_name, load_model_weights, model_state_from, read_checkpoint
 from ..utils.logger import get_logger
-from .evaluation import format_table
+from ..evaluation import format_table
 from .inference import inference
 from .windowed_evaluation import WindowedEvaluation
 from .windows import window_settings
@@ -61,7 +61,7 @@ def run_test(cfg, model, device, distributed, data, checkpoint="", folder=None, 
         else:
             results[name] = inference(model, loader, name, cfg.TEST.NMS_THRESH, device, output, checkpoint,
                                       amp=cfg.SOLVER.AMP, nms_units=cfg.TEST.NMS_UNITS, detr=cfg.TEST.DETR_METRICS,
-                                      windows=windows, evaluations=kept)
+                                      windows=windows, evaluations=kept, evaluators=cfg.TEST.EVALUATORS)
         comm.synchronize()
     return results
 

@@ -29,7 +29,7 @@ from ..data.features.rows import window_rows, window_size_in_rows, window_spans
 from ..errors import TanError
 from ..utils.logger import get_logger
 from ..structures.candidates import Candidates
-from .evaluation import top_candidates
+from ..evaluation.selection import top_candidates
 from .relevance_stage import final_scores, window_relevance
 
 

@@ -40,7 +40,7 @@ from tan.api import Grounder
 from tan.data import ALL_SPLITS, RunData, VideoSource
 from tan.engine.precision import amp_is_emulated, slow_amp_warning
 from tan.engine.prediction import empty_sentence_message, has_a_word, load_trained_model
-from tan.engine.submission import submission_record
+from tan.evaluation.moment_detr import submission_record
 from tan.errors import TanError, UnknownVideoError
 from tan.utils.checkpoint import read_checkpoint, stored_extractors, stored_trained_span
 from tan.utils.io import atomic_write_text

@@ -29,7 +29,7 @@ Examples:
 import os
 
 from tan.data import RunData
-from tan.engine.comparison import LEFT_OUT_NAME, comparison_rows, format_comparison, write_comparison
+from tan.evaluation.comparison import LEFT_OUT_NAME, comparison_rows, format_comparison, write_comparison
 from tan.engine.testing import run_test
 from tan_apps.seeds.summary import metrics_of, publish_summary, seed_of_checkpoint
 from tan.engine.wrappers import prepare_model, wrap_distributed

@@ -19,7 +19,7 @@ from torch.nn import functional as F
 
 from tan.config.models import model_class
 from tan.data.collate import BatchCollator
-from tan.engine.evaluation import IOU_THRESHOLDS, RECALL_AT, evaluate_moments, top_candidates
+from tan.evaluation import IOU_THRESHOLDS, RECALL_AT, evaluate_moments, top_candidates
 from tan.engine.precision import autocast
 from tan.engine.step import forward_batch, move_batch
 from tan.engine.wrappers import maybe_compile

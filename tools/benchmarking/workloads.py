@@ -7,7 +7,7 @@ import torch
 
 from tan.config.architecture import model_settings
 from tan.config.models import model_class
-from tan.engine.evaluation import evaluate_moments, top_moments
+from tan.evaluation import evaluate_moments, top_moments
 from tan.engine.precision import autocast, make_grad_scaler
 from tan.engine.step import forward_batch, move_batch, run_step
 from tan.engine.wrappers import maybe_compile, prepare_model

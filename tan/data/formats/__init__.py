@@ -23,10 +23,10 @@ import pkgutil
 from collections import Counter
 
 from ...errors import TanError
-from .common import (ANNOTATION_FORMATS, FORMATS_WITH_QUERY_IDS, NOT_DROPPED, Dropped, Query, format_names,
-                     register_format)
+from .common import (ANNOTATION_FORMATS, FORMATS_WITH_QUERY_IDS, NOT_DROPPED, Dropped, Query, format_evaluators,
+                     format_names, register_format)
 
-__all__ = ["ANNOTATION_FORMATS", "FORMATS_WITH_QUERY_IDS", "NOT_DROPPED", "Dropped", "Query", "format_names", "load_annotations",
+__all__ = ["ANNOTATION_FORMATS", "FORMATS_WITH_QUERY_IDS", "NOT_DROPPED", "Dropped", "Query", "format_evaluators", "format_names", "load_annotations",
            "register_format"]
 
 # The built-in formats: every module of this package, each registering its reader when imported, so

@@ -63,12 +63,27 @@ ANNOTATION_FORMATS = Registry("annotation format")
 FORMATS_WITH_QUERY_IDS = set()
 
 
-def register_format(name, query_ids=False):
+# name -> the evaluators (tan.config.evaluators) a test of the format's datasets runs besides the recall.
+FORMAT_EVALUATORS = {}
+
+
+def register_format(name, query_ids=False, evaluators=()):
     """Decorator: register a reader ``read(path, durations, counts)`` as annotation format ``name``;
-    ``query_ids``: its queries carry the file's ids (Query.qid)."""
+    ``query_ids``: its queries carry the file's ids (Query.qid); ``evaluators``: the names of the
+    evaluators its datasets are tested with besides the recall (its benchmark's own figures and
+    submission file), registered by the time a test runs."""
     if query_ids:
         FORMATS_WITH_QUERY_IDS.add(name)
+    if isinstance(evaluators, str) or not all(isinstance(e, str) and e for e in evaluators):
+        raise ValueError(f"annotation format {name!r}: evaluators must be a tuple of evaluator names, "
+                         f"got {evaluators!r}")
+    FORMAT_EVALUATORS[name] = tuple(evaluators)
     return ANNOTATION_FORMATS.register(name)
+
+
+def format_evaluators(name):
+    """The evaluators format ``name`` declared (none for a format it does not know)."""
+    return FORMAT_EVALUATORS.get(name, ())
 
 
 def format_names():

@@ -109,7 +109,7 @@ def _has_windows(data):
                for q in a.get("language_queries") or [] if isinstance(q, dict))
 
 
-@register_format(FORMAT, query_ids=True)
+@register_format(FORMAT, query_ids=True, evaluators=("ego4d_nlq",))
 def read(path, durations, counts):
     """The queries of an NLQ file, clip by clip in the file's order; ``durations`` is not used.
     A clip_uid listed again must give its clip the same duration."""

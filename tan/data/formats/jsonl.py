@@ -92,7 +92,7 @@ def _saliency(record, counts):
     return tuple(ids), tuple(tuple(float(x) for x in s) for s in scores)
 
 
-@register_format("jsonl", query_ids=True)
+@register_format("jsonl", query_ids=True, evaluators=("moment_detr",))
 def read(path, durations, counts):
     """The queries of a JSON-lines file; a line that is not JSON is counted, not fatal. ``durations``
     is not used (each record has its own). A file where no record has relevant_windows is a split

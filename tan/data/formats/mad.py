@@ -76,7 +76,7 @@ def _query(qid, record, counts, previous):
     return Query(movie, duration, start, end, sentence_text(sentence), qid=str(qid), qid_written=qid)
 
 
-@register_format(FORMAT, query_ids=True)
+@register_format(FORMAT, query_ids=True, evaluators=("mad",))
 def read(path, durations, counts):
     """The queries of a MAD file in the file's order; ``durations`` is not used (each query has its
     movie's). One movie's queries must agree on its duration."""

@@ -8,7 +8,7 @@ division by a Python number is a multiplication by its float32 reciprocal.
 Its NMS then works on those moments in numpy float64.
 
 :func:`ranked_candidates` lays the candidates out in that order, so that
-tan's NMS (tan.engine.evaluation.top_candidates: the highest score first,
+tan's NMS (tan.evaluation.top_candidates: the highest score first,
 ties to the lower index) walks them as the reference's loop does; the
 moments are the reference's float32 seconds, widened to float64 so that the
 IoU of two of them is measured in float64 as its NMS measures it (exact

@@ -22,8 +22,12 @@ Here everything is numpy on plain arrays; the caller lays out the predictions.
 """
 import numpy as np
 
-from ..config.choices import DETR_METRIC_NAMES
 
+# The figures, in report order; the HL ones only on datasets with saliency labels.
+DETR_METRIC_NAMES = ("MR-full-R1@0.5", "MR-full-R1@0.7", "MR-full-mAP", "MR-full-mAP@0.5", "MR-full-mAP@0.75",
+                     "MR-short-mAP", "MR-middle-mAP", "MR-long-mAP")
+HIGHLIGHT_METRIC_NAMES = tuple(f"HL-min-{level}-{what}" for level in ("Fair", "Good", "VeryGood")
+                               for what in ("mAP", "Hit1"))
 MAP_THRESHOLDS = tuple(round(0.5 + 0.05 * i, 2) for i in range(10))
 R1_REPORTED = (0.5, 0.7)
 MAP_REPORTED = (0.5, 0.75)

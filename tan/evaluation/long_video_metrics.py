@@ -35,10 +35,13 @@ Values are percent; NLQ's rounded to two decimals as its table prints them, MAD'
 """
 import numpy as np
 
-from ..config.choices import MAD_IOU_THRESHOLDS as MAD_THRESHOLDS, MAD_RECALL_AT as MAD_TOPK
-
 NLQ_THRESHOLDS = (0.3, 0.5)
 NLQ_TOPK = (1, 5)
+# The figures as tan-test names them, in report order.
+NLQ_METRIC_NAMES = ("NLQ-R@1,IoU@0.3", "NLQ-R@1,IoU@0.5", "NLQ-R@5,IoU@0.3", "NLQ-R@5,IoU@0.5", "NLQ-mIoU")
+MAD_TOPK = (1, 5, 10, 50, 100)
+MAD_THRESHOLDS = (0.1, 0.3, 0.5, 0.7)
+MAD_METRIC_NAMES = tuple(f"MAD-R@{k},IoU@{t}" for k in MAD_TOPK for t in MAD_THRESHOLDS)
 
 
 def _percent(value):

@@ -5,7 +5,8 @@ import io
 import json
 import os
 
-from ..config.choices import DETR_METRIC_NAMES, HIGHLIGHT_METRIC_NAMES, metric_names
+from ..config.choices import metric_names
+from ..config.evaluators import EVALUATORS
 from ..utils.io import atomic_write_text
 from ..utils.held_signals import signals_held
 
@@ -16,11 +17,12 @@ LEFT_OUT_NAME = "left_out.json"  # the checkpoints asked for that the comparison
 
 def comparison_rows(results, checkpoints):
     """One row per (checkpoint, dataset): ``results`` is {name: {dataset: metrics}}
-    in the order evaluated, ``checkpoints`` {name: path}. The columns: our metrics, then those of
-    Moment-DETR's that every row has (docs/metric.md §6)."""
+    in the order evaluated, ``checkpoints`` {name: path}. The columns: our metrics, then those figures
+    of the evaluators (their COMPARED: Moment-DETR's, docs/metric.md §6) that every row has."""
     measured = [metrics for by_dataset in results.values() for metrics in by_dataset.values()
                 if metrics]  # a split without labels has no metric to compare
-    extra = [m for m in DETR_METRIC_NAMES + HIGHLIGHT_METRIC_NAMES if measured and all(m in r for r in measured)]
+    compared = [m for name in EVALUATORS.names() for m in EVALUATORS.get(name).COMPARED]
+    extra = [m for m in compared if measured and all(m in r for r in measured)]
     return [{"name": name, "checkpoint": checkpoints.get(name, ""), "dataset": dataset,
              **{m: metrics[m] for m in metric_names() + extra}}
             for name, by_dataset in results.items() for dataset, metrics in by_dataset.items() if metrics]

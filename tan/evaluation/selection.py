@@ -1,13 +1,12 @@
-"""Score maps -> top moments (greedy NMS) -> recall and mIoU (docs/metric.md §2, §3)."""
+"""A model's candidate moments -> each query's kept moments (greedy NMS, docs/metric.md §2) and each
+clip's saliency (§6.2): what every evaluator reads."""
 import torch
 
-from ..config.choices import (DETR_METRIC_NAMES, HIGHLIGHT_METRIC_NAMES, IOU_THRESHOLDS, MAD_METRIC_NAMES,
-                              NLQ_METRIC_NAMES, NMS_UNITS,
-                              RECALL_AT, metric_names)
+from ..config.choices import NMS_UNITS
 from ..structures.candidates import map_candidates
-from ..structures.moments import best_window_iou, temporal_iou
+from ..structures.moments import temporal_iou
 
-__all__ = ["top_moments", "top_candidates", "clip_saliency", "evaluate_moments", "format_table", "metric_names", "RECALL_AT", "IOU_THRESHOLDS"]
+__all__ = ["top_moments", "top_candidates", "clip_saliency"]
 
 
 def top_moments(scores, durations, nms_thresh, topk=5, mask2d=None, units="seconds"):
@@ -85,35 +84,3 @@ def clip_saliency(candidates, durations, clip_seconds):
         best[:, k] = torch.where(covers, scores, torch.full_like(scores, float("-inf"))).max(dim=1).values
     inside = torch.isfinite(best) & (middles[None, :] < durations.float()[:, None])
     return torch.where(inside, best, floor[:, None].expand_as(best))
-
-
-def evaluate_moments(kept_moments, filled, gt_moments):
-    """Metrics (percent) from top moments [Q, k, 2], filled [Q, k], ground truth [Q, 2], or
-    [Q, W, 2] for queries with several windows: a moment's IoU is then its best window's
-    (docs/metric.md §2, as Moment-DETR's R1)."""
-    windows = gt_moments[:, None, :] if gt_moments.dim() == 2 else gt_moments
-    ious = best_window_iou(kept_moments, windows[:, None, :, :]) * filled  # [Q, k]
-    results = {}
-    for k in RECALL_AT:
-        best = ious[:, :k].max(dim=1).values
-        for m in IOU_THRESHOLDS:
-            results[f"R@{k},IoU@{m}"] = 100.0 * (best > m).double().mean().item()
-    results["mIoU"] = 100.0 * ious[:, 0].double().mean().item()
-    return results
-
-
-def format_table(results, title=""):
-    """A small text table: rows R@1 / R@5, columns IoU thresholds, and mIoU; then Moment-DETR's
-    metrics where ``results`` has them."""
-    head = "       " + "".join(f"IoU@{m:<6}" for m in IOU_THRESHOLDS)
-    lines = [title] if title else []
-    lines.append(head)
-    for k in RECALL_AT:
-        lines.append(f"R@{k:<5}" + "".join(f"{results[f'R@{k},IoU@{m}']:<10.2f}" for m in IOU_THRESHOLDS))
-    lines.append(f"mIoU   {results['mIoU']:.2f}")
-    for label, names in (("Moment-DETR", DETR_METRIC_NAMES), ("highlights", HIGHLIGHT_METRIC_NAMES),
-                         ("Ego4D NLQ", NLQ_METRIC_NAMES), ("MAD", MAD_METRIC_NAMES)):
-        present = [n for n in names if n in results]
-        if present:
-            lines.append(f"{label}: " + "  ".join(f"{n} {results[n]:.2f}" for n in present))
-    return "\n".join(lines)

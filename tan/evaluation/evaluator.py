@@ -1,0 +1,126 @@
+"""What an evaluator is, and which ones a test dataset gets (docs/metric.md §7).
+
+An evaluator turns a model's kept moments on one test dataset into figures, and may write a file of
+its own (a benchmark's submission file). The inference loop (tan.engine.inference) runs the same
+calls for every dataset and names no format: it resets each evaluator, hands it the predictions
+(:meth:`DatasetEvaluator.process`, on rank 0, every rank's gathered), asks for the figures
+(:meth:`DatasetEvaluator.evaluate`) and has it write its files (:meth:`DatasetEvaluator.write`).
+
+Which evaluators a dataset gets: the recall (R@k,IoU@m and mIoU, tan.evaluation.recall) on every
+labeled dataset, then those its annotation format declares (``register_format(..., evaluators=...)``),
+then those of TEST.EVALUATORS; TEST.DETR_METRICS turns Moment-DETR's on or off for every dataset.
+"""
+from typing import NamedTuple, Optional
+
+import torch
+
+from ..config.evaluators import DETR_EVALUATOR, EVALUATORS, register_evaluator
+from ..data.formats import format_evaluators
+from ..errors import TanError
+
+__all__ = ["DatasetEvaluator", "Prediction", "build_evaluators", "register_evaluator"]
+
+RECALL_EVALUATOR = "recall"
+
+
+class Prediction(NamedTuple):
+    """One query's kept moments, best first: ``moments`` [k, 2] seconds, ``filled`` [k] bool (which
+    slots hold a moment: a video may have fewer candidates than k), ``scores`` [k], and ``saliency``
+    [clips] (each 2-second clip's score) where an evaluator asked for it, else None. On the CPU."""
+    moments: torch.Tensor
+    filled: torch.Tensor
+    scores: torch.Tensor
+    saliency: Optional[torch.Tensor] = None
+
+    def kept(self):
+        """(moments [n, 2], scores [n]) of the filled slots, best first."""
+        return self.moments[self.filled], self.scores[self.filled]
+
+
+class DatasetEvaluator:
+    """One set of figures over a test dataset. A subclass is registered with
+    ``@register_evaluator(name)`` and declares what it reports:
+
+    * ``METRIC_NAMES``: every figure it may report, in report order (TEST.BEST_METRIC may name one);
+    * ``TITLE``: the label of its line under the log's table of results;
+    * ``COMPARED``: the figures a comparison of checkpoints (tan-test over several) shows as columns.
+
+    It is built per dataset (``dataset``: a tan.data.MomentDataset; ``dataset_name``: its catalog
+    name, which file names may carry) and asked in this order: :meth:`reset`, :meth:`process` (any
+    number of times), then on a labeled dataset :meth:`evaluate`, and :meth:`write` for every
+    folder the evaluation's files go to. Everything runs on rank 0."""
+
+    NAME = ""  # set by register_evaluator
+    METRIC_NAMES = ()
+    TITLE = ""
+    COMPARED = ()
+
+    @classmethod
+    def table_groups(cls):
+        """[(label, figure names)]: the lines of the log's table its figures make."""
+        return [(cls.TITLE, cls.METRIC_NAMES)] if cls.TITLE else []
+
+    def __init__(self, dataset, dataset_name):
+        self.dataset, self.dataset_name = dataset, dataset_name
+        self.predictions = {}
+
+    def predicted_per_query(self):
+        """How many moments of each query its figures read (inference keeps the most any evaluator asks)."""
+        return 1
+
+    def wants_saliency(self):
+        """Whether it reads each clip's saliency (Prediction.saliency)."""
+        return False
+
+    def reported(self):
+        """The figures it reports on this dataset (for TEST.BEST_METRIC, before any is computed)."""
+        return list(self.METRIC_NAMES) if self.dataset.labeled else []
+
+    def reset(self):
+        self.predictions = {}
+
+    def process(self, predictions):
+        """Take ``predictions`` {query index: :class:`Prediction`}; a later one of a query replaces an
+        earlier one (a query grounded by windows after the whole-video pass)."""
+        self.predictions.update(predictions)
+
+    def ordered(self):
+        """The predictions by query index, every query of the dataset once."""
+        return [self.predictions[i] for i in range(len(self.dataset))]
+
+    def evaluate(self):
+        """{figure name: value} over the dataset (labeled datasets only)."""
+        return {}
+
+    def record(self):
+        """What metrics.json holds of this evaluation besides the figures (after :meth:`evaluate`): {key: value}."""
+        return {}
+
+    def submission_name(self):
+        """The name of the file :meth:`write` writes (a submission file), or None."""
+        return None
+
+    def write(self, folder):
+        """Write its own files into ``folder`` (atomically: each whole, or as it was)."""
+
+
+def evaluator_names_for(dataset, detr_mode="auto", extra=()):
+    """The names of the evaluators of ``dataset`` (see the module's docstring), in report order."""
+    declared = list(format_evaluators(dataset.annotation_format))
+    detr = DETR_EVALUATOR in declared if detr_mode == "auto" else detr_mode == "on"
+    names = [RECALL_EVALUATOR] + ([DETR_EVALUATOR] if detr else [])
+    names += [n for n in list(declared) + list(extra) if n != DETR_EVALUATOR]
+    return list(dict.fromkeys(names))  # each once
+
+
+def build_evaluators(dataset, dataset_name, detr_mode="auto", extra=()):
+    """The evaluators of ``dataset`` (:func:`evaluator_names_for`), built."""
+    names = evaluator_names_for(dataset, detr_mode, extra)
+    unknown = [n for n in names if n not in EVALUATORS]
+    if unknown:
+        source = ("TEST.EVALUATORS" if unknown[0] in extra else
+                  f"annotation format {dataset.annotation_format!r} (the evaluators it declares)")
+        raise TanError(f"{dataset_name}: {source} names evaluator {unknown[0]!r}, which is not registered; "
+                       f"registered: {', '.join(EVALUATORS.names())} (a plug-in's evaluators need its module "
+                       f"in PLUGINS)")
+    return [EVALUATORS.get(name)(dataset, dataset_name) for name in names]
