@@ -233,7 +233,8 @@ def test_the_text_backbone_writes_token_features_and_the_sentence_vector(tiny_mo
     assert str(np.load(os.path.join(out, "qid7.npz"))["query"]) == "the red circle moves right."
     from tan.video.backbones import tiny_writer
 
-    with pytest.raises(TanError, match="unknown backbone 'nope'; registered: clip, slowfast, video_transformer"):
+    # a plug-in's backbone stays registered in this process once a test has imported it (test_backbone_plugins.py)
+    with pytest.raises(TanError, match="unknown backbone 'nope'; registered: clip, .*slowfast, video_transformer"):
         tiny_writer("nope")
 
 

@@ -1,4 +1,4 @@
-"""Plug-ins: Python modules that add models, annotation formats or text inputs.
+"""Plug-ins: Python modules that add models, annotation formats, evaluators, text inputs or video backbones.
 
 A plug-in registers what it adds when it is imported (docs/models.md §1). A
 config names the plug-ins it needs in ``PLUGINS``, as importable module
@@ -13,7 +13,8 @@ The config names its plug-ins rather than the environment providing them
 by themselves which code they need, and installing a package never changes
 what an existing config means.
 
-The built-in models are the plug-in ``tan.modeling``, loaded first.
+The built-in models are the plug-in ``tan.modeling`` and the built-in evaluators the plug-in
+``tan.evaluation``, loaded first.
 """
 import importlib
 import importlib.util
@@ -23,7 +24,10 @@ import traceback
 
 from ..errors import TanError
 
-BUILTIN_PLUGINS = ("tan.modeling",)
+BUILTIN_PLUGINS = ("tan.modeling", "tan.evaluation")
+# module name -> the absolute path (a .py file or a package folder) of each plug-in imported by path:
+# what names it again in another process (extractor records name the plug-in of their backbone)
+_FROM_PATH = {}
 
 
 def _is_path(name):
@@ -45,10 +49,12 @@ def _import_path(path, source):
     elif os.path.isfile(path):
         location, search = path, None
     else:
+        # a tool's own option (tan-extract-features --plugins) is given again as itself, not as a config key
+        again = ("PLUGINS on the command line, e.g. PLUGINS \"['/path/to/plugin']\"" if "PLUGINS" in source
+                 else f"its absolute path: {source} /path/to/plugin")
         raise TanError(f"{source}: plug-in {given!r} not found (PLUGINS takes module names, or paths of a .py file "
                        f"or a package folder, relative to the current directory {os.getcwd()!r}); run from the "
-                       f"folder the path is relative to, or give PLUGINS on the command line, e.g. "
-                       f"PLUGINS \"['/path/to/plugin']\"")
+                       f"folder the path is relative to, or give {again}")
     name = _module_name_of(path)
     loaded = sys.modules.get(name)
     if loaded is not None:
@@ -59,10 +65,12 @@ def _import_path(path, source):
     spec = importlib.util.spec_from_file_location(name, location, submodule_search_locations=search)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # before running it, so that its own relative imports find it
+    _FROM_PATH[name] = path
     try:
         spec.loader.exec_module(module)
     except BaseException as e:
         del sys.modules[name]
+        del _FROM_PATH[name]
         if isinstance(e, (Exception, SystemExit)):  # a plug-in that exits while imported fails too
             raise _plugin_failure(e, given, source) from None
         raise
@@ -104,6 +112,17 @@ def import_plugin(name, source="PLUGINS"):
         raise _plugin_failure(e, name, source) from None  # a module that the plug-in's own code imports
     except (Exception, SystemExit) as e:  # noqa: BLE001 - whatever its code raises, the user is told where
         raise _plugin_failure(e, name, source) from None
+
+
+def plugin_of(module):
+    """How PLUGINS names again the plug-in whose code is the module named ``module`` (a class's
+    ``__module__``): the absolute path its top package or file was imported from, for a plug-in given
+    by path; else the module's name. None for tan's own modules and for a script's (``__main__``),
+    which no other process can import."""
+    top = module.partition(".")[0]
+    if top in ("tan", "__main__"):
+        return None
+    return _FROM_PATH.get(top, module)
 
 
 def load_plugins(names=(), source="PLUGINS"):

@@ -2,11 +2,14 @@
 a video file's rows for every stream the model was trained on, joined as the
 datasets join them, and new sentences' token features for a model trained on
 precomputed sentence features. The same backbone, weights (checked by their
-digest) and sampling are used, so the model sees rows of the kind it learnt."""
+digest) and sampling are used, so the model sees rows of the kind it learnt;
+a plug-in's backbone is found through the plug-in its record names, imported
+here unless the config's PLUGINS imported it already."""
 import os
 
 import numpy as np
 
+from ..config.plugins import import_plugin
 from ..data.features.provenance import describe_extractor
 from ..data.features.rows import l2_normalize_rows
 from ..data.features.sources import join_streams
@@ -46,17 +49,49 @@ def _where_to_get(record):
     return ""
 
 
+# How PLUGINS names a plug-in again on the command line of tan-predict / tan-demo, or in load_model's
+# overrides: it replaces the config's own list, which must then be given too.
+PLUGINS_AGAIN = "PLUGINS on the command line, beside the config's own plug-ins, e.g. PLUGINS \"['{}']\""
+
+
 def build_recorded(record, device, models=None):
     """The backbone of ``record``, with the recorded weights (an error when the digest differs)."""
-    registry = video_backbone if record.get("kind", "video") == "video" else text_backbone
     dtype = DTYPES.get(record.get("dtype", "float32"), DTYPES["float32"])
-    cls = registry(record["backbone"])
+    cls = recorded_class(record)
     backbone = cls(recorded_model(record, models), device, dtype, **cls.options_of(record))
     if record.get("weights") and backbone.weights != record["weights"]:
         raise TanError(f"{backbone.model_name!r} holds other weights ({backbone.weights[:19]}...) than the "
                        f"extractor this model's features came from ({describe_extractor(record)}): its rows "
                        f"would mean something else to the model")
     return backbone
+
+
+def recorded_class(record):
+    """The class of the record's backbone: the one registered under its name (built in, or a plug-in's
+    that the config's PLUGINS imported), else the one that the plug-in the record names registers once
+    it is imported here."""
+    lookup = video_backbone if record.get("kind", "video") == "video" else text_backbone
+    name, plugin = record["backbone"], record.get("plugin")
+    if not plugin:
+        return lookup(name, hint=f"the features this model was trained on were made by a backbone of that name "
+                                 f"whose record names no plug-in: import the plug-in that registers it with "
+                                 f"{PLUGINS_AGAIN.format('my_backbones.py')}")
+    try:
+        return lookup(name)
+    except TanError:  # not imported by the config: the recorded plug-in is
+        import_recorded_plugin(record)
+    return lookup(name, hint=f"plug-in {plugin!r}, which its extractor record names, was imported and registers "
+                             f"none of that name")
+
+
+def import_recorded_plugin(record):
+    """Import the plug-in that ``record`` names: an error naming it when its recorded path is gone."""
+    plugin = record["plugin"]
+    if os.path.isabs(plugin) and not os.path.exists(plugin):
+        raise TanError(f"the features this model was trained on were made by {describe_extractor(record)}, the "
+                       f"backbone of plug-in {plugin!r}, which is not there; put it back, or import it from where "
+                       f"it is now: {PLUGINS_AGAIN.format('/new/place/' + os.path.basename(plugin))}")
+    import_plugin(plugin, f"the extractor record of backbone {record['backbone']!r}")
 
 
 def no_records(what):

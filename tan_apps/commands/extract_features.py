@@ -23,6 +23,12 @@ once into the Hugging Face cache where the network allows). --write-tiny
 writes a tiny randomly initialised model of --backbone into a folder, for a
 first run or a test with no download.
 
+--plugins imports plug-ins first, named as a config's PLUGINS names them
+(module names, or paths of a .py file or a package folder): --backbone then
+runs a backbone one of them registers (docs/video.md §5). Its records name
+the plug-in, so that a model trained on its features makes them again from
+a video file.
+
 --preset NAME makes a release's streams as HERO's extractor made them
 (qvhighlights, charades, tacos, activitynet; docs/video.md §7): with
 --videos, CLIP ViT-B/32 rows (--clip-model) and SlowFast R50 8x8 rows
@@ -44,10 +50,13 @@ Examples:
   tan-extract-features --queries data/train.jsonl --backbone clip --model openai/clip-vit-base-patch32 \\
       --output features/clip_text
   tan-extract-features --write-tiny models/tiny_clip --backbone clip
+  tan-extract-features --videos videos/ --plugins my_backbones.py --backbone my_backbone \\
+      --model models/my_backbone.pt --output features/my_backbone
 """
 import argparse
 import sys
 
+from tan.config.plugins import import_plugin
 from tan.errors import TanError
 from tan.utils.logger import setup_logger
 from tan_apps.cli import signal_exits
@@ -56,6 +65,8 @@ from tan.engine.setup import resolve_device
 
 
 def build_parser():
+    from tan.video.backbones import backbone_names
+
     parser = argparse.ArgumentParser(description="Extract clip features from videos, or sentence features from "
                                                  "queries, into per-video / per-query .npz files.",
                                      epilog=__doc__.split("\n\n", 1)[1],
@@ -69,7 +80,12 @@ def build_parser():
     what.add_argument("--records-only", action="store_true",
                       help="with --preset: write the extractor records into a downloaded release's folders "
                            "(--output: the folder holding clip/, slowfast/ and clip_text/); no file is made")
-    parser.add_argument("--backbone", help="clip, slowfast or video_transformer (not with --preset)")
+    parser.add_argument("--backbone", metavar="NAME",
+                        help=f"a registered backbone: {', '.join(backbone_names())}, or one a plug-in of --plugins "
+                             f"registers (not with --preset)")
+    parser.add_argument("--plugins", nargs="+", default=[], metavar="MODULE_OR_PATH",
+                        help="plug-ins to import before --backbone is looked up, as a config's PLUGINS names them: "
+                             "module names, or paths of a .py file or a package folder")
     parser.add_argument("--preset", metavar="NAME", help="a release's streams: qvhighlights, charades, tacos, "
                                                          "activitynet")
     parser.add_argument("--clip-model", metavar="PATH", help="--preset: openai's ViT-B-32.pt, or a CLIP folder")
@@ -96,6 +112,9 @@ def build_parser():
     parser.add_argument("--seed", type=int, default=0, help="--write-tiny: the seed of the random weights")
     return parser
 
+
+# What an unknown --backbone's error ends with, after the registered names.
+PLUGINS_HINT = "a plug-in's backbone needs --plugins MODULE_OR_PATH (its module, or its .py file or package folder)"
 
 # torch.manual_seed's range: a larger seed ends in "Overflow when unpacking long long"
 LARGEST_SEED = 2 ** 64 - 1
@@ -134,16 +153,19 @@ def _check(args):
 
 
 def main(argv=None):
-    from tan.video.backbones import text_backbone, tiny_writer, video_backbone
+    from tan.video.backbones import tiny_writer
     from tan.video.backbones.base import DTYPES
 
     args = build_parser().parse_args(argv)
     setup_logger(None, stream=sys.stderr)
     _check(args)
+    for plugin in args.plugins:  # its backbones are registered when it is imported; the models are not needed
+        import_plugin(plugin, "--plugins")
     if args.write_tiny:
-        tiny_writer(args.backbone)(args.write_tiny, args.seed)
+        tiny_writer(args.backbone, PLUGINS_HINT)(args.write_tiny, args.seed)
         print(f"wrote a tiny random {args.backbone} model to {args.write_tiny}")
         return None
+    backbone_class = None if args.preset else _backbone_class(args)  # an unknown name, before any work
     device = resolve_device(args.device)
     signal_exits.now_doing("extracting features", f"the files finished are in {args.output}; run the same command "
                                                   f"again to do the rest")
@@ -153,14 +175,14 @@ def main(argv=None):
         from tan.video.queries import extract_queries, read_query_file
 
         queries = [q for path in args.queries for q in read_query_file(path)]
-        backbone = text_backbone(args.backbone)(args.model, device, DTYPES[args.dtype])
+        backbone = backbone_class(args.model, device, DTYPES[args.dtype])
         summary = extract_queries(queries, backbone, args.output, args.batch_queries, args.overwrite)
     else:
         from tan.video.extract import backbone_sampling, extract_videos, list_videos
 
         paths = _read_list(args.video_list) if args.video_list else args.videos
         videos = list_videos(paths)
-        backbone = video_backbone(args.backbone)(args.model, device, DTYPES[args.dtype])
+        backbone = backbone_class(args.model, device, DTYPES[args.dtype])
         sampling = backbone_sampling(backbone, args.clip_seconds, args.frame_rate)
         summary = extract_videos(videos, backbone, sampling, args.output, args.batch_clips, args.workers,
                                  args.overwrite)
@@ -170,6 +192,13 @@ def main(argv=None):
     if summary.failed:
         sys.exit(1)
     return summary
+
+
+def _backbone_class(args):
+    """The class of --backbone: a text backbone for --queries, else a video one."""
+    from tan.video.backbones import text_backbone, video_backbone
+
+    return (text_backbone if args.queries else video_backbone)(args.backbone, PLUGINS_HINT)
 
 
 def _extract_release(args, device, dtype):

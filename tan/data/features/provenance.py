@@ -3,11 +3,12 @@ that ``tan-extract-features`` writes beside the files (docs/video.md §3).
 
 A record names the backbone, its weights (the model name it was loaded from
 and a digest of the weights themselves), and for video features the
-sampling: frame rate, clip length, frames per clip and resolution. Two
-records describe the same extractor when everything but the model's name or
-path (the same weights may sit in another folder) and the decoder's version
-agrees. A folder without a record is of unknown making, and nothing is
-compared for it.
+sampling: frame rate, clip length, frames per clip and resolution; a
+plug-in's backbone adds the plug-in that registers it. Two records describe
+the same extractor when everything but the model's name or path (the same
+weights may sit in another folder), the plug-in's (its file may move too) and
+the decoder's version agrees. A folder without a record is of unknown
+making, and nothing is compared for it.
 """
 import json
 import os
@@ -17,7 +18,7 @@ from ...utils.io import atomic_write_text
 
 EXTRACTOR_FILE = "extractor.json"
 RECORD_VERSION = 1
-_NOT_COMPARED = {"model", "decoder", "tan_version"}
+_NOT_COMPARED = {"model", "plugin", "decoder", "tan_version"}
 
 
 def record_path(folder):

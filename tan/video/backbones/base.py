@@ -41,8 +41,9 @@ class VideoBackbone:
 
     def record(self):
         """The fields of the extractor record (docs/video.md §3) that this backbone sets."""
-        return {"backbone": self.NAME, "model": model_reference(self.model_name), "weights": self.weights,
-                "dim": self.dim, "resolution": self.resolution, "dtype": dtype_name(self.dtype)}
+        return {"backbone": self.NAME, **plugin_field(type(self)), "model": model_reference(self.model_name),
+                "weights": self.weights, "dim": self.dim, "resolution": self.resolution,
+                "dtype": dtype_name(self.dtype)}
 
     @classmethod
     def write_tiny(cls, folder, seed=0):
@@ -68,8 +69,8 @@ class TextBackbone:
         return {}
 
     def record(self):
-        return {"backbone": self.NAME, "model": model_reference(self.model_name), "weights": self.weights,
-                "dim": self.dim, "dtype": dtype_name(self.dtype)}
+        return {"backbone": self.NAME, **plugin_field(type(self)), "model": model_reference(self.model_name),
+                "weights": self.weights, "dim": self.dim, "dtype": dtype_name(self.dtype)}
 
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -77,6 +78,16 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 
 def dtype_name(dtype):
     return next(name for name, d in DTYPES.items() if d == dtype)
+
+
+def plugin_field(cls):
+    """{"plugin": how PLUGINS names the plug-in that defines backbone class ``cls``} (its path, for one
+    imported by path), so that a process that rebuilds the backbone from the record (prediction from a
+    video file) can import it; empty for a built-in backbone, whose records stay as they were."""
+    from ...config.plugins import plugin_of  # here: importing the backbones needs no config machinery
+
+    plugin = plugin_of(cls.__module__)
+    return {"plugin": plugin} if plugin else {}
 
 
 def model_reference(name):
