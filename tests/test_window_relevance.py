@@ -25,6 +25,7 @@ from tan.errors import TanError
 from tan.modeling import build_model
 from tan.modeling.relevance import RelevanceHead
 from tan.modeling.tan_msra.clips import AveragedClips
+from tan.structures.ranked_windows import RankedDraw
 
 from conftest import ONE_THREAD, REPO, SYNTHETIC_CONFIG, long_catalog, run_main, run_tool
 
@@ -75,10 +76,11 @@ def test_a_query_is_ranked_in_a_window_holding_it_its_nearest_neighbours_and_oth
 
 
 def _item(video, spans, moments):
-    return {"ranked_feats": torch.arange(len(spans), dtype=torch.float32)[:, None, None].expand(-1, 2, 3) + video,
-            "ranked_sources": torch.tensor([[[0, 1], [1, 2]]] * len(spans)), "ranked_raw_rows": torch.tensor([2] * len(spans)),
-            "ranked_spans": torch.tensor(spans, dtype=torch.float64), "ranked_video": (0, video),
-            "ranked_moments": torch.tensor(moments, dtype=torch.float64)}
+    return {"ranked": RankedDraw(feats=torch.arange(len(spans), dtype=torch.float32)[:, None, None].expand(-1, 2, 3)
+                                 + video, sources=torch.tensor([[[0, 1], [1, 2]]] * len(spans)),
+                                 raw_rows=torch.tensor([2] * len(spans)),
+                                 spans=torch.tensor(spans, dtype=torch.float64), video=(0, video),
+                                 moments=torch.tensor(moments, dtype=torch.float64))}
 
 
 def test_a_batch_encodes_each_window_of_a_video_once_and_ranks_each_sentence_in_all_of_them():
@@ -86,19 +88,18 @@ def test_a_batch_encodes_each_window_of_a_video_once_and_ranks_each_sentence_in_
     second = _item(7, [[100.0, 150.0], [50.0, 100.0]], [[120.0, 130.0]])  # shares [50, 100) with the first
     other = _item(8, [[0.0, 50.0]], [[40.0, 60.0]])  # another video; its only window holds part of the moment
     short = {}  # an item of a video taken whole brings no window
-    batch = collate_ranked([first, short, second, other], [1, 1, 1, 1])
-    assert batch["ranked_feats"].shape == (4, 2, 3)  # [0, 50), [50, 100), [100, 150) of video 7, [0, 50) of 8
-    pairs = list(zip(batch["ranked_query"].tolist(), batch["ranked_window"].tolist(), batch["ranked_labels"].tolist(),
-                     batch["ranked_order"].tolist()))
+    ranked = collate_ranked([first, short, second, other], [1, 1, 1, 1])["ranked"]
+    assert ranked.feats.shape == (4, 2, 3)  # [0, 50), [50, 100), [100, 150) of video 7, [0, 50) of 8
+    pairs = list(zip(ranked.query.tolist(), ranked.window.tolist(), ranked.labels.tolist(), ranked.order.tolist()))
     assert pairs == [(0, 0, 1.0, 0), (0, 1, 0.0, 1), (0, 2, 0.0, -1),
                      (2, 0, 0.0, -1), (2, 1, 0.0, 1), (2, 2, 1.0, 0)]  # no pair of video 8: part of it
     # the rows of each window (2 of 25 s) that the moment covers where it holds it, else all of them
-    assert batch["ranked_rows"].tolist() == [[0, 1], [0, 2], [0, 2], [0, 2], [0, 2], [0, 2]]
+    assert ranked.rows.tolist() == [[0, 1], [0, 2], [0, 2], [0, 2], [0, 2], [0, 2]]
     assert collate_ranked([short], [1]) == {}
     # a video with its sentences (batches of videos): each of them ranked in the item's windows
     video = _item(9, [[0.0, 50.0], [100.0, 150.0]], [[10.0, 20.0], [110.0, 112.0]])
-    batch = collate_ranked([short, video], [3, 2])
-    assert list(zip(batch["ranked_query"].tolist(), batch["ranked_labels"].tolist())) == [
+    ranked = collate_ranked([short, video], [3, 2])["ranked"]
+    assert list(zip(ranked.query.tolist(), ranked.labels.tolist())) == [
         (3, 1.0), (3, 0.0), (4, 0.0), (4, 1.0)]  # the batch's sentences 3 and 4, after the first item's three
 
 
@@ -172,7 +173,7 @@ def test_a_window_of_an_hdf5_movie_is_read_alone(tmp_path, long_root):
     window = dataset.item_window(0, 1)
     assert torch.equal(item["feats"], torch.from_numpy(dataset.clip_input.take(dataset.clip_input.base(
         whole(dataset.videos[dataset.video_ids[0]])[window.first:window.last]))[0]))
-    assert item["ranked_feats"].shape[0] == 4
+    assert item["ranked"].feats.shape[0] == 4
 
 
 def test_a_clip_input_that_resamples_rows_without_saying_how_is_refused_naming_it(long_root):
@@ -188,7 +189,7 @@ def test_a_clip_input_that_resamples_rows_without_saying_how_is_refused_naming_i
     dataset = RunData(cfg).datasets(["long_train"])[0]
     windows = dataset.ranked_windows(0, 1)
     on_disk, made = windows[0].last - windows[0].first, dataset.clip_input.num_clips
-    assert dataset.ranked_fields(0, windows, [0])["ranked_sources"].shape[:2] == (len(windows), made)
+    assert dataset.ranked_fields(0, windows, [0])["ranked"].sources.shape[:2] == (len(windows), made)
     dataset.clip_input = HalvedClips(made)
     with pytest.raises(TanError, match=rf"the clip input HalvedClips makes {(on_disk + 1) // 2} rows of a window of "
                                        rf"{on_disk}, and its row_sources says where {on_disk} come from.*"
@@ -370,7 +371,7 @@ def test_a_checkpoint_with_a_head_in_a_config_without_one_says_which_key_to_set(
 
 
 def test_the_listwise_loss_is_over_each_sentence_s_windows_with_and_without_its_moment():
-    from tan.engine.window_ranking import best_scores, listwise_loss
+    from tan.modeling.window_losses import best_scores, listwise_loss
 
     logits = torch.tensor([2.0, 0.0, 0.0, 1.0, 1.0, 5.0])
     query = torch.tensor([0, 0, 0, 1, 1, 2])

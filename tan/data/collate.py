@@ -2,6 +2,7 @@
 import numpy as np
 import torch
 
+from ..structures.ranked_windows import RankedWindows
 from .features.rows import window_rows
 
 
@@ -44,34 +45,32 @@ def collate_ranked(items, sentences):
     that the items of one video drew coincide on its grid, and each of the video's sentences is
     ranked in all of them. ``sentences``: the items' sentence counts, in the batch's order.
 
-    {} when no item brings any; else "ranked_feats" [U, P, D_in] (the batch's distinct windows) and
-    the (sentence, window) pairs ranked: "ranked_query" [M] (the sentence's place in the batch),
-    "ranked_window" [M], "ranked_labels" [M] (1: the window holds the sentence's whole moment; 0:
-    it shares no second with it; a window holding part of it is not ranked) and "ranked_order" [M]
-    (the window's place among those its own item drew, 0 the one holding the moment, 1 and 2 its
-    nearest neighbours; -1 for another item's window of the same video), and "ranked_rows" [M, 2]:
-    the rows of the window [first, last) that the sentence's moment covers where the window holds it,
-    all its real rows where it does not (moment_rows, real_rows)."""
-    if not any("ranked_feats" in it for it in items):
+    {} when no item brings any; else {"ranked": tan.structures.RankedWindows}: the batch's distinct
+    windows and the (sentence, window) pairs ranked, a pair for each window holding the sentence's
+    whole moment (label 1) and each sharing no second with it (label 0); a window holding part of it
+    is not ranked. A pair's rows: those the moment covers in a window holding it (moment_rows), all
+    the window's real rows in one without it (real_rows)."""
+    draws = [it.get("ranked") for it in items]
+    if not any(draws):
         return {}
     feats, windows, sources, where = [], [], [], {}
-    for it in (it for it in items if "ranked_feats" in it):
-        for row, (start, end), made_of, raw in zip(it["ranked_feats"], it["ranked_spans"].tolist(),
-                                                   it["ranked_sources"].numpy(), it["ranked_raw_rows"].tolist()):
-            key = (it["ranked_video"], start, end)
+    for draw in (d for d in draws if d is not None):
+        for row, (start, end), made_of, raw in zip(draw.feats, draw.spans.tolist(), draw.sources.numpy(),
+                                                   draw.raw_rows.tolist()):
+            key = (draw.video, start, end)
             if key not in where:
                 where[key] = len(feats)
                 feats.append(row)
                 windows.append(key)
                 sources.append((made_of, raw))
     pairs, first = [], 0
-    for it, count in zip(items, sentences):
-        own = {(it["ranked_video"], start, end): order for order, (start, end) in
-               enumerate(it["ranked_spans"].tolist())} if "ranked_feats" in it else {}
-        for s, (begin, finish) in enumerate(it["ranked_moments"].tolist() if own else []):
+    for draw, count in zip(draws, sentences):
+        own = {(draw.video, start, end): order for order, (start, end) in
+               enumerate(draw.spans.tolist())} if draw is not None else {}
+        for s, (begin, finish) in enumerate(draw.moments.tolist() if own else []):
             for w, key in enumerate(windows):
                 _, start, end = key
-                if key[0] != it["ranked_video"]:
+                if key[0] != draw.video:
                     continue
                 if start <= begin and finish <= end:
                     rows = moment_rows(*sources[w], end - start, begin - start, finish - start)
@@ -80,11 +79,11 @@ def collate_ranked(items, sentences):
                     pairs.append((first + s, w, 0.0, own.get(key, -1), real_rows(*sources[w])))
         first += count
     query, window, labels, order, rows = zip(*pairs) if pairs else ((), (), (), (), ())
-    return {"ranked_feats": torch.stack(feats), "ranked_query": torch.tensor(query, dtype=torch.long),
-            "ranked_window": torch.tensor(window, dtype=torch.long),
-            "ranked_labels": torch.tensor(labels, dtype=torch.float32),
-            "ranked_order": torch.tensor(order, dtype=torch.long),
-            "ranked_rows": torch.tensor(rows, dtype=torch.long).reshape(-1, 2)}
+    return {"ranked": RankedWindows(feats=torch.stack(feats), query=torch.tensor(query, dtype=torch.long),
+                                    window=torch.tensor(window, dtype=torch.long),
+                                    labels=torch.tensor(labels, dtype=torch.float32),
+                                    order=torch.tensor(order, dtype=torch.long),
+                                    rows=torch.tensor(rows, dtype=torch.long).reshape(-1, 2))}
 
 
 def real_rows(sources, raw_rows):

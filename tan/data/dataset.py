@@ -9,6 +9,7 @@ import torch
 from torch.utils.data import Dataset
 
 from ..errors import TanError
+from ..structures.ranked_windows import RankedDraw
 from ..utils.logger import get_logger
 from . import formats
 from .features.clip_inputs import ClipInput, ResampledClips
@@ -250,10 +251,10 @@ class MomentDataset(Dataset):
         return TrainingWindows(size * duration / rows, size * duration / rows, 0.0, self.ranked)
 
     def ranked_fields(self, index, windows, queries):
-        """What an item brings of its ranked ``windows`` (tan.data.collate.collate_ranked joins them):
-        their rows as the model takes a window, the rows on disk each of them comes from, their
-        seconds in the video, the video and the moments of the item's sentences (``queries``) in the
-        video's seconds."""
+        """What an item brings of its ranked ``windows``: {"ranked": tan.structures.RankedDraw} (their
+        rows as the model takes a window, the rows on disk each of them comes from, their seconds in the
+        video, the video, the moments of the item's sentences ``queries``), which
+        tan.data.collate.collate_ranked joins."""
         video = self.videos[self.video_ids[index]]
         rows = [self.clip_input.take(self.video_features(video, w))[0] for w in windows]
         sources = [self.clip_input.row_sources(w.last - w.first) for w in windows]
@@ -262,12 +263,12 @@ class MomentDataset(Dataset):
                            f"{windows[0].last - windows[0].first}, and its row_sources says where {len(sources[0])} "
                            f"come from: training across windows (INPUT.TRAIN_WINDOW.RANKED_WINDOWS) needs each "
                            f"row's rows on disk to find a moment's rows in a window")
-        return {"ranked_feats": torch.from_numpy(np.stack(rows)),  # [R, P, D_in]
-                "ranked_sources": torch.from_numpy(np.stack(sources)),  # [R, P, 2]: each row's rows on disk
-                "ranked_raw_rows": torch.tensor([w.last - w.first for w in windows]),  # [R] rows on disk
-                "ranked_spans": torch.tensor([[w.start, w.end] for w in windows], dtype=torch.float64),  # [R, 2] s
-                "ranked_video": (self.name_key, int(self.video_ids[index])),
-                "ranked_moments": torch.from_numpy(self.moments[np.asarray(queries)].astype(np.float64))}  # [S_i, 2]
+        return {"ranked": RankedDraw(
+            feats=torch.from_numpy(np.stack(rows)), sources=torch.from_numpy(np.stack(sources)),
+            raw_rows=torch.tensor([w.last - w.first for w in windows]),
+            spans=torch.tensor([[w.start, w.end] for w in windows], dtype=torch.float64),
+            video=(self.name_key, int(self.video_ids[index])),
+            moments=torch.from_numpy(self.moments[np.asarray(queries)].astype(np.float64)))}
 
     @property
     def by_query(self):

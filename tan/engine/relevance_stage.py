@@ -45,7 +45,7 @@ class RelevanceStage(NamedTuple):
 def relevance_stage(cfg, model):
     """The stage TEST.WINDOW.RELEVANCE asks of ``model`` (None: every window is grounded)."""
     core, choice = unwrap(model), cfg.TEST.WINDOW.RELEVANCE
-    head = getattr(core, "relevance", None)
+    head = core.relevance
     if choice == "none" or (choice == "auto" and head is None):
         return None
     if choice == "learned" and head is None:

@@ -3,21 +3,23 @@ and the CUDA smoke tool, so that what they measure is what training does."""
 import torch
 
 from .precision import autocast
-from .window_ranking import cross_window_terms
 from .wrappers import unwrap
 
 
 def move_batch(batch, device):
     """A collated batch on ``device``; sentence lengths stay on the CPU (packing reads them there)."""
-    return {k: (v.to(device, non_blocking=True) if k != "wordlens" else v) for k, v in batch.items()}
+    return {k: (v.to(device, non_blocking=True) if k != "wordlens" else v) for k, v in batch.items()}  # ranked too
 
 
-def forward_batch(model, batch):
+def forward_batch(model, batch, window_terms=False):
     """The model's output for a collated batch already on its device (a batch of
     videos names each sentence's video in ``video_index``; videos of different
     lengths, from a clip input of variable length, give their real lengths in
-    ``clip_counts``)."""
+    ``clip_counts``). With ``window_terms`` (training a model with cross-window
+    losses), (output, their terms), from the batch's ranked windows."""
     lengths = {"clip_counts": batch["clip_counts"]} if "clip_counts" in batch else {}
+    if window_terms:
+        lengths.update(ranked=batch.get("ranked"), window_terms=True)
     return model(batch["feats"], batch["queries"], batch["wordlens"], batch.get("video_index"), **lengths)
 
 
@@ -32,9 +34,11 @@ def run_step(model, batch, optimizer, grad_scaler, amp, device, clip_grad_norm=0
     batch = move_batch(batch, device)
     core = unwrap(model)
     with autocast(amp, device):
-        output = forward_batch(model, batch)
+        if core.window_losses is not None:
+            output, across = forward_batch(model, batch, window_terms=True)
+        else:
+            output, across = forward_batch(model, batch), {}
     terms = core.losses(output, batch)  # float32
-    across = cross_window_terms(core, batch, amp, device)
     if across:  # the model's own term beside them, under a name that is not the total's
         terms = {**{("model_loss" if name == "loss" else name): term for name, term in terms.items()}, **across}
     loss = sum(terms.values())

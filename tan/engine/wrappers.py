@@ -5,7 +5,6 @@ import warnings
 
 import torch
 
-from ..errors import TanError
 
 
 def prepare_model(cfg, model):
@@ -19,10 +18,6 @@ def wrap_distributed(model, device, distributed):
     """DistributedDataParallel around the model when running under several processes."""
     if not distributed:
         return model
-    if model.has_unused_parameters and getattr(model, "window_losses", None) is not None:
-        raise TanError("MODEL.RELEVANCE / MODEL.WINDOW_RANKING: the cross-window losses are computed beside the "
-                       "model's forward, which several processes cannot do for a model some of whose weights get no "
-                       "gradient in some steps (a frozen encoder); train it in one process, or without them")
     ids = [device.index] if device.type == "cuda" else None
     with warnings.catch_warnings():  # newer torch deprecates the name; the behaviour is the one we want
         warnings.filterwarnings("ignore", message=".*broadcast_buffers.*", category=FutureWarning)

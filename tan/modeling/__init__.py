@@ -8,7 +8,8 @@ from ..config.models import (MODELS, ForeignConfig, Recipe, TextInputChoice, mod
 from ..config.architecture import feature_size
 from ..utils.hooks import HookBase
 from .meta_arch import GroundingModel
-from .relevance import attach_relevance
+from .relevance import relevance_head
+from .window_losses import CrossWindowLosses
 from . import mmn, ms2dtan, tan2d, tan_msra  # noqa: F401  (register MMN, MS_TAN, TAN and TAN_MSRA)
 
 set_default_model("TAN")
@@ -16,9 +17,12 @@ set_default_model("TAN")
 
 def build_model(cfg, cls=None):
     """The model named by MODEL.ARCHITECTURE (or of class ``cls``), built from the config, with its
-    window relevance head (tan/modeling/relevance.py) when MODEL.RELEVANCE.ENABLED."""
+    window stage: the relevance head (tan/modeling/relevance.py) when MODEL.RELEVANCE.ENABLED, the
+    cross-window losses (tan/modeling/window_losses.py) when MODEL.RELEVANCE or MODEL.WINDOW_RANKING
+    weighs them."""
     cls = cls or model_class(cfg)
-    return attach_relevance(cls(cfg), cfg, feature_size(cfg, cls)[0])
+    return cls(cfg).set_window_stage(relevance_head(cfg, cls, feature_size(cfg, cls)[0]),
+                                     CrossWindowLosses.from_config(cfg))
 
 
 __all__ = ["ForeignConfig", "GroundingModel", "HookBase", "MODELS", "Recipe", "TextInputChoice", "build_model",

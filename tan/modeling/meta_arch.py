@@ -21,6 +21,7 @@ from torch import nn
 from ..config.models import Recipe, TextInputChoice
 from ..data.features.clip_inputs import ResampledClips
 from ..structures.candidates import map_candidates, map_picture
+from .window_losses import cross_window_terms
 
 
 class GroundingModel(nn.Module, metaclass=ABCMeta):
@@ -82,6 +83,21 @@ class GroundingModel(nn.Module, metaclass=ABCMeta):
     def mask2d(self):
         return self.feat2d.mask2d
 
+    def __init__(self):
+        super().__init__()
+        # The window stage, an optional part of every model (docs/long_videos.md), set by
+        # set_window_stage from MODEL.RELEVANCE and MODEL.WINDOW_RANKING when it is built: the window
+        # relevance head (tan.modeling.relevance; its weights are the model's, under "relevance.") and
+        # the weights of the cross-window losses (tan.modeling.window_losses.CrossWindowLosses).
+        self.register_module("relevance", None)
+        self.window_losses = None
+
+    def set_window_stage(self, relevance, window_losses):
+        """Give the model its relevance head (a module, or None) and cross-window losses (or None)."""
+        self.relevance = relevance
+        self.window_losses = window_losses
+        return self
+
     @abstractmethod
     def encode_video(self, feats):
         """feats [V, P, D_in] -> what ``ground`` needs of the videos (computed once per video)."""
@@ -98,8 +114,16 @@ class GroundingModel(nn.Module, metaclass=ABCMeta):
     def losses(self, output, batch):
         """{name: float32 scalar}: the loss terms of a training batch, summed and minimised."""
 
-    def forward(self, feats, queries, wordlens, video_index=None):
-        return self.ground(self.encode_video(feats), queries, wordlens, video_index)
+    def forward(self, feats, queries, wordlens, video_index=None, ranked=None, window_terms=False, **lengths):
+        """The output for a batch (``lengths``: a clip input of variable length's ``clip_counts``, to
+        ``encode_video``). In training with cross-window losses (``window_terms``), (output, their terms
+        {name: float32 scalar}) from the batch's ``ranked`` windows (tan.structures.RankedWindows, or None
+        when it brought none): computed in this one forward, so that DistributedDataParallel sees every
+        use of every parameter, a frozen encoder's absence included."""
+        output = self.ground(self.encode_video(feats, **lengths), queries, wordlens, video_index)
+        if not window_terms:
+            return output
+        return output, cross_window_terms(self, ranked, queries, wordlens)
 
     def candidates(self, output, durations):
         """The moments the evaluation ranks: every valid cell of the start x end map of ``scores``."""

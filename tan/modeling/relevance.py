@@ -7,22 +7,20 @@ Methods that ground hour-long videos well first rank the windows: CONE by the
 best match of a window's frames with the sentence in a contrastive space,
 RGNet by a learned retrieval score trained against the other clips of the
 same video. This head does the first in a learned space, and is trained the
-second way (tan.engine.window_ranking): each row of a window and the sentence
+second way (tan.modeling.window_losses): each row of a window and the sentence
 are projected to MODEL.RELEVANCE.HIDDEN_SIZE and L2-normalised, and the
 window's score is its best row's cosine with the sentence, over a
 temperature. Grounding then runs the full model on the top
 TEST.WINDOW.TOP_K windows only (tan.engine.relevance_stage).
 
-The head sits beside any model, built-in or a plug-in's, as its submodule
-``relevance`` (MODEL.RELEVANCE.ENABLED): it reads the model's own inputs,
+The head is an optional part of any model, built-in or a plug-in's, its submodule
+``relevance`` (MODEL.RELEVANCE.ENABLED; tan.modeling.GroundingModel): it reads the model's own inputs,
 the window's rows as the model's clip input prepares them and the sentence
 as its text input encodes it (vectors, or token ids embedded by hashing), so
 that nothing of the model needs to change. :class:`PooledRelevance` is the
 parameter-free form (TEST.WINDOW.RELEVANCE "pooled"), for features and
 sentence vectors made in one space (CLIP's).
 """
-from typing import NamedTuple
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -156,24 +154,11 @@ def sentence_width(cfg, text_input):
     return None if text_input_class(text_input).GIVES_IDS else int(cfg.INPUT.PRE_QUERY_SIZE)
 
 
-class CrossWindowLosses(NamedTuple):
-    """The weights of the two losses over a video's windows (tan.engine.window_ranking): the relevance
-    head's (MODEL.RELEVANCE.LOSS_WEIGHT) and the model's own scores' (MODEL.WINDOW_RANKING)."""
-    relevance_weight: float
-    ranking_weight: float
-    ranking_temperature: float
-    ranking_windows: int
-
-
-def attach_relevance(model, cfg, clip_size):
-    """Give ``model`` its learned relevance head (submodule ``relevance``) when MODEL.RELEVANCE.ENABLED,
-    and the weights of the cross-window losses (``window_losses``) when either is on."""
-    settings, ranking = cfg.MODEL.RELEVANCE, cfg.MODEL.WINDOW_RANKING
-    if settings.ENABLED:
-        model.relevance = WindowRelevance(clip_size, sentence_width(cfg, type(model).text_input(cfg)),
-                                          settings.HIDDEN_SIZE, settings.TEMPERATURE)
-    losses = CrossWindowLosses(float(settings.LOSS_WEIGHT) if settings.ENABLED else 0.0,
-                               float(ranking.LOSS_WEIGHT), float(ranking.TEMPERATURE), int(ranking.WINDOWS))
-    if losses.relevance_weight or losses.ranking_weight:
-        model.window_losses = losses
-    return model
+def relevance_head(cfg, model_class, clip_size):
+    """The learned relevance head MODEL.RELEVANCE asks of a model of ``model_class`` taking clip rows
+    ``clip_size`` wide, or None when MODEL.RELEVANCE.ENABLED is off."""
+    settings = cfg.MODEL.RELEVANCE
+    if not settings.ENABLED:
+        return None
+    return WindowRelevance(clip_size, sentence_width(cfg, model_class.text_input(cfg)), settings.HIDDEN_SIZE,
+                           settings.TEMPERATURE)

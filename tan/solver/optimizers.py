@@ -47,7 +47,7 @@ def optimizer_name(cfg, recipe):
 def with_relevance(model, groups):
     """``groups`` and, when the model has a window relevance head (MODEL.RELEVANCE) that its own groups
     leave out (a model that lists its parameters by name), a group of the head's parameters."""
-    head = getattr(model, "relevance", None)
+    head = model.relevance
     listed = {id(p) for group in groups for p in group["params"]}
     missing = [p for p in (head.parameters() if head is not None else ()) if id(p) not in listed]
     return groups + ([{"params": missing, "lr_scale": 1.0, "name": "window relevance"}] if missing else [])

@@ -98,9 +98,6 @@ class MultiScaleTAN(GroundingModel):
             masks.append(valid[:, 0])
         return MultiScaleOutput(logits, masks)
 
-    def forward(self, feats, queries, wordlens, video_index=None, clip_counts=None):
-        return self.ground(self.encode_video(feats, clip_counts), queries, wordlens, video_index)
-
     def scores(self, output):
         """Per scale the probabilities [S, N_s, A_s] (float32 at least), 0 outside valid cells."""
         dtype = torch.promote_types(output.logits[0].dtype, torch.float32)

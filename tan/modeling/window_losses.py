@@ -1,12 +1,14 @@
-"""Training that ranks the windows of a video against each other (docs/long_videos.md).
+"""The cross-window losses: training that ranks the windows of a video against each other
+(docs/long_videos.md). Part of the model (GroundingModel.forward computes them in training), so that
+one forward holds every use of every parameter, as DistributedDataParallel needs.
 
 Trained on windows one at a time, a model learns how well a moment fits
 inside a window, not which of a video's windows holds what is asked, and
 grounding an hour-long video is that second question over hundreds of
 windows. Here each training query is also scored against the windows of its
 video that its batch brought (INPUT.TRAIN_WINDOW.RANKED_WINDOWS, joined by
-tan.data.collate.collate_ranked: each window encoded once for every sentence
-of its video), and a listwise loss, as SOONet's over a whole movie, puts the
+tan.data.collate.collate_ranked into a tan.structures.RankedWindows: each window
+encoded once for every sentence of its video), and a listwise loss, as SOONet's over a whole movie, puts the
 window holding its moment above the others:
 
 - ``window_relevance``: the relevance head's logits (MODEL.RELEVANCE), the window holding the
@@ -18,9 +20,9 @@ window holding its moment above the others:
   is left to the model's own loss), so that the scores the merge compares across
   windows are trained to be compared.
 """
-import torch
+from typing import NamedTuple
 
-from .precision import autocast
+import torch
 
 
 def listwise_loss(logits, query, labels, sentences):
@@ -40,49 +42,62 @@ def listwise_loss(logits, query, labels, sentences):
     return losses.sum() / ranked.sum().clamp(min=1)
 
 
-def cross_window_terms(core, batch, amp, device):
-    """{name: float32 scalar}: the cross-window loss terms of a training batch already on ``device``, for
-    the model ``core`` (unwrapped) with ``window_losses`` (tan.modeling.relevance.attach_relevance);
-    {} for a model without them."""
-    losses = getattr(core, "window_losses", None)
-    if losses is None:
-        return {}
-    terms = {}
-    if "ranked_feats" in batch and not len(batch["ranked_query"]):
-        batch = {k: v for k, v in batch.items() if not k.startswith("ranked_")}  # windows but no pair to rank
+class CrossWindowLosses(NamedTuple):
+    """The weights of the two losses over a video's windows: the relevance head's
+    (MODEL.RELEVANCE.LOSS_WEIGHT) and the model's own scores' (MODEL.WINDOW_RANKING)."""
+    relevance_weight: float
+    ranking_weight: float
+    ranking_temperature: float
+    ranking_windows: int
+
+    @classmethod
+    def from_config(cls, cfg):
+        """The losses MODEL.RELEVANCE and MODEL.WINDOW_RANKING ask for, or None when neither is on."""
+        relevance, ranking = cfg.MODEL.RELEVANCE, cfg.MODEL.WINDOW_RANKING
+        losses = cls(float(relevance.LOSS_WEIGHT) if relevance.ENABLED else 0.0, float(ranking.LOSS_WEIGHT),
+                     float(ranking.TEMPERATURE), int(ranking.WINDOWS))
+        return losses if losses.relevance_weight or losses.ranking_weight else None
+
+
+def cross_window_terms(model, ranked, queries, wordlens):
+    """{name: float32 scalar}: the cross-window loss terms of a training batch for ``model`` (a
+    GroundingModel with ``window_losses``), from its ``ranked`` windows (a tan.structures.RankedWindows,
+    or None when no item of the batch brought any) and its sentences; called inside the model's forward."""
+    losses, terms = model.window_losses, {}
+    if ranked is not None and not len(ranked):
+        ranked = None  # windows but no pair to rank
     if losses.relevance_weight:
-        terms["window_relevance"] = losses.relevance_weight * _relevance_term(core.relevance, batch)
-    if losses.ranking_weight and "ranked_feats" in batch:
-        terms["window_ranking"] = losses.ranking_weight * _ranking_term(core, batch, losses, amp, device)
+        with torch.autocast(queries.device.type, enabled=False):  # the head's cosines in float32
+            terms["window_relevance"] = losses.relevance_weight * _relevance_term(model.relevance, ranked, queries,
+                                                                                 wordlens)
+    if losses.ranking_weight and ranked is not None:
+        terms["window_ranking"] = losses.ranking_weight * _ranking_term(model, ranked, queries, wordlens, losses)
     return terms
 
 
-def _relevance_term(head, batch):
-    if "ranked_feats" not in batch:  # no long video in the batch: a zero that still reaches every parameter
+def _relevance_term(head, ranked, queries, wordlens):
+    if ranked is None:  # no long video in the batch: a zero that still reaches every parameter
         return sum(p.sum() for p in head.parameters()) * 0.0
-    pairs = (batch["ranked_query"], batch["ranked_window"])
-    sentences = head.encode_sentences(batch["queries"], batch["wordlens"])
-    logits = head.training_logits(sentences, head.encode_windows(batch["ranked_feats"]), pairs, batch["ranked_rows"],
-                                  batch["ranked_labels"])
-    return listwise_loss(logits, batch["ranked_query"], batch["ranked_labels"], len(batch["queries"]))
+    pairs = (ranked.query, ranked.window)
+    sentences = head.encode_sentences(queries, wordlens)
+    logits = head.training_logits(sentences, head.encode_windows(ranked.feats), pairs, ranked.rows, ranked.labels)
+    return listwise_loss(logits, ranked.query, ranked.labels, len(queries))
 
 
-def _ranking_term(core, batch, losses, amp, device):
+def _ranking_term(model, ranked, queries, wordlens, losses):
     # The full model grounds each sentence in the window its item drew with the moment and the next
     # MODEL.WINDOW_RANKING.WINDOWS it drew (its nearest neighbours first): its cost per pair is a map's,
     # where the relevance head ranks every window of the video in the batch.
-    order = batch["ranked_order"]
-    drawn = (order >= 0) & (order <= losses.ranking_windows)
-    query, window, labels = batch["ranked_query"][drawn], batch["ranked_window"][drawn], batch["ranked_labels"][drawn]
-    with autocast(amp, device):
-        maps = core.encode_video(batch["ranked_feats"])
-        output = core.ground(maps, batch["queries"][query], batch["wordlens"][query.cpu()], video_index=window)
-    logits = best_scores(core.scores(output)) / losses.ranking_temperature
+    drawn = (ranked.order >= 0) & (ranked.order <= losses.ranking_windows)
+    query, window, labels = ranked.pairs_where(drawn)
+    maps = model.encode_video(ranked.feats)
+    output = model.ground(maps, queries[query], wordlens[query.cpu()], video_index=window)
+    logits = best_scores(model.scores(output)) / losses.ranking_temperature
     # The window holding the moment is the reference, not pushed up: its best cell may be another moment
     # than the asked one, and its cells are the model's own loss's to place. What is pushed down is the
     # best cell of each window without the moment, below the reference.
     logits = torch.where(labels > 0, logits.detach(), logits)
-    return listwise_loss(logits, query, labels, len(batch["queries"]))
+    return listwise_loss(logits, query, labels, len(queries))
 
 
 def best_scores(scores):
