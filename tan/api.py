@@ -27,8 +27,8 @@ from .data.prediction_inputs import reads_backbone_features
 from .engine.prediction import (SENTENCE_BATCH, check_duration, check_sentences, checked_features, encode_video,
                                 ground_and_draw, ground_sentences, ground_windowed, load_trained_model,
                                 window_picture)
-from .engine.relevance_stage import relevance_stage
-from .engine.windows import WindowedVideo, describe_windows, window_settings
+from .engine.long_videos.relevance_stage import relevance_stage
+from .engine.long_videos.windows import WindowedVideo, describe_windows, window_settings
 from .engine.wrappers import unwrap
 from .engine.precision import amp_is_emulated, slow_amp_warning
 from .errors import TanError
@@ -48,7 +48,7 @@ class Moment:
 @dataclass(frozen=True)
 class EncodedVideo:
     """A video as the model sees it: its 2D map (on the model's device) and its duration; for a
-    video grounded by windows, no map but ``windows`` (tan.engine.windows.WindowedVideo: its
+    video grounded by windows, no map but ``windows`` (tan.engine.long_videos.windows.WindowedVideo: its
     features and windows, each encoded when sentences are asked)."""
     map2d: torch.Tensor
     duration: float

@@ -20,8 +20,8 @@ import torch
 import yaml
 
 from tan.config import load_config
-from tan.engine.windowed_evaluation import WindowedEvaluation
-from tan.engine.windows import WindowSettings, window_rows, window_settings, window_spans
+from tan.engine.long_videos.windowed_evaluation import WindowedEvaluation
+from tan.engine.long_videos.windows import WindowSettings, window_rows, window_settings, window_spans
 from tan.utils.checkpoint import stored_trained_span
 
 from conftest import ONE_THREAD, REPO, SYNTHETIC_CONFIG, run_main

@@ -1,4 +1,4 @@
-"""Windowed grounding of videos longer than those a model was trained on (tan/engine/windows.py,
+"""Windowed grounding of videos longer than those a model was trained on (tan/engine/long_videos/windows.py,
 docs/long_videos.md): the windows, the merge across them, the API and tan-predict."""
 import json
 import logging
@@ -11,7 +11,7 @@ import torch
 import tan
 from tan.config import load_config
 from tan.config.architecture import feature_size
-from tan.engine.windows import WindowSettings, merge_windows, window_rows, window_settings, window_spans
+from tan.engine.long_videos.windows import WindowSettings, merge_windows, window_rows, window_settings, window_spans
 from tan.errors import TanError
 from tan.modeling import build_model
 from tan.structures.moments import temporal_iou
@@ -255,7 +255,7 @@ def test_windows_without_the_end_are_mad_s_starts_every_64_rows_below_rows_less_
 def test_on_the_rows_clock_a_cell_lands_at_mad_s_float32_seconds():
     """MAD places cell k of its windows at k / 2.5 s in float32 (moments_indexes / relative_fps); tan's rows'
     clock gives whole rows, one division by the rate: the same bits, where r x duration / rows does not."""
-    from tan.engine.windows import WindowedVideo
+    from tan.engine.long_videos.windows import WindowedVideo
 
     rows, duration = 7026, 1405.25
     video = WindowedVideo.of(np.zeros((rows, 4), np.float32), duration,
@@ -273,7 +273,7 @@ def test_on_the_rows_clock_a_cell_lands_at_mad_s_float32_seconds():
 def test_holding_a_sentence_s_best_candidates_decides_as_every_candidate_or_grounds_it_again():
     """TEST.WINDOW.CANDIDATES 0 gives every cell of every window to one NMS; past HELD_CANDIDATES a
     sentence keeps its best only, and the NMS over them is the NMS over all, or the sentence is redone."""
-    from tan.engine import windows
+    from tan.engine.long_videos import windows
 
     rng = np.random.default_rng(0)
     parts = []
@@ -314,7 +314,7 @@ def test_a_sentence_whose_nms_reaches_below_the_held_candidates_is_grounded_agai
         untrained_checkpoint, monkeypatch, caplog):
     """Every cell of every window (TEST.WINDOW.CANDIDATES 0), with so few candidates held that the NMS
     reaches below them: the sentences are grounded again holding more, to what holding all of them gives."""
-    from tan.engine import windows
+    from tan.engine.long_videos import windows
 
     path, root = untrained_checkpoint
     feats = np.random.default_rng(1).normal(size=(1200, 128)).astype(np.float32)

@@ -20,7 +20,7 @@ from tan.data.collate import collate_ranked, moment_rows, real_rows
 from tan.data.features.clip_inputs import ClipInput, NativeClips, ResampledClips, SampledClips
 from tan.data.features.sources import ConcatenatedFeatures, HDF5Features
 from tan.data.training_windows import TrainingWindows
-from tan.engine.relevance_stage import RelevanceStage, final_scores, relevance_stage
+from tan.engine.long_videos.relevance_stage import RelevanceStage, final_scores, relevance_stage
 from tan.errors import TanError
 from tan.modeling import build_model
 from tan.modeling.relevance import RelevanceHead

@@ -14,7 +14,7 @@ AMP_MODES = ("off", "fp16", "bf16")
 # exact clip units. The first is the default.
 NMS_UNITS = ("seconds", "clips")
 
-# TEST.WINDOW.RELEVANCE: which windows of a long video a sentence is grounded in (tan.engine.relevance_stage).
+# TEST.WINDOW.RELEVANCE: which windows of a long video a sentence is grounded in (tan.engine.long_videos.relevance_stage).
 RELEVANCE_CHOICES = ("auto", "learned", "pooled", "none")
 # TEST.WINDOW.SCORE: how a kept moment's score and its window's relevance make its final score.
 SCORE_CHOICES = ("product", "sum")

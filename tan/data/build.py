@@ -173,7 +173,7 @@ class RunData:
     def trained_span(self):
         """What the training videos (DATASETS.TRAIN) last as the model takes them in (whole, by the
         windows of its clip input or by INPUT.TRAIN_WINDOW), for windowed grounding of longer videos
-        (tan.engine.windows): {"median": s, "longest": s, "videos": n}, the longest a video that
+        (tan.engine.long_videos.windows): {"median": s, "longest": s, "videos": n}, the longest a video that
         evaluation may score whole (ClipInput.whole_seconds); None without training
         datasets. Read from the annotations alone, once a run (the checkpointer, the periodic
         evaluation and the test each ask)."""

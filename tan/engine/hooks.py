@@ -296,7 +296,7 @@ class PeriodicEvaluator(HookBase):
     """Evaluate the validation loaders every TEST_PERIOD epochs and keep the best model."""
 
     def __init__(self, cfg, model, loaders, device, best_model, training_logger, windows=None):
-        """``windows``: a tan.engine.windowed_evaluation.WindowedEvaluation for the validation
+        """``windows``: a tan.engine.long_videos.windowed_evaluation.WindowedEvaluation for the validation
         videos longer than the training ones, or None."""
         self.cfg, self.model, self.loaders, self.device = cfg, model, loaders or [], device
         self.windows = windows

@@ -74,7 +74,7 @@ def inference(model, data_loader, dataset_name, nms_thresh, device, output_folde
               nms_units="seconds", detr="off", windows=None, evaluations=None, evaluators=()):
     """Evaluate one test loader (``nms_units``: TEST.NMS_UNITS; ``detr``: TEST.DETR_METRICS, Moment-DETR's
     metrics besides ours; ``evaluators``: TEST.EVALUATORS, more evaluators by name; ``windows``: a
-    tan.engine.windowed_evaluation.WindowedEvaluation, which grounds the queries of the videos it
+    tan.engine.long_videos.windowed_evaluation.WindowedEvaluation, which grounds the queries of the videos it
     selects by windows, or None). Returns the metrics dict on rank 0 ({} for a split without labels),
     None elsewhere. ``evaluations``: a dict that gets {dataset_name: :class:`Evaluation`} (None on
     other ranks), to write this evaluation's files again under another checkpoint's name."""

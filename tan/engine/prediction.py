@@ -14,8 +14,8 @@ from ..modeling import build_model
 from ..utils.checkpoint import load_model_weights, model_state_from, read_checkpoint
 from ..evaluation.selection import top_candidates
 from .precision import autocast
-from .relevance_stage import check_top_k, relevance_stage
-from .windows import ground_in_windows
+from .long_videos.relevance_stage import check_top_k, relevance_stage
+from .long_videos.windows import ground_in_windows
 from .wrappers import prepare_model, unwrap
 
 # Sentences scored against one video per forward pass: bounds the memory of the
@@ -177,8 +177,8 @@ def predict_dataset_queries(model, cfg, dataset, indices, device, topk=5):
 @torch.no_grad()
 def ground_windowed(model, cfg, video, encoded_sentences, device, topk=5, batch_size=SENTENCE_BATCH, strict_top_k=True):
     """:func:`ground_sentences` over a long video by windows (``video``: a
-    tan.engine.windows.WindowedVideo), with the relevance stage TEST.WINDOW.RELEVANCE asks for
-    (tan.engine.relevance_stage): (moments [S, topk, 2] in the video's seconds, scores, filled,
+    tan.engine.long_videos.windows.WindowedVideo), with the relevance stage TEST.WINDOW.RELEVANCE asks for
+    (tan.engine.long_videos.relevance_stage): (moments [S, topk, 2] in the video's seconds, scores, filled,
     the window of each sentence's best moment [S]), on the CPU. ``strict_top_k``: refuse a
     TEST.WINDOW.TOP_K above the video's windows (an evaluation over videos of many lengths lets a
     video with fewer keep them all)."""
@@ -217,7 +217,7 @@ def ground_windowed(model, cfg, video, encoded_sentences, device, topk=5, batch_
 @torch.no_grad()
 def window_picture(model, cfg, video, window, encoded_sentence, device):
     """The score map (a ScoreMap of one sentence, on the CPU) of window ``window`` of a
-    tan.engine.windows.WindowedVideo, its cells at the video's seconds."""
+    tan.engine.long_videos.windows.WindowedVideo, its cells at the video's seconds."""
     first, last, start, end = video.bounds(window)
     rows, count = prepare_features(model, cfg, video.features[first:last])
     with autocast(cfg.SOLVER.AMP, device):

@@ -8,8 +8,8 @@ from ..utils.checkpoint import BEST, checkpoint_name, load_model_weights, model_
 from ..utils.logger import get_logger
 from ..evaluation import format_table
 from .inference import inference
-from .windowed_evaluation import WindowedEvaluation
-from .windows import window_settings
+from .long_videos.windowed_evaluation import WindowedEvaluation
+from .long_videos.windows import window_settings
 from .wrappers import unwrap
 
 
@@ -20,7 +20,7 @@ def results_folder(output_dir, checkpoint):
 
 
 def windowed_evaluation(cfg, trained_span):
-    """The windows of an evaluation (tan.engine.windowed_evaluation.WindowedEvaluation) or None, from
+    """The windows of an evaluation (tan.engine.long_videos.windowed_evaluation.WindowedEvaluation) or None, from
     TEST.WINDOW and ``trained_span`` (what the training videos last: the training data's, or the
     checkpoint's record); the choice is logged."""
     settings, choice = window_settings(cfg, trained_span, evaluation=True)
@@ -33,7 +33,7 @@ def run_test(cfg, model, device, distributed, data, checkpoint="", folder=None, 
     """Evaluate on every dataset of DATASETS.TEST; results under ``folder``/{name}/
     (default :func:`results_folder` of OUTPUT_DIR and ``checkpoint``). ``loaders``: the test
     loaders (default: the run data's, grouped as the model's class says); ``trained_span``: what
-    the training videos last, for the videos longer than them (tan.engine.windows).
+    the training videos last, for the videos longer than them (tan.engine.long_videos.windows).
     ``evaluated``: {name: tan.engine.inference.Evaluation} of these very weights, done already
     (None on ranks other than 0): their files are written, not evaluated again. ``kept``: a dict
     that gets this test's evaluations."""

@@ -29,7 +29,7 @@ MAD (Soldelli/MAD, its VLG-Net evaluation): R@{1, 5, 10, 50, 100} at IoU {0.1, 0
   sentence and a movie that could not be predicted (a movie without features).
 
 Which moments a query's predictions are (MAD's windows, seconds and one NMS over every cell of
-the movie) is the windowed grounding's (tan.engine.windows, TEST.WINDOW in the MAD configs).
+the movie) is the windowed grounding's (tan.engine.long_videos.windows, TEST.WINDOW in the MAD configs).
 
 Values are percent; NLQ's rounded to two decimals as its table prints them, MAD's too.
 """

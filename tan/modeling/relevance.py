@@ -11,7 +11,7 @@ second way (tan.modeling.window_losses): each row of a window and the sentence
 are projected to MODEL.RELEVANCE.HIDDEN_SIZE and L2-normalised, and the
 window's score is its best row's cosine with the sentence, over a
 temperature. Grounding then runs the full model on the top
-TEST.WINDOW.TOP_K windows only (tan.engine.relevance_stage).
+TEST.WINDOW.TOP_K windows only (tan.engine.long_videos.relevance_stage).
 
 The head is an optional part of any model, built-in or a plug-in's, its submodule
 ``relevance`` (MODEL.RELEVANCE.ENABLED; tan.modeling.GroundingModel): it reads the model's own inputs,

@@ -1,7 +1,7 @@
-"""Windowed grounding of long videos (tan/engine/windows.py): seconds per query and peak memory,
+"""Windowed grounding of long videos (tan/engine/long_videos/windows.py): seconds per query and peak memory,
 for videos of several lengths, beside the same videos scored whole (resampled to the model's
 clips, what every video got before windows), and by windows with a relevance stage
-(tan/engine/relevance_stage.py: the model with a relevance head, MODEL.RELEVANCE, whose full map
+(tan/engine/long_videos/relevance_stage.py: the model with a relevance head, MODEL.RELEVANCE, whose full map
 scores each sentence's top TEST.WINDOW.TOP_K windows only) beside every window scored.
 
 Each (length, way) is measured in a fresh process, so that no allocator cache or peak is shared:

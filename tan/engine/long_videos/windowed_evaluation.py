@@ -1,6 +1,6 @@
 """Evaluating a dataset whose videos are longer than those the model was trained on, by windows.
 
-The queries of the videos that TEST.WINDOW selects (tan.engine.windows) are
+The queries of the videos that TEST.WINDOW selects (tan.engine.long_videos.windows) are
 left out of the evaluation's whole-video pass and grounded by windows; the
 others are scored as before. Each process takes a share of those videos; a
 video's features are read once for all of its queries, and memory follows
@@ -12,19 +12,19 @@ from collections import defaultdict
 
 import torch
 
-from ..data.dataset import named
-from ..utils import comm
-from ..utils.logger import get_logger
-from ..utils.progress import progress
-from .prediction import ground_windowed
+from ...data.dataset import named
+from ...utils import comm
+from ...utils.logger import get_logger
+from ...utils.progress import progress
+from ..prediction import ground_windowed
 from .relevance_stage import check_top_k, relevance_stage
 from .windows import WindowedVideo
-from .wrappers import unwrap
+from ..wrappers import unwrap
 
 
 class WindowedEvaluation:
     """The windows of one evaluation: ``cfg`` (the model's input, TEST.NMS_*, SOLVER.AMP) and
-    ``settings`` (a tan.engine.windows.WindowSettings)."""
+    ``settings`` (a tan.engine.long_videos.windows.WindowSettings)."""
 
     def __init__(self, cfg, settings):
         self.cfg, self.settings = cfg, settings

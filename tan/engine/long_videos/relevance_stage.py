@@ -16,11 +16,11 @@ from typing import NamedTuple
 
 import torch
 
-from ..config.architecture import feature_size
-from ..data.collate import pad_sentences
-from ..errors import TanError
-from ..modeling.relevance import PooledRelevance, sentence_width
-from .wrappers import unwrap
+from ...config.architecture import feature_size
+from ...data.collate import pad_sentences
+from ...errors import TanError
+from ...modeling.relevance import PooledRelevance, sentence_width
+from ..wrappers import unwrap
 
 
 class RelevanceStage(NamedTuple):

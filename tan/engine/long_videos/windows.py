@@ -25,11 +25,11 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ..data.features.rows import window_rows, window_size_in_rows, window_spans
-from ..errors import TanError
-from ..utils.logger import get_logger
-from ..structures.candidates import Candidates
-from ..evaluation.selection import top_candidates
+from ...data.features.rows import window_rows, window_size_in_rows, window_spans
+from ...errors import TanError
+from ...utils.logger import get_logger
+from ...structures.candidates import Candidates
+from ...evaluation.selection import top_candidates
 from .relevance_stage import final_scores, window_relevance
 
 
@@ -177,7 +177,7 @@ HELD_CANDIDATES = 20000
 @torch.no_grad()
 def ground_in_windows(cfg, video, encoded_sentences, device, topk, prepare, ground_pairs, stage=None):
     """Top ``topk`` moments of each sentence over the windows of ``video`` (a :class:`WindowedVideo`):
-    every window, or with a relevance ``stage`` (tan.engine.relevance_stage) each sentence's top
+    every window, or with a relevance ``stage`` (tan.engine.long_videos.relevance_stage) each sentence's top
     windows by relevance, the full model encoding only the windows some sentence keeps.
 
     ``prepare(rows)`` -> (the model's input of a window [P, D], its real rows); ``ground_pairs(rows,
@@ -270,7 +270,7 @@ MERGE_ELEMENTS = 1 << 22
 def merge_windows(found, topk, nms_thresh, stage=None, normalize=False, logits=None):
     """One NMS over the whole video of every kept moment (``found``: per sentence, a :class:`Found`, or
     a list of (moments [K, 2] video seconds, scores [K], window) of each window it was grounded in, in
-    the windows' order), by final score (tan.engine.relevance_stage.final_scores; ``logits`` [S, W] the
+    the windows' order), by final score (tan.engine.long_videos.relevance_stage.final_scores; ``logits`` [S, W] the
     windows' relevance), top ``topk``. Returns (moments [S, topk, 2], scores, filled, the window of each
     sentence's best moment [S])."""
     probability = logits.softmax(1) if logits is not None else None
