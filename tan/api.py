@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from .config.stored import checkpoint_config
-from .utils.checkpoint import read_checkpoint, stored_extractors, stored_trained_span
+from .utils.checkpoint_file import read_checkpoint, stored_extractors, stored_trained_span
 from .data import sentence_encoder
 from .data.prediction_inputs import reads_backbone_features
 from .engine.prediction import (SENTENCE_BATCH, check_duration, check_sentences, checked_features, encode_video,

@@ -131,7 +131,7 @@ def _clip(rng, clip_uid, video_start, moments, video_uid):
         if rng.random() >= NO_SENTENCE:
             record["query"] = sentence
             moments.append(Query(video_uid, 1.0, 0.0, 1.0, sentence,
-                                 windows=((video_start + start, video_start + max(end, start + 1e-3)),)))
+                                 moments=((video_start + start, video_start + max(end, start + 1e-3)),)))
         queries.append(record)
     cut = sorted(rng.choice(np.arange(1, QUERIES_PER_CLIP), size=2, replace=False).tolist())
     groups = [queries[:cut[0]], queries[cut[0]:cut[1]], queries[cut[1]:]]

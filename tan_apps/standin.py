@@ -201,7 +201,7 @@ def _planted_features(info, num_clips, dim, rng, patterns):
             continue
         signal = np.sum([patterns[w] for w in words], axis=0)
         signal *= SIGNAL_NORM * noise_norm / np.linalg.norm(signal)
-        for start, end in q.windows:
+        for start, end in q.moments:
             inside = (centres >= start) & (centres < end)
             if not inside.any():  # a moment shorter than a clip still marks its clip
                 inside[min(int(start / info["duration"] * num_clips), num_clips - 1)] = True
@@ -359,7 +359,7 @@ def _qids_per_video(queries):
 def _write_jsonl(relative_path, queries, root):
     """One lighthouse JSON line per query, keys in lighthouse's order."""
     lines = [json.dumps({"qid": q.qid, "query": q.sentence, "duration": q.duration, "vid": q.video,
-                         "relevant_windows": [list(w) for w in q.windows]}) for q in queries]
+                         "relevant_windows": [list(w) for w in q.moments]}) for q in queries]
     atomic_write_text(os.path.join(root, relative_path), "".join(line + "\n" for line in lines))
 
 
@@ -496,7 +496,7 @@ def _qvh_query(rng, qid):
     record = {"qid": qid, "query": sentence, "duration": duration, "vid": video, "relevant_windows": seconds,
               "relevant_clip_ids": clip_ids, "saliency_scores": scores}
     query = Query(video, float(duration), seconds[0][0], seconds[0][1], sentence, qid=str(qid),
-                  windows=tuple(tuple(w) for w in seconds))
+                  moments=tuple(tuple(w) for w in seconds))
     return record, query
 
 

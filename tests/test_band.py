@@ -51,7 +51,7 @@ def tan_batch(cfg, batch, dtype, sentences_per_video=1):
     moments = torch.stack([starts, starts + (0.1 + 0.3 * torch.rand(batch, generator=gen)) * durations], dim=1)
     out = dict(feats=torch.randn(videos, cfg.INPUT.NUM_PRE_CLIPS, 24, generator=gen).abs(),
                queries=torch.randn(batch, 7, 12, generator=gen), wordlens=torch.randint(2, 8, (batch,), generator=gen),
-               durations=durations, moments=moments, windows=moments[:, None])
+               durations=durations, moments=moments, gt_moments=moments[:, None])
     if sentences_per_video > 1:
         out["video_index"] = torch.arange(videos).repeat_interleave(sentences_per_video)
     return {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in out.items()}

@@ -6,7 +6,7 @@ import torch
 from tan.config import load_config
 from tan.modeling import build_model
 from tan.solver import build_lr_scheduler, build_optimizer
-from tan.utils.checkpoint import Checkpointer
+from tan.engine.checkpoints import Checkpointer
 from tan.errors import TanError
 
 from conftest import SYNTHETIC_CONFIG
@@ -111,7 +111,7 @@ def test_the_stop_hook_releases_the_signal_handlers_after_the_last_epoch():
 
 
 def test_training_checkpoints_are_ordered_by_the_progress_their_names_and_fields_record(tmp_path):
-    from tan.utils.checkpoint import latest_checkpoint, progress_of_name, training_checkpoints
+    from tan.engine.checkpoints import latest_checkpoint, progress_of_name, training_checkpoints
 
     assert progress_of_name("model_3e.pth") == (4, 0)  # epoch 3 done: epoch 4 is next
     assert progress_of_name("model_3e_17it.pth") == (3, 17)  # 17 steps into epoch 3
@@ -148,7 +148,7 @@ def test_a_save_cut_before_the_marker_is_taken_and_a_marker_set_back_by_hand_is_
     its times kept, is a user going back, and refused."""
     import shutil
 
-    from tan.utils import checkpoint as ckpt
+    from tan.engine.checkpoints import checkpointer, latest_checkpoint
 
     _, model, opt, sched = make()
     saver = Checkpointer(model, opt, sched, str(tmp_path))
@@ -158,14 +158,14 @@ def test_a_save_cut_before_the_marker_is_taken_and_a_marker_set_back_by_hand_is_
 
     def cut(*_):
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(ckpt, "atomic_write_text", cut)
+    monkeypatch.setattr(checkpointer, "atomic_write_text", cut)
     with pytest.raises(TanError, match=r"saved checkpoint .*model_2e.pth, but cannot write .*last_checkpoint to name "
                                        r"it \(No space left on device\); the checkpoint is whole: the same command "
                                        r"resumes from it"):
         saver.save("model_2e", epoch=3, iteration=8)
     monkeypatch.undo()
     assert (tmp_path / "last_checkpoint").read_text() == "model_1e.pth"
-    path, checkpoint, warning = ckpt.latest_checkpoint(str(tmp_path))
+    path, checkpoint, warning = latest_checkpoint(str(tmp_path))
     assert os.path.basename(path) == "model_2e.pth" and checkpoint["epoch"] == 3
     assert warning == (f"{tmp_path / 'last_checkpoint'} names model_1e.pth, but model_2e.pth was saved after it, "
                        f"whole, by a save stopped before it could update last_checkpoint: taking model_2e.pth")
@@ -176,21 +176,21 @@ def test_a_save_cut_before_the_marker_is_taken_and_a_marker_set_back_by_hand_is_
             os.unlink(tmp_path / "last_checkpoint")
             shutil.copy2(kept, tmp_path / "last_checkpoint")
         with pytest.raises(TanError, match=r"names model_1e.pth \(saved after epoch 1\), but model_2e.pth, saved "):
-            ckpt.latest_checkpoint(str(tmp_path))
+            latest_checkpoint(str(tmp_path))
 
 
 def test_a_cut_save_after_a_finished_run_was_continued_is_taken(tmp_path, monkeypatch):
     """last_checkpoint names model_final.pth, which only its fields place in training: a finished run
     continued to more epochs, cut in its next save, resumes from that save."""
-    from tan.utils import checkpoint as ckpt
+    from tan.engine.checkpoints import checkpointer, latest_checkpoint
 
     _, model, opt, sched = make()
     saver = Checkpointer(model, opt, sched, str(tmp_path))
     saver.save("model_2e", epoch=3, iteration=8)
     saver.save("model_final", epoch=3, iteration=8)
-    monkeypatch.setattr(ckpt, "atomic_write_text", lambda *_: (_ for _ in ()).throw(OSError(28, "full")))
+    monkeypatch.setattr(checkpointer, "atomic_write_text", lambda *_: (_ for _ in ()).throw(OSError(28, "full")))
     with pytest.raises(TanError):
         saver.save("model_3e", epoch=4, iteration=12)
     monkeypatch.undo()
-    path, checkpoint, _ = ckpt.latest_checkpoint(str(tmp_path))
+    path, checkpoint, _ = latest_checkpoint(str(tmp_path))
     assert os.path.basename(path) == "model_3e.pth" and checkpoint["epoch"] == 4

@@ -22,7 +22,7 @@ import yaml
 from tan.config import load_config
 from tan.engine.long_videos.windowed_evaluation import WindowedEvaluation
 from tan.engine.long_videos.windows import WindowSettings, window_rows, window_settings, window_spans
-from tan.utils.checkpoint import stored_trained_span
+from tan.utils.checkpoint_file import stored_trained_span
 
 from conftest import ONE_THREAD, REPO, SYNTHETIC_CONFIG, run_main
 from helpers.tan_msra_experiments import experiment as tan_msra_experiment
@@ -288,7 +288,7 @@ def test_an_evaluated_long_video_of_no_more_rows_than_a_window_is_scored_whole_a
 def untrained(synthetic_root, tmp_path_factory):
     """A randomly initialised synthetic 2D-TAN saved as a training run saves it (median 50 s, longest 80 s)."""
     from tan.modeling import build_model
-    from tan.utils.checkpoint import Checkpointer, run_info
+    from tan.engine.checkpoints import Checkpointer, run_info
 
     cfg = load_config(SYNTHETIC_CONFIG, ["DATASETS.ROOT", synthetic_root, "MODEL.DEVICE", "cpu"])
     torch.manual_seed(0)

@@ -209,12 +209,12 @@ def test_empty_dataset_after_filtering_is_a_clear_error(tmp_path):
 
 def test_collator_pads_queries_and_keeps_lengths():
     windows = [torch.tensor([[0.0, 1.0]]), torch.tensor([[0.5, 1.0], [1.5, 2.0]])]
-    items = [{"feats": torch.ones(4, 2), "query": torch.ones(n, 3), "moment": w[0], "windows": w,
+    items = [{"feats": torch.ones(4, 2), "query": torch.ones(n, 3), "moment": w[0], "gt_moments": w,
               "duration": 2.0, "index": i} for i, (n, w) in enumerate(zip([2, 5], windows))]
     batch = BatchCollator()(items)
     assert batch["queries"].shape == (2, 5, 3) and batch["wordlens"].tolist() == [2, 5]
     # windows padded to the batch's most with copies of the query's own first window
-    assert batch["windows"].tolist() == [[[0.0, 1.0], [0.0, 1.0]], [[0.5, 1.0], [1.5, 2.0]]]
+    assert batch["gt_moments"].tolist() == [[[0.0, 1.0], [0.0, 1.0]], [[0.5, 1.0], [1.5, 2.0]]]
     assert batch["queries"][0, 2:].abs().sum() == 0 and batch["feats"].shape == (2, 4, 2)
 
 

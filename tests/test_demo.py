@@ -27,7 +27,7 @@ from tan_apps.demo.offer import VideoShelf, find_checkpoints  # noqa: E402
 from tan_apps.demo.server import DemoServer  # noqa: E402
 from tan_apps.demo.session import DemoSession  # noqa: E402
 from tan.errors import TanError  # noqa: E402
-from tan.utils.checkpoint import EXTRACTORS_FIELD  # noqa: E402
+from tan.utils.checkpoint_file import EXTRACTORS_FIELD  # noqa: E402
 from tan_apps.synthetic.videos import write_video  # noqa: E402
 
 from conftest import REPO  # noqa: E402

@@ -246,17 +246,17 @@ def windows_dataset(tmp_path):
 
 def test_a_dataset_keeps_every_window_padded_with_the_first(windows_dataset):
     ds = windows_dataset
-    assert ds.window_counts.tolist() == [2, 1]
-    np.testing.assert_array_equal(ds.windows, [[FIRST, SECOND], [[3, 5], [3, 5]]])
+    assert ds.moment_counts.tolist() == [2, 1]
+    np.testing.assert_array_equal(ds.gt_moments, [[FIRST, SECOND], [[3, 5], [3, 5]]])
     np.testing.assert_array_equal(ds.moments, [FIRST, [3, 5]])
-    assert ds[0]["windows"].tolist() == [list(FIRST), list(SECOND)]
+    assert ds[0]["gt_moments"].tolist() == [list(FIRST), list(SECOND)]
 
 
 def test_a_prediction_of_the_second_window_is_a_hit(windows_dataset):
     ds = windows_dataset
     predicted = torch.tensor([[SECOND, FIRST], [[3.0, 5.0], [0.0, 1.0]]])  # [Q, k = 2, 2]
     filled = torch.ones(2, 2, dtype=torch.bool)
-    every_window = evaluate_moments(predicted, filled, torch.from_numpy(ds.windows))
+    every_window = evaluate_moments(predicted, filled, torch.from_numpy(ds.gt_moments))
     first_only = evaluate_moments(predicted, filled, torch.from_numpy(ds.moments))
     assert every_window["R@1,IoU@0.7"] == 100.0 and every_window["mIoU"] == 100.0
     assert first_only["R@1,IoU@0.7"] == 50.0  # query 0's top moment misses its first window
@@ -290,7 +290,7 @@ def test_a_bad_window_is_left_out_and_its_query_kept(tmp_path):
     (tmp_path / "ann.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     folder = write_folder(tmp_path / "f", {"v": features((20, 3), 1)})
     ds = MomentDataset.from_files("w", str(tmp_path / "ann.jsonl"), folder, "jsonl", VOCABULARY, 8, 3)
-    assert len(ds) == 1 and ds.window_counts.tolist() == [1] and ds.moments.tolist() == [[2.0, 5.0]]
+    assert len(ds) == 1 and ds.moment_counts.tolist() == [1] and ds.moments.tolist() == [[2.0, 5.0]]
     assert ds.dropped == {"window not two finite numbers": 2, "window with start >= end": 1, "no usable window": 1}
 
 

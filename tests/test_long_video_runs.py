@@ -63,7 +63,7 @@ def test_a_training_item_of_a_long_video_is_a_window_holding_its_moment_drawn_ag
             assert torch.equal(item["feats"], torch.from_numpy(clips.base(rows[window.first:window.last])))
             # drawn from (SEED, epoch, dataset, query): the same key gives the same item
             again = dataset[(index, epoch)]
-            assert all(torch.equal(item[k], again[k]) for k in ("feats", "moment", "windows"))
+            assert all(torch.equal(item[k], again[k]) for k in ("feats", "moment", "gt_moments"))
             starts.add((index, round(window.start, 3)))
     assert len(starts) >= 15  # the epochs draw other windows
 

@@ -15,7 +15,7 @@ from tan.engine.long_videos.windows import WindowSettings, merge_windows, window
 from tan.errors import TanError
 from tan.modeling import build_model
 from tan.structures.moments import temporal_iou
-from tan.utils.checkpoint import Checkpointer, run_info
+from tan.engine.checkpoints import Checkpointer, run_info
 from tan_apps.synthetic.features import CLIP_SECONDS
 from tan_apps.synthetic.long_videos import long_video
 

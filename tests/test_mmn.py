@@ -129,7 +129,7 @@ def test_a_checkpoint_saved_under_distributed_data_parallel_loads(tmp_path):
     model = build_model(cfg)
     path = tmp_path / "pool_model_12e.pth"
     torch.save({"model": {f"module.{k}": v for k, v in model.state_dict().items()}, "epoch": 12}, path)
-    from tan.utils.checkpoint import load_model_weights, model_state_from, read_checkpoint
+    from tan.utils.checkpoint_file import load_model_weights, model_state_from, read_checkpoint
     other = build_model(cfg)
     load_model_weights(other, model_state_from(read_checkpoint(str(path)), str(path)), str(path))
     for name, value in model.state_dict().items():
@@ -208,7 +208,7 @@ def video_batch(cfg, counts, seed=0):
                                   for n in torch.randint(2, 9, (count,), generator=gen)],
                       # float32 values, as the datasets hold them
                       "moments": torch.stack([starts, ends], dim=1).float().double(),
-                      "windows": torch.stack([starts, ends], dim=1).float().double()[:, None, :],
+                      "gt_moments": torch.stack([starts, ends], dim=1).float().double()[:, None, :],
                       "durations": torch.full((count,), duration).float().double(),
                       "indices": torch.arange(count)})
     batch = VideoBatchCollator()(items)

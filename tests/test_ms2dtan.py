@@ -87,7 +87,7 @@ def our_batch(model_cfg, items, starts=None):
                                          None if starts is None else FixedStart(starts[k]) if starts[k] else None)
         batch.append({"feats": torch.as_tensor(rows), "clip_count": count, "clip_offset": offset, "query": words,
                       "moment": torch.tensor([s, e], dtype=torch.float32),
-                      "windows": torch.tensor([[s, e]], dtype=torch.float32), "duration": duration, "index": k})
+                      "gt_moments": torch.tensor([[s, e]], dtype=torch.float32), "duration": duration, "index": k})
     if not clips.variable_length:
         for item in batch:
             del item["clip_count"], item["clip_offset"]

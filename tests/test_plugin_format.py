@@ -73,7 +73,7 @@ def test_the_plugin_s_reader_keeps_clips_and_counts_like_the_built_in_ones(tmp_p
     queries, counts = load_annotations(str(path), "toy_tsv")
     assert [(q.video, q.duration, q.start, q.end, q.sentence) for q in queries] == [
         ("v1", 30.0, 1.5, 7.0, "A man opens a door."), ("v1", 30.0, 25.0, 30.0, "he closes it")]
-    assert queries[1].windows == ((25.0, 30.0),)
+    assert queries[1].moments == ((25.0, 30.0),)
     assert counts == {"moment clipped to the video": 2, "start >= end": 1, "malformed line": 1,
                       "duration not a number": 1, "video with a non-positive duration": 1,
                       "timestamp not two numbers": 1, "timestamp not finite": 1, "empty sentence": 1}

@@ -15,7 +15,7 @@ from tan.config import load_config
 from tan.errors import TanError
 from tan.modeling import build_model
 from tan.utils import io as tan_io
-from tan.utils.checkpoint import Checkpointer
+from tan.engine.checkpoints import Checkpointer
 
 from conftest import ONE_THREAD, REPO, SYNTHETIC_CONFIG, run_tool
 from runs import count_lines, signal_after_record, stop_process_group, wait_for_training_record

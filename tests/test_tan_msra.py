@@ -36,7 +36,7 @@ from tan.modeling.tan_msra.clips import AveragedClips
 from tan.modeling.tan_msra.config import pooling_counts
 from tan.modeling.tan_msra.map_conv import masked_weights
 from tan.modeling.map2d.whitespace_words import ReferenceVocabulary, reference_words
-from tan.utils.checkpoint import load_model_weights, model_state_from, read_checkpoint
+from tan.utils.checkpoint_file import load_model_weights, model_state_from, read_checkpoint
 
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
 SYNTHETIC = os.path.join(REPO, "configs", "tan_msra_synthetic.yaml")
@@ -236,7 +236,7 @@ def test_its_release_layout_evaluates_through_tan_test_with_its_evaluations_numb
             moments, _, full = top_candidates(model.candidates(output, batch["durations"]), cfg.TEST.NMS_THRESH)
             kept.append(moments), filled.append(full)
     scores, durations = torch.cat(scores), torch.cat(durations)
-    gt = torch.from_numpy(dataset.windows[:, 0])
+    gt = torch.from_numpy(dataset.gt_moments[:, 0])
     # its evaluation over its own proposals of the same scores
     segments = ref.get_proposal_results(scores, durations.tolist(), cfg.MODEL.TAN_MSRA.NUM_CLIPS)
     table, miou, its_kept = ref.evaluate(segments, gt.tolist(), cfg.TEST.NMS_THRESH)

@@ -287,7 +287,7 @@ class ReturnsNothing(Trainer):
 @pytest.mark.parametrize("method,returned,expected", [
     ("build_optimizer", "None", "a torch.optim.Optimizer over the model's parameters"),
     ("build_scheduler", "None", "a torch.optim.lr_scheduler scheduler"),
-    ("build_checkpointer", "a builtins.str", "a tan.utils.checkpoint.Checkpointer"),
+    ("build_checkpointer", "a builtins.str", "a tan.engine.checkpoints.Checkpointer"),
     ("build_train_loader", "None", "a loader of the run's data, as self.data's loaders are"),
     ("build_hooks", "a list whose item 4 is a builtins.object, which has no before_train", "tan.engine.HookBase"),
     ("plateau", "a ReduceLROnPlateau, which steps on a metric", "return a scheduler of the epoch"),

@@ -203,14 +203,14 @@ class _FakeDataset:
         self.__dict__.update(fields)
 
     def __len__(self):
-        return len(self.windows)
+        return len(self.gt_moments)
 
 
 def _fake_dataset(windows, saliency=None, durations=None):
     counts = np.array([len(w) for w in windows])
     padded = np.stack([np.concatenate([w, np.repeat(w[:1], counts.max() - len(w), axis=0)]) for w in
                        (np.asarray(w, dtype=np.float32) for w in windows)])
-    return _FakeDataset(name="fake", windows=padded, window_counts=counts, labeled=True, annotation_format="jsonl",
+    return _FakeDataset(name="fake", gt_moments=padded, moment_counts=counts, labeled=True, annotation_format="jsonl",
                            saliency=saliency, durations=np.asarray(durations or [8.0] * len(windows), dtype=np.float32))
 
 

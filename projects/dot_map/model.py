@@ -75,7 +75,7 @@ class DotMap(GroundingModel):
         return torch.sigmoid(logits.float()) * self.mask2d
 
     def losses(self, logits, batch):
-        return {"loss": self.loss(logits, batch["windows"], batch["durations"])}
+        return {"loss": self.loss(logits, batch["gt_moments"], batch["durations"])}
 
     def adapt_state_dict(self, state):
         """Checkpoints of the model's first version named the sentence projection ``text_fc``."""

@@ -1,7 +1,7 @@
 """The config a checkpoint was trained with, as tan stores it in the file
 (docs/checkpoints.md §1), or a config file for checkpoints that carry none."""
 from ..errors import TanError
-from ..utils.checkpoint import read_checkpoint, stored_config
+from ..utils.checkpoint_file import read_checkpoint, stored_config
 from .setup import load_config, load_config_text
 
 

@@ -18,11 +18,11 @@ def pad_sentences(sentences, dim=None):
     return queries, lengths
 
 
-def pad_windows(windows):
+def pad_moments(moments):
     """Windows [W_i, 2] of several queries -> [S, W_max, 2], each padded with copies of its own
     first window (a copy changes no best-window IoU)."""
-    most = max(len(w) for w in windows)
-    return torch.stack([torch.cat([w, w[:1].expand(most - len(w), 2)]) for w in windows])
+    most = max(len(m) for m in moments)
+    return torch.stack([torch.cat([m, m[:1].expand(most - len(m), 2)]) for m in moments])
 
 
 def stack_clips(items):
@@ -115,7 +115,7 @@ class BatchCollator:
             "queries": queries,  # [B, L, E]
             "wordlens": wordlens,  # [B]
             "moments": torch.stack([it["moment"] for it in items]),  # [B, 2], the first window
-            "windows": pad_windows([it["windows"] for it in items]),  # [B, W, 2], every window
+            "gt_moments": pad_moments([it["gt_moments"] for it in items]),  # [B, W, 2], every ground-truth moment
             "durations": torch.tensor([it["duration"] for it in items], dtype=torch.float32),  # [B]
             "indices": torch.tensor([it["index"] for it in items], dtype=torch.long),  # [B]
             **collate_ranked(items, [1] * len(items)),
@@ -137,7 +137,7 @@ class VideoBatchCollator:
             "wordlens": wordlens,  # [S]
             "video_index": torch.repeat_interleave(torch.arange(len(items)), counts),  # [S]
             "moments": torch.cat([it["moments"] for it in items]),  # [S, 2], the first window
-            "windows": pad_windows([w for it in items for w in it["windows"]]),  # [S, W, 2]
+            "gt_moments": pad_moments([m for it in items for m in it["gt_moments"]]),  # [S, W, 2]
             "durations": torch.cat([it["durations"] for it in items]).float(),  # [S]
             "indices": torch.cat([it["indices"] for it in items]),  # [S]
             **collate_ranked(items, [len(it["queries"]) for it in items]),

@@ -104,11 +104,11 @@ class MomentDataset(Dataset):
         self.video_ids = np.asarray([video_index[q.video] for q in kept], dtype=np.int32)
         self.moments = np.asarray([[q.start, q.end] for q in kept], dtype=np.float32)  # the first window
         # Every window [Q, W, 2], W the most of any query, padded with copies of the query's
-        # first window (a copy changes no best-window IoU); window_counts [Q] the real numbers.
-        self.window_counts = np.asarray([len(q.windows) for q in kept], dtype=np.int32)
-        self.windows = np.repeat(self.moments[:, None, :], int(self.window_counts.max()), axis=1)
+        # first window (a copy changes no best-moment IoU); moment_counts [Q] the real numbers.
+        self.moment_counts = np.asarray([len(q.moments) for q in kept], dtype=np.int32)
+        self.gt_moments = np.repeat(self.moments[:, None, :], int(self.moment_counts.max()), axis=1)
         for row, q in enumerate(kept):
-            self.windows[row, :len(q.windows)] = q.windows
+            self.gt_moments[row, :len(q.moments)] = q.moments
         self.durations = np.asarray([q.duration for q in kept], dtype=np.float32)
         self._check_rate(name, kept, shapes)
         self.sentences = [q.sentence for q in kept]
@@ -293,9 +293,9 @@ class MomentDataset(Dataset):
         window = self.item_window(index, epoch)
         feats, first, count = self.clips_of(index, epoch, window)
         variable = {"clip_count": count, "clip_offset": first} if self.clip_input.variable_length else {}
-        moment, windows, duration = self.moments[index], self.windows[index], float(self.durations[index])
+        moment, gt_moments, duration = self.moments[index], self.gt_moments[index], float(self.durations[index])
         if window is not None:  # the moments in the window's seconds; the window is the item's video
-            moment, windows, duration = window.placed(moment), window.placed(windows), window.duration
+            moment, gt_moments, duration = window.placed(moment), window.placed(gt_moments), window.duration
         ranked = self.ranked_windows(index, epoch)
         return {
             "feats": torch.from_numpy(feats),  # [P, D_in]
@@ -303,7 +303,7 @@ class MomentDataset(Dataset):
             **(self.ranked_fields(index, ranked, [index]) if ranked else {}),
             "query": torch.from_numpy(self.query(index)),  # [L, E]
             "moment": torch.from_numpy(moment),  # [2] seconds, the first window
-            "windows": torch.from_numpy(windows),  # [W, 2] seconds, padded with the first
+            "gt_moments": torch.from_numpy(gt_moments),  # [W, 2] seconds, padded with the first
             "duration": duration,
             "index": index,
         }

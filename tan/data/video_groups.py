@@ -74,7 +74,7 @@ class VideoGroups(Dataset):
         queries = self.sentences(position, epoch)
         dataset = self.datasets[self.videos[self.groups[position][0]][0]]
         video = dataset.videos[dataset.video_ids[queries[0]]]
-        moments, windows, durations = dataset.moments[queries], dataset.windows[queries], dataset.durations[queries]
+        moments, gt_moments, durations = dataset.moments[queries], dataset.gt_moments[queries], dataset.durations[queries]
         # A long video (INPUT.TRAIN_WINDOW) gives a window holding its first sentence's (its anchor's)
         # moment, with the sentences whose moments it holds too, placed in its seconds.
         window = dataset.item_window(queries[0], epoch if isinstance(key, tuple) else None, rng_key=position)
@@ -84,7 +84,7 @@ class VideoGroups(Dataset):
                 rng = np.random.default_rng([self.seed % 2 ** 32, epoch, position])
                 queries = np.concatenate([queries[:1], np.sort(rng.choice(queries[1:], self.max_sentences - 1,
                                                                           replace=False))])
-            moments, windows = window.placed(dataset.moments[queries]), window.placed(dataset.windows[queries])
+            moments, gt_moments = window.placed(dataset.moments[queries]), window.placed(dataset.gt_moments[queries])
             durations = np.full(len(queries), window.duration, dtype=np.float32)
         ranked = dataset.ranked_windows(queries[0], epoch, rng_key=position) if window is not None else None
         return {
@@ -92,7 +92,7 @@ class VideoGroups(Dataset):
             "feats": torch.from_numpy(dataset.video_features(video, window)),  # [P, D_in]
             "queries": [torch.from_numpy(dataset.query(q)) for q in queries],
             "moments": torch.from_numpy(moments),  # [S_v, 2]
-            "windows": torch.from_numpy(windows),  # [S_v, W, 2]
+            "gt_moments": torch.from_numpy(gt_moments),  # [S_v, W, 2]
             "durations": torch.from_numpy(durations),  # [S_v]
             "indices": torch.from_numpy(queries.astype(np.int64)),  # [S_v]
         }

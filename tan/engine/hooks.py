@@ -18,7 +18,7 @@ import torch
 
 from ..errors import NonFiniteLossError, TanError, TrainingInterrupted
 from ..utils import comm
-from ..utils.checkpoint import BEST, FINAL, read_checkpoint
+from ..utils.checkpoint_file import BEST, FINAL, read_checkpoint
 from ..utils.events import ScalarWriter
 from ..utils.hooks import HookBase
 from ..utils.logger import get_logger

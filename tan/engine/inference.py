@@ -174,7 +174,7 @@ def _windowed(model, dataset, dataset_name, windows, chosen, device, topk, predi
 def _write_results(output_folder, record, dataset, predictions, evaluators):
     """metrics.json (``record``), predictions.jsonl and each evaluator's own files (a submission file):
     every file new, or every one as it was."""
-    gt = torch.from_numpy(dataset.windows) if dataset.labeled else None  # [Q, W, 2]: every ground-truth window
+    gt = torch.from_numpy(dataset.gt_moments) if dataset.labeled else None  # [Q, W, 2]: every ground-truth window
     with signals_held():
         atomic_write_text(os.path.join(output_folder, "metrics.json"), json.dumps(record, indent=2) + "\n")
         write_predictions(os.path.join(output_folder, "predictions.jsonl"), dataset, predictions, gt)

@@ -11,7 +11,7 @@ from ..config.architecture import feature_size
 from ..data.collate import pad_sentences
 from ..errors import TanError
 from ..modeling import build_model
-from ..utils.checkpoint import load_model_weights, model_state_from, read_checkpoint
+from ..utils.checkpoint_file import load_model_weights, model_state_from, read_checkpoint
 from ..evaluation.selection import top_candidates
 from .precision import autocast
 from .long_videos.relevance_stage import check_top_k, relevance_stage

@@ -4,7 +4,7 @@ import os
 import torch
 
 from ..utils import comm
-from ..utils.checkpoint import BEST, checkpoint_name, load_model_weights, model_state_from, read_checkpoint
+from ..utils.checkpoint_file import BEST, checkpoint_name, load_model_weights, model_state_from, read_checkpoint
 from ..utils.logger import get_logger
 from ..evaluation import format_table
 from .inference import inference

@@ -33,11 +33,11 @@ from ..modeling import build_model
 from ..solver import (LRSchedule, apply_schedule, build_lr_scheduler, build_optimizer,
                       check_names as check_solver_names, optimizer_name, schedule_keys)
 from ..utils import comm
-from ..utils.checkpoint import (FINAL, Checkpointer, last_checkpoint_file, load_model_weights, model_state_from,
-                                read_checkpoint, run_info)
+from ..utils.checkpoint_file import FINAL, load_model_weights, model_state_from, read_checkpoint
 from ..utils.logger import get_logger
 from ..utils.progress import progress
 from ..utils.registry import Registry
+from .checkpoints import Checkpointer, last_checkpoint_file, run_info
 from .hooks import (FINAL_NAME, BestModel, EpochCheckpointer, LoopPlan, PeriodicEvaluator, Step, StopOnSignal,
                     TrainingLogger, check_best_metric)
 from .precision import make_grad_scaler
@@ -313,7 +313,7 @@ class Trainer:
                                        "a torch.amp.GradScaler (disabled where no scaling is needed)")
         self.checkpointer = self._built(
             "build_checkpointer", self.build_checkpointer(self.model, self.optimizer, scheduler, self.grad_scaler),
-            Checkpointer, "a tan.utils.checkpoint.Checkpointer")
+            Checkpointer, "a tan.engine.checkpoints.Checkpointer")
         resumed = self.checkpointer.load(cfg.MODEL.WEIGHT)
         state = TrainingState.from_checkpoint(resumed)
         self._check_epochs(state)

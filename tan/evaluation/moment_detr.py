@@ -55,7 +55,7 @@ _PARTIAL_SALIENCY_WARNED = set()  # dataset names warned of already: once per na
 
 def query_windows(dataset, indices):
     """Each query's own ground-truth windows [W_q, 2] (the dataset pads them to the most of any query)."""
-    return [dataset.windows[i, :dataset.window_counts[i]] for i in indices]
+    return [dataset.gt_moments[i, :dataset.moment_counts[i]] for i in indices]
 
 
 @register_evaluator(DETR_EVALUATOR)

@@ -4,7 +4,7 @@ import torch
 
 from ..config.choices import IOU_THRESHOLDS, RECALL_AT, metric_names
 from ..config.evaluators import EVALUATORS, register_evaluator
-from ..structures.moments import best_window_iou
+from ..structures.moments import best_moment_iou
 from .evaluator import RECALL_EVALUATOR, DatasetEvaluator
 
 __all__ = ["RecallEvaluator", "evaluate_moments", "format_table", "metric_names", "RECALL_AT", "IOU_THRESHOLDS"]
@@ -15,7 +15,7 @@ def evaluate_moments(kept_moments, filled, gt_moments):
     [Q, W, 2] for queries with several windows: a moment's IoU is then its best window's
     (docs/metric.md §2, as Moment-DETR's R1)."""
     windows = gt_moments[:, None, :] if gt_moments.dim() == 2 else gt_moments
-    ious = best_window_iou(kept_moments, windows[:, None, :, :]) * filled  # [Q, k]
+    ious = best_moment_iou(kept_moments, windows[:, None, :, :]) * filled  # [Q, k]
     results = {}
     for k in RECALL_AT:
         best = ious[:, :k].max(dim=1).values
@@ -63,4 +63,4 @@ class RecallEvaluator(DatasetEvaluator):
     def evaluate(self):
         ordered = self.ordered()
         return evaluate_moments(torch.stack([p.moments for p in ordered]), torch.stack([p.filled for p in ordered]),
-                                torch.from_numpy(self.dataset.windows))
+                                torch.from_numpy(self.dataset.gt_moments))

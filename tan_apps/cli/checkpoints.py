@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from tan.config import load_config
 from tan.config.setup import merge_overrides
 from tan.config.stored import checkpoint_config
+from tan.engine.checkpoints import default_checkpoint, progress_of_name
 from tan.errors import TanError
 from tan.utils.logger import get_logger
-from tan.utils.checkpoint import BEST, FINAL, checkpoint_name, default_checkpoint, progress_of_name
+from tan.utils.checkpoint_file import BEST, FINAL, checkpoint_name
 from tan_apps.cli.arguments import DEFAULT_CONFIG
 
 def _order(path):

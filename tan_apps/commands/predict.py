@@ -42,7 +42,7 @@ from tan.engine.precision import amp_is_emulated, slow_amp_warning
 from tan.engine.prediction import empty_sentence_message, has_a_word, load_trained_model
 from tan.evaluation.moment_detr import submission_record
 from tan.errors import TanError, UnknownVideoError
-from tan.utils.checkpoint import read_checkpoint, stored_extractors, stored_trained_span
+from tan.utils.checkpoint_file import read_checkpoint, stored_extractors, stored_trained_span
 from tan.utils.io import atomic_write_text
 from tan.utils.logger import get_logger, setup_logger
 from tan_apps.cli.arguments import ConfigArgumentParser, add_overrides

@@ -36,8 +36,8 @@ from tan.engine.wrappers import prepare_model, wrap_distributed
 from tan.errors import TanError
 from tan.modeling import build_model
 from tan.utils import comm
-from tan.utils.checkpoint import (check_model_weights, checkpoint_name, load_model_weights, model_state_from,
-                                read_checkpoint, stored_trained_span)
+from tan.utils.checkpoint_file import (check_model_weights, checkpoint_name, load_model_weights, model_state_from,
+                                     read_checkpoint, stored_trained_span)
 from tan.utils.logger import get_logger
 from tan_apps.cli.arguments import default_argument_parser
 from tan_apps.cli.checkpoints import KEEP_GOING_FLAG, plan_evaluations

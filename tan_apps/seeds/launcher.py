@@ -27,7 +27,7 @@ from tan.engine.run_folder import CONFIG_FILE
 from tan.engine.testing import results_folder
 from tan_apps.seeds.summary import metrics_of, publish_summary, seed_folder
 from tan.errors import TanError
-from tan.utils.checkpoint import BEST, FINAL
+from tan.utils.checkpoint_file import BEST, FINAL
 from tan.utils.io import atomic_write_text, read_json
 from tan.utils.logger import get_logger, setup_logger
 from tan_apps.cli import signal_exits

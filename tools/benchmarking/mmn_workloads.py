@@ -23,7 +23,7 @@ def random_video_batch(cfg, videos, sentences_per_video, device, seed=0):
     batch = dict(feats=torch.randn(videos, cfg.INPUT.NUM_PRE_CLIPS, mmn.FEATPOOL.INPUT_SIZE, generator=gen).abs(),
                  queries=torch.randn(s, WORDS, cfg.INPUT.PRE_QUERY_SIZE, generator=gen),
                  wordlens=torch.randint(WORDS // 2, WORDS + 1, (s,), generator=gen), video_index=video_index,
-                 durations=durations, moments=moments, windows=moments[:, None, :], indices=torch.arange(s))
+                 durations=durations, moments=moments, gt_moments=moments[:, None, :], indices=torch.arange(s))
     pin = device.type == "cuda"
     return {k: (v.pin_memory() if pin else v) for k, v in batch.items()}
 

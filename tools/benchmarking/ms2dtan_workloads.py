@@ -127,7 +127,7 @@ def our_collated(cfg, items, starts=None):
         rng = None if starts is None else WindowStart(starts[k])
         rows, offset, count = clips.take(clips.base(feats.numpy()), rng)
         item = {"feats": torch.as_tensor(rows), "query": words, "moment": torch.tensor([s, e]),
-                "windows": torch.tensor([[s, e]]), "duration": duration, "index": k}
+                "gt_moments": torch.tensor([[s, e]]), "duration": duration, "index": k}
         if clips.variable_length:
             item.update(clip_count=count, clip_offset=offset)
         batch.append(item)

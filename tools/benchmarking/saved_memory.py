@@ -138,7 +138,7 @@ def measure_tan(config_file, batch, opts=()):
     feats, queries, wordlens, durations, moments = random_inputs(
         batch, cfg.INPUT.NUM_PRE_CLIPS, cfg.MODEL.TAN.FEATPOOL.INPUT_SIZE, cfg.INPUT.PRE_QUERY_SIZE)
     inputs = dict(feats=feats, queries=queries, wordlens=wordlens, durations=durations, moments=moments,
-                  windows=moments[:, None])
+                  gt_moments=moments[:, None])
     optimizer = build_optimizer(cfg, model, model.recipe(cfg))
 
     def forward_loss():

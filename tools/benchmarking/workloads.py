@@ -50,7 +50,7 @@ def random_batch(cfg, batch, device, seed=0):
     pin = device.type == "cuda"
     return {k: (v.pin_memory() if pin else v) for k, v in dict(
         feats=feats, queries=queries, wordlens=wordlens, durations=durations, moments=moments,
-        windows=moments[:, None, :]).items()}
+        gt_moments=moments[:, None, :]).items()}
 
 
 def predictor_flops(cfg):

@@ -80,7 +80,7 @@ def _broken(query):
         return f"duration {query.duration!r} is not a positive number of seconds"
     if not isinstance(query.sentence, str) or not query.sentence.strip():
         return f"sentence {query.sentence!r} is empty or not text"
-    for start, end in [(query.start, query.end), *query.windows]:
+    for start, end in [(query.start, query.end), *query.moments]:
         if not (finite(start) and finite(end) and 0 <= start < end <= query.duration):
             return f"window ({start!r}, {end!r}) is not 0 <= start < end <= duration ({query.duration})"
     return None

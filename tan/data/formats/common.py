@@ -25,7 +25,7 @@ class Query:
     end: float
     sentence: str
     qid: str = ""  # the query's id where the format has one (jsonl)
-    windows: tuple = ()  # every ground-truth window, (start, end) each, the first included
+    moments: tuple = ()  # every ground-truth moment, (start, end) each, the first included
     qid_written: object = None  # the qid as the file wrote it (a JSON number stays one in a submission file)
     saliency: tuple = None  # (relevant_clip_ids, saliency_scores [3 per clip]) where the format has them (jsonl)
     # False for a query of a split released without its labels (QVHighlights' test): it has no moment (start
@@ -33,8 +33,8 @@ class Query:
     labeled: bool = True
 
     def __post_init__(self):
-        if not self.windows:
-            self.windows = ((self.start, self.end),)
+        if not self.moments:
+            self.moments = ((self.start, self.end),)
 
 
 # What a query whose window has no length is counted under where a format leaves it out (a Query needs

@@ -57,7 +57,7 @@ def _jsonl_query(record, seen, counts, labeled=True):
     if not kept:
         raise Dropped("no usable window")
     seen.add(qid)
-    return Query(video, duration, kept[0][0], kept[0][1], sentence, qid=qid, windows=tuple(kept),
+    return Query(video, duration, kept[0][0], kept[0][1], sentence, qid=qid, moments=tuple(kept),
                  qid_written=record["qid"], saliency=_saliency(record, counts))
 
 

@@ -3,7 +3,7 @@ are scored against their IoU with the moment."""
 from torch import nn
 from torch.nn import functional as F
 
-from ...structures.moments import best_window_iou, cell_spans
+from ...structures.moments import best_moment_iou, cell_spans
 
 
 class ScaledIoULoss(nn.Module):
@@ -31,6 +31,6 @@ class ScaledIoULoss(nn.Module):
         n = logits.shape[-1]
         unit = durations.float()[:, None, None] / n
         candidates = self.cell_bounds[None] * unit  # [B, C, 2] seconds, as candidate_moments computes them
-        ious = best_window_iou(candidates, windows.float()[:, None, :, :])  # the best window's IoU per cell
+        ious = best_moment_iou(candidates, windows.float()[:, None, :, :])  # the best window's IoU per cell
         selected = logits.flatten(1).index_select(1, self.cell_index).float()
         return F.binary_cross_entropy_with_logits(selected, self.targets(ious))

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ...structures.moments import best_window_iou, cell_seconds, cell_spans, temporal_iou
+from ...structures.moments import best_moment_iou, cell_seconds, cell_spans, temporal_iou
 from ..map2d.ordered_sums import take_rows
 
 # MMN's IoU score is sigmoid(10 * cosine): the cosine's range [-1, 1] spread over the sigmoid.
@@ -38,7 +38,7 @@ class MutualMatchingLoss(nn.Module):
     def cell_ious(self, windows, durations, num_clips):
         """[S, C]: IoU of every valid cell's moment (seconds) with the best of each sentence's windows [S, W, 2]."""
         # float32 (grid x duration) / N: MMN's arithmetic, which is the reference evaluation's too
-        return best_window_iou(cell_seconds(self.cell_bounds, durations, num_clips), windows.float()[:, None, :, :])
+        return best_moment_iou(cell_seconds(self.cell_bounds, durations, num_clips), windows.float()[:, None, :, :])
 
     def forward(self, match, iou_logits, ious, windows, video_index, epoch):
         """match [S, V, C]: cosine of sentence s with every cell of every video

@@ -156,8 +156,8 @@ class MMN(GroundingModel):
         # needed, but one matrix product and no read-back of how many sentences each video has.
         iou_logits = IOU_SCORE_SCALE * all_pairs(output.iou, output.cells.iou)[rows, video_index]
         # IoUs in float32, as MMN computes them (and as TAN's targets are)
-        ious = self.criterion.cell_ious(batch["windows"], batch["durations"], self.num_clips).to(match.dtype)
-        return self.criterion(match, iou_logits, ious, batch["windows"].to(match.dtype), video_index, self.epoch)
+        ious = self.criterion.cell_ious(batch["gt_moments"], batch["durations"], self.num_clips).to(match.dtype)
+        return self.criterion(match, iou_logits, ious, batch["gt_moments"].to(match.dtype), video_index, self.epoch)
 
     def set_epoch(self, epoch):
         """Epochs 1..SOLVER.FREEZE_BERT keep DistilBERT frozen; after SOLVER.ONLY_IOU the

@@ -71,4 +71,4 @@ class TAN(GroundingModel):
 
     def losses(self, logits, batch):
         """The scaled-IoU BCE (docs/model.md §6)."""
-        return {"loss": self.loss(logits, batch["windows"], batch["durations"])}
+        return {"loss": self.loss(logits, batch["gt_moments"], batch["durations"])}

@@ -13,7 +13,7 @@ import torch
 from torch.nn import functional as F
 
 from ...config.models import Recipe, TextInputChoice, register_model
-from ...structures.moments import best_window_iou
+from ...structures.moments import best_moment_iou
 from ..map2d.featpool import FeatAvgPool
 from ..map2d.iou_loss import ScaledIoULoss
 from ..meta_arch import GroundingModel
@@ -50,7 +50,7 @@ class RescaledIoULoss(ScaledIoULoss):
         # logits: [B, N, N]; windows: [B, W, 2] seconds; durations: [B]
         dtype = torch.promote_types(logits.dtype, torch.float32)
         seconds = self.cell_bounds.to(dtype)[None] * durations.to(dtype)[:, None, None] / logits.shape[-1]
-        ious = best_window_iou(seconds.double(), windows.double()[:, None, :, :]).to(dtype)
+        ious = best_moment_iou(seconds.double(), windows.double()[:, None, :, :]).to(dtype)
         selected = logits.flatten(1).index_select(1, self.cell_index).to(dtype)
         return F.binary_cross_entropy_with_logits(selected, self.targets(ious))
 
@@ -115,7 +115,7 @@ class TanMsra(GroundingModel):
         return torch.sigmoid(logits.float()) * self.mask2d
 
     def losses(self, logits, batch):
-        return {"loss": self.loss(logits, batch["windows"], batch["durations"])}
+        return {"loss": self.loss(logits, batch["gt_moments"], batch["durations"])}
 
     def candidates(self, output, durations):
         """Every cell i <= j in the reference's order, with its float32 seconds (ranking.py)."""
