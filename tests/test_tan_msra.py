@@ -131,7 +131,7 @@ def test_logits_loss_and_gradients_equal_its_arithmetic_in_float64(variant):
                            for d, (s, e) in zip(durations, moments)])[:, None]
     expected, joint_prob = ref.bce_rescale_loss(prediction, map_mask, targets, node.LOSS.MIN_IOU, node.LOSS.MAX_IOU,
                                                 node.LOSS.BIAS)
-    loss = ours.losses(logits, {"windows": torch.tensor(moments, dtype=torch.float64)[:, None],
+    loss = ours.losses(logits, {"gt_moments": torch.tensor(moments, dtype=torch.float64)[:, None],
                                 "durations": durations})["loss"]
     torch.testing.assert_close(loss, expected, rtol=1e-12, atol=1e-14)
     # scores are float32 by the model contract

@@ -355,10 +355,57 @@ class Trainer:
         return self.final
 
     def train_loop(self, state):
-        """From ``state`` (a fresh TrainingState, or the one of a checkpoint) to SOLVER.MAX_EPOCH."""
-        plan, loader = self.plan, self.train_loader
+        """From ``state`` (a fresh TrainingState, or the one of a checkpoint) to SOLVER.MAX_EPOCH: the
+        epochs of :meth:`run_epoch`, with the hooks before and after training."""
         self.state = state
-        self.hooks = hooks = self._built_hooks(self.build_hooks())
+        self.hooks = self._wired_hooks(state)
+        self.model.train()
+        state.restore_rng()
+        try:
+            for hook in self.hooks:
+                hook.before_train(state)
+            self._close_restored_epoch(state)
+            for epoch in range(state.epoch, self.plan.max_epoch + 1):
+                self.run_epoch(state, epoch)
+            for hook in self.hooks:
+                hook.after_train(state)
+        finally:
+            for hook in reversed(self.hooks):  # the signal handlers are released first, whatever else fails
+                hook.close()
+
+    def run_epoch(self, state, epoch):
+        """One epoch from where ``state`` stands in it: :meth:`run_step` on each batch, with the hooks
+        before and after each step and the epoch; the schedule steps after it."""
+        plan, loader, hooks = self.plan, self.train_loader, self.hooks
+        loader.sampler.resume(epoch, state.iter_in_epoch)
+        for hook in hooks:
+            hook.before_epoch(state, epoch)
+        batches = progress(loader, total=plan.iters_per_epoch, initial=state.iter_in_epoch,
+                           desc=f"epoch {epoch}/{plan.max_epoch}")
+        tick = time.perf_counter()
+        for batch in itertools.islice(batches, plan.iters_per_epoch - state.iter_in_epoch):
+            data_time = time.perf_counter() - tick
+            self.schedule.before_step(state.iteration)
+            for hook in hooks:
+                hook.before_step(state)
+            loss, terms = self._step_result(self.run_step(batch))
+            state.step_done()
+            step = Step(epoch, state.iter_in_epoch, loss, data_time, time.perf_counter() - tick,
+                        plan.is_sync_point(state.iter_in_epoch), terms)
+            for hook in hooks:
+                hook.after_step(state, step)
+            tick = time.perf_counter()
+        if hasattr(batches, "close"):  # a progress bar
+            batches.close()
+        self.schedule.step()
+        state.epoch_done()
+        for hook in hooks:
+            hook.after_epoch(state, epoch)
+
+    def _wired_hooks(self, state):
+        """:meth:`build_hooks`, checked, each given the trainer and the state ``state`` holds for it; a
+        hook whose state no checkpoint can hold stops the run before it trains."""
+        hooks = self._built_hooks(self.build_hooks())
         for name, hook in _named(hooks):
             hook.trainer = weakref.proxy(self)
             if name in (state.hooks or {}) and hasattr(hook, "load_state_dict"):
@@ -368,48 +415,20 @@ class Trainer:
                     raise TanError(f"hook {name} ({_type_name(hook)}): load_state_dict() raised {type(e).__name__}: "
                                    f"{e}, on the state {self.checkpointer.loaded} holds for it; it must take back what "
                                    f"its state_dict() gave (docs/training.md, 'Hooks')") from e
-        self._hook_states()  # a hook whose state no checkpoint can hold stops the run before it trains
-        self.model.train()
-        state.restore_rng()
-        try:
-            for hook in hooks:
-                hook.before_train(state)
-            closing = state.epoch_to_close
-            if closing is not None:  # its checkpoint came before its hooks (the validation): run them again
-                self.logger.info("the checkpoint of epoch %d was saved before the epoch's hooks (its validation "
-                                 "among them) ran: running them now", closing)
-                for hook in hooks:
-                    hook.after_epoch(state, closing)
-            for epoch in range(state.epoch, plan.max_epoch + 1):
-                loader.sampler.resume(epoch, state.iter_in_epoch)
-                for hook in hooks:
-                    hook.before_epoch(state, epoch)
-                batches = progress(loader, total=plan.iters_per_epoch, initial=state.iter_in_epoch,
-                                   desc=f"epoch {epoch}/{plan.max_epoch}")
-                tick = time.perf_counter()
-                for batch in itertools.islice(batches, plan.iters_per_epoch - state.iter_in_epoch):
-                    data_time = time.perf_counter() - tick
-                    self.schedule.before_step(state.iteration)
-                    for hook in hooks:
-                        hook.before_step(state)
-                    loss, terms = self._step_result(self.run_step(batch))
-                    state.step_done()
-                    step = Step(epoch, state.iter_in_epoch, loss, data_time, time.perf_counter() - tick,
-                                plan.is_sync_point(state.iter_in_epoch), terms)
-                    for hook in hooks:
-                        hook.after_step(state, step)
-                    tick = time.perf_counter()
-                if hasattr(batches, "close"):  # a progress bar
-                    batches.close()
-                self.schedule.step()
-                state.epoch_done()
-                for hook in hooks:
-                    hook.after_epoch(state, epoch)
-            for hook in hooks:
-                hook.after_train(state)
-        finally:
-            for hook in reversed(hooks):  # the signal handlers are released first, whatever else fails
-                hook.close()
+        self.hooks = hooks
+        self._hook_states()
+        return hooks
+
+    def _close_restored_epoch(self, state):
+        """A checkpoint saved at an epoch's end before that epoch's hooks ran (its validation among them):
+        run them now."""
+        closing = state.epoch_to_close
+        if closing is None:
+            return
+        self.logger.info("the checkpoint of epoch %d was saved before the epoch's hooks (its validation "
+                         "among them) ran: running them now", closing)
+        for hook in self.hooks:
+            hook.after_epoch(state, closing)
 
     def test(self, checkpoint=None):
         """Test the final model (``checkpoint``: its path, default the run's), then model_best.pth
