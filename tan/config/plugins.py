@@ -13,8 +13,9 @@ The config names its plug-ins rather than the environment providing them
 by themselves which code they need, and installing a package never changes
 what an existing config means.
 
-The built-in models are the plug-in ``tan.modeling`` and the built-in evaluators the plug-in
-``tan.evaluation``, loaded first.
+The built-in models are the plug-in ``tan.modeling``, the built-in evaluators the plug-in
+``tan.evaluation`` and the grounding of long videos by windows ``tan.engine.long_videos`` (which
+declares the checks of TEST.WINDOW), loaded first.
 """
 import importlib
 import importlib.util
@@ -24,7 +25,7 @@ import traceback
 
 from ..errors import TanError
 
-BUILTIN_PLUGINS = ("tan.modeling", "tan.evaluation")
+BUILTIN_PLUGINS = ("tan.modeling", "tan.evaluation", "tan.engine.long_videos")
 # module name -> the absolute path (a .py file or a package folder) of each plug-in imported by path:
 # what names it again in another process (extractor records name the plug-in of their backbone)
 _FROM_PATH = {}

@@ -13,8 +13,8 @@ from yacs.config import CfgNode
 from ..errors import TanError
 from ..utils.io import atomic_write_text, read_named_text
 from ..utils.yaml_files import parse_yaml
-from .choices import AMP_MODES, DETR_METRICS, NMS_UNITS, RELEVANCE_CHOICES, SCORE_CHOICES
-from .evaluators import DETR_EVALUATOR, best_metric_names, evaluator_names, evaluator_of
+from .checks import is_int, run_config_checks
+from .choices import AMP_MODES, NMS_UNITS
 from .defaults import _C
 from .models import MODELS, default_model, model_class, need
 from .plugins import load_plugins
@@ -111,10 +111,6 @@ def _plugins_named(data, opts, source):
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
         raise TanError(f"{where}: expected a list of module names or paths, got {value!r}")
     return list(value), where
-
-
-def is_int(v):
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _floats_where_expected(data, defaults):
@@ -297,73 +293,6 @@ COUNT_LIMITS_WHY = {
 }
 
 
-def _check_windows(window):
-    """TEST.WINDOW: seconds >= 0 (0: as trained), a stride no longer than the length, counts >= 1."""
-    for key in ("LENGTH", "STRIDE", "LONGER_THAN"):
-        value = window[key]
-        need(_number(value) and value >= 0, f"TEST.WINDOW.{key}",
-             f"expected seconds >= 0 (0: as trained), got {value!r}")
-    need(not (window.STRIDE and window.LENGTH and window.STRIDE > window.LENGTH), "TEST.WINDOW.STRIDE",
-         f"{window.STRIDE} is longer than TEST.WINDOW.LENGTH {window.LENGTH}: the windows would leave gaps; "
-         f"expected at most the length")
-    need(is_int(window.BATCH) and window.BATCH >= 1, "TEST.WINDOW.BATCH",
-         f"expected an integer >= 1, got {window.BATCH!r}")
-    need(is_int(window.CANDIDATES) and window.CANDIDATES >= 0, "TEST.WINDOW.CANDIDATES",
-         f"expected an integer >= 0 (0: every candidate of every window), got {window.CANDIDATES!r}")
-    need(_number(window.ROWS_PER_SECOND) and window.ROWS_PER_SECOND >= 0, "TEST.WINDOW.ROWS_PER_SECOND",
-         f"expected feature rows a second > 0, or 0 (the rows span the annotated duration), got "
-         f"{window.ROWS_PER_SECOND!r}")
-    need(is_int(window.TOP_K) and window.TOP_K >= 1, "TEST.WINDOW.TOP_K",
-         f"expected a number of windows >= 1 that each sentence keeps, got {window.TOP_K!r}")
-    for key, choices in (("RELEVANCE", RELEVANCE_CHOICES), ("SCORE", SCORE_CHOICES)):
-        need(window[key] in choices, f"TEST.WINDOW.{key}",
-             f"expected {' or '.join(repr(c) for c in choices)}, got {window[key]!r}")
-    for key in ("NORMALIZE", "COVER_END"):
-        need(isinstance(window[key], bool), f"TEST.WINDOW.{key}", f"expected True or False, got {window[key]!r}")
-
-
-def _check_window_ranking(cfg):
-    """MODEL.RELEVANCE and MODEL.WINDOW_RANKING: sizes and weights, and the windows they rank in training."""
-    relevance, ranking = cfg.MODEL.RELEVANCE, cfg.MODEL.WINDOW_RANKING
-    need(is_int(relevance.HIDDEN_SIZE) and relevance.HIDDEN_SIZE >= 1, "MODEL.RELEVANCE.HIDDEN_SIZE",
-         f"expected an integer >= 1, got {relevance.HIDDEN_SIZE!r}")
-    for node, name in ((relevance, "MODEL.RELEVANCE"), (ranking, "MODEL.WINDOW_RANKING")):
-        need(_number(node.TEMPERATURE) and node.TEMPERATURE > 0, f"{name}.TEMPERATURE",
-             f"expected a positive number, got {node.TEMPERATURE!r}")
-        need(_number(node.LOSS_WEIGHT) and node.LOSS_WEIGHT >= 0, f"{name}.LOSS_WEIGHT",
-             f"expected a weight >= 0, got {node.LOSS_WEIGHT!r}")
-    need(is_int(ranking.WINDOWS) and ranking.WINDOWS >= 1, "MODEL.WINDOW_RANKING.WINDOWS",
-         f"expected a number of windows >= 1, got {ranking.WINDOWS!r}")
-    ranked = cfg.INPUT.TRAIN_WINDOW.RANKED_WINDOWS
-    need(is_int(ranked) and ranked >= 0, "INPUT.TRAIN_WINDOW.RANKED_WINDOWS",
-         f"expected a number of windows >= 0, got {ranked!r}")
-    wanted = [what for what, on in (
-        ("the relevance head's loss (MODEL.RELEVANCE.ENABLED True, MODEL.RELEVANCE.LOSS_WEIGHT "
-         f"{relevance.LOSS_WEIGHT:g})", relevance.ENABLED and relevance.LOSS_WEIGHT),
-        (f"the model's ranking loss (MODEL.WINDOW_RANKING.LOSS_WEIGHT {ranking.LOSS_WEIGHT:g})",
-         ranking.LOSS_WEIGHT)) if on]
-    need(ranked or not wanted, "INPUT.TRAIN_WINDOW.RANKED_WINDOWS",
-         f"0 gives {' and '.join(wanted)} no windows to rank: in training, each query is ranked in this many "
-         f"windows of its video. Set it to 1 or more (4, say), or turn the loss off")
-
-
-def _number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _check_train_windows(window):
-    """INPUT.TRAIN_WINDOW: seconds >= 0, videos windowed only when longer than the window, a share of negatives."""
-    for key in ("LENGTH", "LONGER_THAN"):
-        need(_number(window[key]) and window[key] >= 0, f"INPUT.TRAIN_WINDOW.{key}",
-             f"expected seconds >= 0 (0: {'videos are taken whole' if key == 'LENGTH' else 'the length'}), "
-             f"got {window[key]!r}")
-    need(not (window.LONGER_THAN and window.LONGER_THAN < window.LENGTH), "INPUT.TRAIN_WINDOW.LONGER_THAN",
-         f"{window.LONGER_THAN} is shorter than INPUT.TRAIN_WINDOW.LENGTH {window.LENGTH}: a video shorter than "
-         f"the window cannot be cut into one; expected 0 or at least the length")
-    need(_number(window.NEGATIVES) and 0.0 <= window.NEGATIVES < 1.0, "INPUT.TRAIN_WINDOW.NEGATIVES",
-         f"expected a share in [0, 1), got {window.NEGATIVES!r}")
-
-
 def _check_values(cfg):
     """Ranges, orders and choices."""
     need(0.0 <= cfg.TEST.NMS_THRESH <= 1.0, "TEST.NMS_THRESH", f"expected a value in [0, 1], got {cfg.TEST.NMS_THRESH}")
@@ -374,26 +303,10 @@ def _check_values(cfg):
     need(all(is_int(m) and m > 0 for m in milestones) and milestones == sorted(milestones), "SOLVER.MILESTONES",
          f"expected increasing positive epoch numbers, got {milestones}")
     _check_solver(cfg)
-    _check_windows(cfg.TEST.WINDOW)
-    _check_train_windows(cfg.INPUT.TRAIN_WINDOW)
-    _check_window_ranking(cfg)
     for key in ("TRAIN", "VAL", "TEST"):
         names = cfg.DATASETS[key]
         need(all(isinstance(x, str) and x for x in names), f"DATASETS.{key}",
              f"expected a list of dataset names, got {names!r}")
-    need(cfg.TEST.BEST_METRIC in best_metric_names(), "TEST.BEST_METRIC",
-         f"expected one of {', '.join(best_metric_names())}; got {cfg.TEST.BEST_METRIC!r}")
-    need(cfg.TEST.DETR_METRICS in DETR_METRICS, "TEST.DETR_METRICS",
-         f"expected {', '.join(repr(m) for m in DETR_METRICS[:-1])} or {DETR_METRICS[-1]!r}, got {cfg.TEST.DETR_METRICS!r}")
-    need(evaluator_of(cfg.TEST.BEST_METRIC) != DETR_EVALUATOR or cfg.TEST.DETR_METRICS != "off", "TEST.BEST_METRIC",
-         f"{cfg.TEST.BEST_METRIC!r} is one of Moment-DETR's metrics, which TEST.DETR_METRICS 'off' turns off")
-    extra = cfg.TEST.EVALUATORS
-    need(isinstance(extra, (list, tuple)) and all(isinstance(n, str) for n in extra), "TEST.EVALUATORS",
-         f"expected a list of evaluator names, got {extra!r}")
-    unknown = [n for n in extra if n not in evaluator_names()]
-    need(not unknown, "TEST.EVALUATORS",
-         f"unknown evaluator {', '.join(map(repr, unknown))}; registered: {', '.join(evaluator_names())} (a plug-in's "
-         f"evaluators need its module in PLUGINS)")
     need(cfg.SOLVER.AMP in AMP_MODES, "SOLVER.AMP",
          f"expected {', '.join(repr(m) for m in AMP_MODES[:-1])} or {AMP_MODES[-1]!r}, got {cfg.SOLVER.AMP!r}")
     need(0.0 <= cfg.INPUT.FEATURE_LENGTH_TOLERANCE < 1.0, "INPUT.FEATURE_LENGTH_TOLERANCE",
@@ -493,6 +406,7 @@ def validate_config(cfg, defaults=None):
     model.validate_config(cfg)
     _check_counts(cfg)
     _check_values(cfg)
+    run_config_checks(cfg)  # those the features declare where they live (tan/config/checks.py)
 
 
 def _assemble(data, source, opts, freeze, plugins=None):

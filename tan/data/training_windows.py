@@ -39,6 +39,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..config.checks import is_number, register_config_check
+from ..config.models import need
 from .features.rows import window_rows, window_spans
 
 
@@ -136,3 +138,18 @@ class ItemWindow(NamedTuple):
     def holds(self, moment):
         """Whether ``moment`` (start, end) s lies within the window."""
         return self.start <= float(moment[0]) and float(moment[1]) <= self.end
+
+
+@register_config_check("INPUT.TRAIN_WINDOW")
+def check_train_window_settings(cfg):
+    """INPUT.TRAIN_WINDOW: seconds >= 0, videos windowed only when longer than the window, a share of negatives."""
+    window = cfg.INPUT.TRAIN_WINDOW
+    for key in ("LENGTH", "LONGER_THAN"):
+        need(is_number(window[key]) and window[key] >= 0, f"INPUT.TRAIN_WINDOW.{key}",
+             f"expected seconds >= 0 (0: {'videos are taken whole' if key == 'LENGTH' else 'the length'}), "
+             f"got {window[key]!r}")
+    need(not (window.LONGER_THAN and window.LONGER_THAN < window.LENGTH), "INPUT.TRAIN_WINDOW.LONGER_THAN",
+         f"{window.LONGER_THAN} is shorter than INPUT.TRAIN_WINDOW.LENGTH {window.LENGTH}: a video shorter than "
+         f"the window cannot be cut into one; expected 0 or at least the length")
+    need(is_number(window.NEGATIVES) and 0.0 <= window.NEGATIVES < 1.0, "INPUT.TRAIN_WINDOW.NEGATIVES",
+         f"expected a share in [0, 1), got {window.NEGATIVES!r}")

@@ -14,7 +14,11 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from ..config.evaluators import DETR_EVALUATOR, EVALUATORS, register_evaluator
+from ..config.checks import register_config_check
+from ..config.choices import DETR_METRICS
+from ..config.evaluators import (DETR_EVALUATOR, EVALUATORS, best_metric_names, evaluator_names, evaluator_of,
+                                 register_evaluator)
+from ..config.models import need
 from ..data.formats import format_evaluators
 from ..errors import TanError
 
@@ -124,3 +128,22 @@ def build_evaluators(dataset, dataset_name, detr_mode="auto", extra=()):
                        f"registered: {', '.join(EVALUATORS.names())} (a plug-in's evaluators need its module "
                        f"in PLUGINS)")
     return [EVALUATORS.get(name)(dataset, dataset_name) for name in names]
+
+
+@register_config_check("TEST evaluators")
+def check_evaluation_settings(cfg):
+    """TEST.BEST_METRIC (a figure some registered evaluator reports; whether the first validation
+    dataset reports it is checked when training starts), TEST.DETR_METRICS and TEST.EVALUATORS."""
+    need(cfg.TEST.BEST_METRIC in best_metric_names(), "TEST.BEST_METRIC",
+         f"expected one of {', '.join(best_metric_names())}; got {cfg.TEST.BEST_METRIC!r}")
+    need(cfg.TEST.DETR_METRICS in DETR_METRICS, "TEST.DETR_METRICS",
+         f"expected {', '.join(repr(m) for m in DETR_METRICS[:-1])} or {DETR_METRICS[-1]!r}, got {cfg.TEST.DETR_METRICS!r}")
+    need(evaluator_of(cfg.TEST.BEST_METRIC) != DETR_EVALUATOR or cfg.TEST.DETR_METRICS != "off", "TEST.BEST_METRIC",
+         f"{cfg.TEST.BEST_METRIC!r} is one of Moment-DETR's metrics, which TEST.DETR_METRICS 'off' turns off")
+    extra = cfg.TEST.EVALUATORS
+    need(isinstance(extra, (list, tuple)) and all(isinstance(n, str) for n in extra), "TEST.EVALUATORS",
+         f"expected a list of evaluator names, got {extra!r}")
+    unknown = [n for n in extra if n not in evaluator_names()]
+    need(not unknown, "TEST.EVALUATORS",
+         f"unknown evaluator {', '.join(map(repr, unknown))}; registered: {', '.join(evaluator_names())} (a plug-in's "
+         f"evaluators need its module in PLUGINS)")

@@ -24,6 +24,9 @@ from typing import NamedTuple
 
 import torch
 
+from ..config.checks import is_int, is_number, register_config_check
+from ..config.models import need
+
 
 def listwise_loss(logits, query, labels, sentences):
     """Mean over the sentences that have a window with their moment and one without of
@@ -105,3 +108,29 @@ def best_scores(scores):
     cells, below or at any valid one's), or a list of maps (one per scale)."""
     maps = scores if isinstance(scores, (list, tuple)) else [scores]
     return torch.stack([m.float().flatten(1).amax(1) for m in maps]).amax(0)
+
+
+@register_config_check("MODEL.RELEVANCE and MODEL.WINDOW_RANKING")
+def check_window_stage_settings(cfg):
+    """MODEL.RELEVANCE and MODEL.WINDOW_RANKING: sizes and weights, and the windows they rank in training."""
+    relevance, ranking = cfg.MODEL.RELEVANCE, cfg.MODEL.WINDOW_RANKING
+    need(is_int(relevance.HIDDEN_SIZE) and relevance.HIDDEN_SIZE >= 1, "MODEL.RELEVANCE.HIDDEN_SIZE",
+         f"expected an integer >= 1, got {relevance.HIDDEN_SIZE!r}")
+    for node, name in ((relevance, "MODEL.RELEVANCE"), (ranking, "MODEL.WINDOW_RANKING")):
+        need(is_number(node.TEMPERATURE) and node.TEMPERATURE > 0, f"{name}.TEMPERATURE",
+             f"expected a positive number, got {node.TEMPERATURE!r}")
+        need(is_number(node.LOSS_WEIGHT) and node.LOSS_WEIGHT >= 0, f"{name}.LOSS_WEIGHT",
+             f"expected a weight >= 0, got {node.LOSS_WEIGHT!r}")
+    need(is_int(ranking.WINDOWS) and ranking.WINDOWS >= 1, "MODEL.WINDOW_RANKING.WINDOWS",
+         f"expected a number of windows >= 1, got {ranking.WINDOWS!r}")
+    ranked = cfg.INPUT.TRAIN_WINDOW.RANKED_WINDOWS
+    need(is_int(ranked) and ranked >= 0, "INPUT.TRAIN_WINDOW.RANKED_WINDOWS",
+         f"expected a number of windows >= 0, got {ranked!r}")
+    wanted = [what for what, on in (
+        ("the relevance head's loss (MODEL.RELEVANCE.ENABLED True, MODEL.RELEVANCE.LOSS_WEIGHT "
+         f"{relevance.LOSS_WEIGHT:g})", relevance.ENABLED and relevance.LOSS_WEIGHT),
+        (f"the model's ranking loss (MODEL.WINDOW_RANKING.LOSS_WEIGHT {ranking.LOSS_WEIGHT:g})",
+         ranking.LOSS_WEIGHT)) if on]
+    need(ranked or not wanted, "INPUT.TRAIN_WINDOW.RANKED_WINDOWS",
+         f"0 gives {' and '.join(wanted)} no windows to rank: in training, each query is ranked in this many "
+         f"windows of its video. Set it to 1 or more (4, say), or turn the loss off")

@@ -25,6 +25,9 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from ...config.checks import is_int, is_number, register_config_check
+from ...config.choices import RELEVANCE_CHOICES, SCORE_CHOICES
+from ...config.models import need
 from ...data.features.rows import window_rows, window_size_in_rows, window_spans
 from ...errors import TanError
 from ...utils.logger import get_logger
@@ -307,3 +310,30 @@ def _merged(parts, topk, nms_thresh):
                                                   return_cells=True)
     best = torch.where(filled[:, 0], windows.gather(1, cells[:, :1])[:, 0], torch.full_like(cells[:, 0], -1))
     return moments, kept, filled, best
+
+
+@register_config_check("TEST.WINDOW")
+def check_window_settings(cfg):
+    """TEST.WINDOW: seconds >= 0 (0: as trained), a stride no longer than the length, counts >= 1."""
+    window = cfg.TEST.WINDOW
+    for key in ("LENGTH", "STRIDE", "LONGER_THAN"):
+        value = window[key]
+        need(is_number(value) and value >= 0, f"TEST.WINDOW.{key}",
+             f"expected seconds >= 0 (0: as trained), got {value!r}")
+    need(not (window.STRIDE and window.LENGTH and window.STRIDE > window.LENGTH), "TEST.WINDOW.STRIDE",
+         f"{window.STRIDE} is longer than TEST.WINDOW.LENGTH {window.LENGTH}: the windows would leave gaps; "
+         f"expected at most the length")
+    need(is_int(window.BATCH) and window.BATCH >= 1, "TEST.WINDOW.BATCH",
+         f"expected an integer >= 1, got {window.BATCH!r}")
+    need(is_int(window.CANDIDATES) and window.CANDIDATES >= 0, "TEST.WINDOW.CANDIDATES",
+         f"expected an integer >= 0 (0: every candidate of every window), got {window.CANDIDATES!r}")
+    need(is_number(window.ROWS_PER_SECOND) and window.ROWS_PER_SECOND >= 0, "TEST.WINDOW.ROWS_PER_SECOND",
+         f"expected feature rows a second > 0, or 0 (the rows span the annotated duration), got "
+         f"{window.ROWS_PER_SECOND!r}")
+    need(is_int(window.TOP_K) and window.TOP_K >= 1, "TEST.WINDOW.TOP_K",
+         f"expected a number of windows >= 1 that each sentence keeps, got {window.TOP_K!r}")
+    for key, choices in (("RELEVANCE", RELEVANCE_CHOICES), ("SCORE", SCORE_CHOICES)):
+        need(window[key] in choices, f"TEST.WINDOW.{key}",
+             f"expected {' or '.join(repr(c) for c in choices)}, got {window[key]!r}")
+    for key in ("NORMALIZE", "COVER_END"):
+        need(isinstance(window[key], bool), f"TEST.WINDOW.{key}", f"expected True or False, got {window[key]!r}")
