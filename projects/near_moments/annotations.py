@@ -5,7 +5,7 @@ import json
 import math
 
 from tan.data.formats import Query, register_format
-from tan.data.formats.common import Dropped, clip_moment, json_number, moment, read_text, sentence_text
+from tan.data.formats.common import Dropped, clip_moment, json_number, line_queries, moment, sentence_text
 
 FORMAT = "near_jsonl"
 
@@ -34,15 +34,4 @@ def _query(line, counts):
 @register_format(FORMAT, query_ids=True, evaluators=("near_moments",))
 def read(path, durations, counts):
     """The queries of a near_jsonl file; ``durations`` is not used (each line has its own)."""
-    queries = []
-    for line in read_text(path, "annotation file").split("\n"):
-        if not line.strip():
-            continue
-        try:
-            query = _query(line, counts)
-        except Dropped as dropped:
-            counts[str(dropped)] += 1
-            continue
-        if query is not None:
-            queries.append(query)
-    return queries
+    return line_queries(path, counts, _query)

@@ -6,7 +6,7 @@ Loaded with ``PLUGINS: ["tests/plugins/toy_format.py"]``; the catalog entry says
 import math
 
 from tan.data.formats import Query, register_format
-from tan.data.formats.common import Dropped, clip_moment, read_text, sentence_text, text_number
+from tan.data.formats.common import Dropped, clip_moment, line_queries, sentence_text, text_number
 
 
 def _query(line, counts):
@@ -33,15 +33,4 @@ def _query(line, counts):
 @register_format("toy_tsv")
 def read(path, durations, counts):
     """The queries of a toy_tsv file; ``durations`` is not used (each line has its own)."""
-    queries = []
-    for line in read_text(path, "annotation file").split("\n"):
-        if not line.strip():
-            continue
-        try:
-            query = _query(line, counts)
-        except Dropped as dropped:
-            counts[str(dropped)] += 1
-            continue
-        if query is not None:
-            queries.append(query)
-    return queries
+    return line_queries(path, counts, _query)

@@ -294,3 +294,21 @@ def entry_queries(data, counts, required, duration_and_scale):
     for video, info in data.items():
         queries += video_queries(video, info, counts, required, duration_and_scale)
     return queries
+
+
+def line_queries(path, counts, query_of_line):
+    """The usable queries of a file of one record per line (blank lines skipped): ``query_of_line(line,
+    counts)`` gives each line's Query, None for one left out that it counted itself, or raises Dropped,
+    counted here under its message."""
+    queries = []
+    for line in read_text(path, "annotation file").split("\n"):
+        if not line.strip():
+            continue
+        try:
+            query = query_of_line(line, counts)
+        except Dropped as dropped:
+            counts[str(dropped)] += 1
+            continue
+        if query is not None:
+            queries.append(query)
+    return queries
