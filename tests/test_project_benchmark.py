@@ -72,8 +72,9 @@ def test_the_evaluator_counts_a_moment_within_k_seconds_at_both_ends_and_a_query
 def test_the_benchmark_trains_and_tests_from_its_config_alone_with_its_own_figures_and_file(synthetic_root,
                                                                                               tmp_path):
     out = tmp_path / "out"
-    proc = run_main("train_net", "--config-file", CONFIG, "DATASETS.ROOT", synthetic_root, "OUTPUT_DIR", str(out),
-                    *SHORT, env=ONE_THREAD)
+    # from the repository's root, where the config's own PLUGINS ("projects/near_moments") finds the package
+    proc = run_tool("train_net", "--config-file", CONFIG, "DATASETS.ROOT", synthetic_root, "OUTPUT_DIR", str(out),
+                    *SHORT[2:], cwd=REPO, env=ONE_THREAD)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     results = out / "inference" / "model_final" / "near_synthetic_test"
     metrics = json.loads((results / "metrics.json").read_text())
@@ -92,8 +93,8 @@ def test_the_benchmark_trains_and_tests_from_its_config_alone_with_its_own_figur
 
     # tan-test of the checkpoint: the plug-in comes back from the config the checkpoint stores
     again = tmp_path / "again"
-    proc = run_main("test_net", "--ckpt", str(out / "model_final.pth"), "DATASETS.ROOT", synthetic_root,
-                    "OUTPUT_DIR", str(again), env=ONE_THREAD)
+    proc = run_tool("test_net", "--ckpt", str(out / "model_final.pth"), "DATASETS.ROOT", synthetic_root,
+                    "OUTPUT_DIR", str(again), cwd=REPO, env=ONE_THREAD)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     tested = json.loads((again / "inference" / "model_final" / "near_synthetic_test" / "metrics.json").read_text())
     assert {k: tested[k] for k in FIGURES} == {k: metrics[k] for k in FIGURES}
@@ -130,3 +131,21 @@ def test_an_unknown_evaluator_is_refused_naming_the_key_and_the_registered_ones(
     assert ("TEST.EVALUATORS: unknown evaluator 'near_moments'; registered: ego4d_nlq, mad, moment_detr, recall "
             "(a plug-in's evaluators need its module in PLUGINS)") in proc.stdout + proc.stderr
     assert not (tmp_path / "out" / "config.yml").exists()
+
+
+def test_a_format_naming_an_evaluator_nobody_registers_is_refused_before_any_work(synthetic_root, tmp_path):
+    plugin = tmp_path / "ghost_format.py"
+    plugin.write_text("from tan.data.formats import register_format\n"
+                      "from tan.data.formats.seconds import read\n\n"
+                      "register_format('ghost_seconds', evaluators=('ghost',))(lambda *args: read(*args))\n")
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text("ghost_val:\n  annotations: synthetic/annotations/val.json\n"
+                       "  features: synthetic/features/synthetic_features.hdf5\n  format: ghost_seconds\n")
+    out = tmp_path / "out"
+    proc = run_tool("train_net", "--config-file", os.path.join(REPO, "configs", "2dtan_synthetic.yaml"),
+                    "DATASETS.ROOT", synthetic_root, "DATASETS.CATALOG", str(catalog), "DATASETS.VAL", "('ghost_val',)",
+                    "PLUGINS", repr([str(plugin)]), "OUTPUT_DIR", str(out), "MODEL.DEVICE", "cpu")
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert ("dataset 'ghost_val': its annotation format 'ghost_seconds' is tested with evaluator 'ghost', which is "
+            "not registered") in proc.stdout + proc.stderr
+    assert not (out / "config.yml").exists()

@@ -390,3 +390,36 @@ def test_an_evaluation_refuses_a_top_k_above_every_video_s_windows(ranked_run, l
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "Traceback" not in log
     assert "TEST.WINDOW.TOP_K 12 is above the 11 windows of any of the 4 videos of long_test" in log
+
+
+def test_the_head_is_part_of_the_model_and_its_parameters_come_last():
+    """The window stage is declared by the contract (None without one) and the head, set after the
+    model's own modules, lists its parameters last, as the optimizer's saved state counts them."""
+    plain = build_model(load_config(SYNTHETIC_CONFIG, ["MODEL.DEVICE", "cpu"]))
+    assert plain.relevance is None and plain.window_losses is None
+    model = build_model(load_config(SYNTHETIC_CONFIG, ["MODEL.DEVICE", "cpu", *RANKED]))
+    names = [name for name, _ in model.named_parameters()]
+    head = [n for n in names if n.startswith("relevance.")]
+    assert head and names[-len(head):] == head
+    assert list(model.state_dict())[-len(head):] == head
+    assert model.window_losses.relevance_weight == 1.0 and model.window_losses.ranking_weight == 1.0
+
+
+def test_a_model_whose_forward_cannot_compute_the_window_losses_is_refused_naming_it():
+    from tan.modeling import MODELS
+
+    class OldForward(MODELS.get("TAN")):  # a plug-in's forward of the contract before the window stage
+        def forward(self, feats, queries, wordlens, video_index=None):
+            return super().forward(feats, queries, wordlens, video_index)
+
+    cfg = load_config(SYNTHETIC_CONFIG, ["MODEL.DEVICE", "cpu", *RANKED])
+    with pytest.raises(TanError, match=r"overrides forward without ranked and window_terms: with MODEL.RELEVANCE or "
+                                       r"MODEL.WINDOW_RANKING its forward computes the cross-window losses"):
+        build_model(cfg, OldForward)
+    assert build_model(load_config(SYNTHETIC_CONFIG, ["MODEL.DEVICE", "cpu"]), OldForward).relevance is None
+
+
+def test_moment_detr_s_metrics_are_turned_on_by_their_own_key_not_by_test_evaluators():
+    with pytest.raises(TanError, match=r"^config key TEST.EVALUATORS: 'moment_detr' is turned on for every dataset by "
+                                       r"TEST.DETR_METRICS 'on'"):
+        load_config(SYNTHETIC_CONFIG, ["TEST.EVALUATORS", "['moment_detr']"])

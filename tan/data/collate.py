@@ -19,8 +19,8 @@ def pad_sentences(sentences, dim=None):
 
 
 def pad_moments(moments):
-    """Windows [W_i, 2] of several queries -> [S, W_max, 2], each padded with copies of its own
-    first window (a copy changes no best-window IoU)."""
+    """Ground-truth moments [W_i, 2] of several queries -> [S, W_max, 2], each padded with copies of
+    its own first one (a copy changes no best-moment IoU)."""
     most = max(len(m) for m in moments)
     return torch.stack([torch.cat([m, m[:1].expand(most - len(m), 2)]) for m in moments])
 
@@ -45,7 +45,7 @@ def collate_ranked(items, sentences):
     that the items of one video drew coincide on its grid, and each of the video's sentences is
     ranked in all of them. ``sentences``: the items' sentence counts, in the batch's order.
 
-    {} when no item brings any; else {"ranked": tan.structures.RankedWindows}: the batch's distinct
+    {} when no item brings any; else {"ranked": tan.structures.ranked_windows.RankedWindows}: the batch's distinct
     windows and the (sentence, window) pairs ranked, a pair for each window holding the sentence's
     whole moment (label 1) and each sharing no second with it (label 0); a window holding part of it
     is not ranked. A pair's rows: those the moment covers in a window holding it (moment_rows), all

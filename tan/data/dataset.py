@@ -251,7 +251,7 @@ class MomentDataset(Dataset):
         return TrainingWindows(size * duration / rows, size * duration / rows, 0.0, self.ranked)
 
     def ranked_fields(self, index, windows, queries):
-        """What an item brings of its ranked ``windows``: {"ranked": tan.structures.RankedDraw} (their
+        """What an item brings of its ranked ``windows``: {"ranked": tan.structures.ranked_windows.RankedDraw} (their
         rows as the model takes a window, the rows on disk each of them comes from, their seconds in the
         video, the video, the moments of the item's sentences ``queries``), which
         tan.data.collate.collate_ranked joins."""

@@ -288,7 +288,8 @@ def check_best_metric(cfg, loaders):
     reported = reported_metrics(cfg.TEST.DETR_METRICS, first.by_query, cfg.TEST.EVALUATORS)
     if cfg.TEST.BEST_METRIC not in reported:
         raise TanError(f"TEST.BEST_METRIC {cfg.TEST.BEST_METRIC!r} is not reported on {first.name!r}, the first "
-                       f"validation dataset (TEST.DETR_METRICS {cfg.TEST.DETR_METRICS!r}); it reports "
+                       f"validation dataset (TEST.DETR_METRICS {cfg.TEST.DETR_METRICS!r}, TEST.EVALUATORS "
+                       f"{list(cfg.TEST.EVALUATORS)}); it reports "
                        + (', '.join(reported) if reported else "nothing: its annotation file has no labels"))
 
 

@@ -145,7 +145,7 @@ def _record(dataset, results, checkpoint, windowed, evaluators):
                   "note": "the annotation file has no labels: no metric; predictions and submission file only"}
     if windowed:
         record["windows"] = windowed
-    for evaluator in evaluators:
+    for evaluator in evaluators if dataset.labeled else ():
         record.update(evaluator.record())
     return record
 

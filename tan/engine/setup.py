@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..evaluation.evaluator import check_evaluators_registered
 from ..data import ALL_SPLITS, RunData
 from .precision import backend_warnings, prepare_backends
 from ..errors import TanError
@@ -128,6 +129,8 @@ def default_setup(cfg, args, training=True, declared=None):
     data = RunData(cfg, splits=ALL_SPLITS if training else EVALUATION_SPLITS, declared=declared)
     check_tensorboard(cfg)
     data.check_before_work()  # files, the model's needs, the text input (e.g. a tokenizer, read once and kept)
+    evaluated = set(cfg.DATASETS.VAL) | set(cfg.DATASETS.TEST)
+    check_evaluators_registered([entry for entry in data.entries() if entry["name"] in evaluated])
     use_cuda = cfg.MODEL.DEVICE != "cpu" and torch.cuda.is_available()
     distributed = comm.init_distributed(local_rank, use_cuda, cfg.DISTRIBUTED.TIMEOUT)
     device = resolve_device(cfg.MODEL.DEVICE, local_rank)

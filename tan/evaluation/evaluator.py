@@ -50,9 +50,11 @@ class DatasetEvaluator:
     * ``COMPARED``: the figures a comparison of checkpoints (tan-test over several) shows as columns.
 
     It is built per dataset (``dataset``: a tan.data.MomentDataset; ``dataset_name``: its catalog
-    name, which file names may carry) and asked in this order: :meth:`reset`, :meth:`process` (any
-    number of times), then on a labeled dataset :meth:`evaluate`, and :meth:`write` for every
-    folder the evaluation's files go to. Everything runs on rank 0."""
+    name, which file names may carry) on every process, where what it declares is asked
+    (:meth:`predicted_per_query`, :meth:`wants_saliency`, :meth:`reported`); then, on rank 0 alone,
+    with every process's predictions gathered: :meth:`reset`, :meth:`process` (any number of
+    times), on a labeled dataset :meth:`evaluate` and :meth:`record`, and :meth:`write` for every
+    folder the evaluation's files go to."""
 
     NAME = ""  # set by register_evaluator
     METRIC_NAMES = ()
@@ -110,11 +112,12 @@ class DatasetEvaluator:
 
 def evaluator_names_for(dataset, detr_mode="auto", extra=()):
     """The names of the evaluators of ``dataset`` (see the module's docstring), in report order."""
+    if detr_mode not in DETR_METRICS:
+        raise ValueError(f"TEST.DETR_METRICS must be one of {DETR_METRICS}, got {detr_mode!r}")
     declared = list(format_evaluators(dataset.annotation_format))
     detr = DETR_EVALUATOR in declared if detr_mode == "auto" else detr_mode == "on"
-    names = [RECALL_EVALUATOR] + ([DETR_EVALUATOR] if detr else [])
-    names += [n for n in list(declared) + list(extra) if n != DETR_EVALUATOR]
-    return list(dict.fromkeys(names))  # each once
+    names = [RECALL_EVALUATOR] + [n for n in declared if n != DETR_EVALUATOR] + ([DETR_EVALUATOR] if detr else [])
+    return list(dict.fromkeys(names + list(extra)))  # each once
 
 
 def build_evaluators(dataset, dataset_name, detr_mode="auto", extra=()):
@@ -143,7 +146,24 @@ def check_evaluation_settings(cfg):
     extra = cfg.TEST.EVALUATORS
     need(isinstance(extra, (list, tuple)) and all(isinstance(n, str) for n in extra), "TEST.EVALUATORS",
          f"expected a list of evaluator names, got {extra!r}")
+    need(DETR_EVALUATOR not in extra, "TEST.EVALUATORS",
+         f"{DETR_EVALUATOR!r} is turned on for every dataset by TEST.DETR_METRICS 'on' (and off by 'off'); leave it "
+         f"out of TEST.EVALUATORS")
     unknown = [n for n in extra if n not in evaluator_names()]
     need(not unknown, "TEST.EVALUATORS",
          f"unknown evaluator {', '.join(map(repr, unknown))}; registered: {', '.join(evaluator_names())} (a plug-in's "
          f"evaluators need its module in PLUGINS)")
+
+
+def check_evaluators_registered(entries):
+    """Refuse, before any work, a test or validation dataset (catalog ``entries``, each with its
+    "name" and "format") whose format, or TEST.EVALUATORS, names an evaluator no imported module
+    registers: it would otherwise fail at its first evaluation, perhaps after training."""
+    for entry in entries:
+        declared = format_evaluators(entry.get("format", "seconds"))
+        unknown = [n for n in declared if n not in EVALUATORS]
+        if unknown:
+            raise TanError(f"dataset {entry['name']!r}: its annotation format {entry.get('format')!r} is tested with "
+                           f"evaluator {unknown[0]!r}, which is not registered; registered: "
+                           f"{', '.join(EVALUATORS.names())} (the format's plug-in must register its evaluators, or "
+                           f"name a module of PLUGINS that does)")

@@ -53,7 +53,7 @@ def write_submission(path, dataset, predictions):
 _PARTIAL_SALIENCY_WARNED = set()  # dataset names warned of already: once per name and process
 
 
-def query_windows(dataset, indices):
+def query_gt_moments(dataset, indices):
     """Each query's own ground-truth windows [W_q, 2] (the dataset pads them to the most of any query)."""
     return [dataset.gt_moments[i, :dataset.moment_counts[i]] for i in indices]
 
@@ -71,6 +71,10 @@ class MomentDetrEvaluator(DatasetEvaluator):
     def table_groups(cls):
         return [("Moment-DETR", DETR_METRIC_NAMES), ("highlights", HIGHLIGHT_METRIC_NAMES)]
 
+    def reset(self):
+        super().reset()
+        self.buckets = {}
+
     def predicted_per_query(self):
         return MAX_WINDOWS
 
@@ -80,14 +84,14 @@ class MomentDetrEvaluator(DatasetEvaluator):
     def reported(self):
         if not self.dataset.labeled:
             return []
-        buckets = buckets_with_queries(query_windows(self.dataset, range(len(self.dataset))))  # no empty bucket
+        buckets = buckets_with_queries(query_gt_moments(self.dataset, range(len(self.dataset))))  # no empty bucket
         return ([n for n in DETR_METRIC_NAMES if n.split("-")[1] in buckets]
                 + (list(HIGHLIGHT_METRIC_NAMES) if self.dataset.saliency is not None else []))
 
     def evaluate(self):
         dataset, order = self.dataset, range(len(self.dataset))
         listed = [tuple(t.double().numpy() for t in self.predictions[i].kept()) for i in order]
-        results = detr_metrics(listed, query_windows(dataset, order))
+        results = detr_metrics(listed, query_gt_moments(dataset, order))
         self.buckets = results.pop("MR-buckets")
         if self.wants_saliency():
             scored = [i for i in order if dataset.saliency[i] is not None]
@@ -101,7 +105,7 @@ class MomentDetrEvaluator(DatasetEvaluator):
         return results
 
     def record(self):
-        return {"MR-buckets": self.buckets} if getattr(self, "buckets", None) else {}
+        return {"MR-buckets": self.buckets} if self.buckets else {}
 
     def submission_name(self):
         return submission_name(self.dataset_name)
@@ -110,5 +114,5 @@ class MomentDetrEvaluator(DatasetEvaluator):
         write_submission(os.path.join(folder, self.submission_name()), self.dataset, self.predictions)
 
 
-__all__ = ["CLIP_SECONDS", "MomentDetrEvaluator", "query_windows", "submission_name", "submission_record",
+__all__ = ["CLIP_SECONDS", "MomentDetrEvaluator", "query_gt_moments", "submission_name", "submission_record",
            "write_submission"]

@@ -12,10 +12,10 @@ __all__ = ["RecallEvaluator", "evaluate_moments", "format_table", "metric_names"
 
 def evaluate_moments(kept_moments, filled, gt_moments):
     """Metrics (percent) from top moments [Q, k, 2], filled [Q, k], ground truth [Q, 2], or
-    [Q, W, 2] for queries with several windows: a moment's IoU is then its best window's
+    [Q, W, 2] for queries with several ground-truth moments: a moment's IoU is then its best one's
     (docs/metric.md §2, as Moment-DETR's R1)."""
-    windows = gt_moments[:, None, :] if gt_moments.dim() == 2 else gt_moments
-    ious = best_moment_iou(kept_moments, windows[:, None, :, :]) * filled  # [Q, k]
+    every = gt_moments[:, None, :] if gt_moments.dim() == 2 else gt_moments
+    ious = best_moment_iou(kept_moments, every[:, None, :, :]) * filled  # [Q, k]
     results = {}
     for k in RECALL_AT:
         best = ious[:, :k].max(dim=1).values

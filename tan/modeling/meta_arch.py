@@ -14,12 +14,14 @@ model overrides where it differs. Two kinds of member:
 docs/models.md describes each member, §2-§4; tests/test_docs.py holds the page
 to this class, so the two cannot drift apart.
 """
+import inspect
 from abc import ABCMeta, abstractmethod
 
 from torch import nn
 
 from ..config.models import Recipe, TextInputChoice
 from ..data.features.clip_inputs import ResampledClips
+from ..errors import TanError
 from ..structures.candidates import map_candidates, map_picture
 from .window_losses import cross_window_terms
 
@@ -93,9 +95,14 @@ class GroundingModel(nn.Module, metaclass=ABCMeta):
         self.window_losses = None
 
     def set_window_stage(self, relevance, window_losses):
-        """Give the model its relevance head (a module, or None) and cross-window losses (or None)."""
-        self.relevance = relevance
+        """Give the model its relevance head (a module, or None) and cross-window losses (or None). The
+        head is registered after the model's own modules, so that its parameters come last (the
+        optimizer's state and the gradient norm list a model's parameters in that order)."""
+        self._modules.pop("relevance", None)
+        self.register_module("relevance", relevance)
         self.window_losses = window_losses
+        if window_losses is not None:
+            _check_forward_takes_window_terms(type(self))
         return self
 
     @abstractmethod
@@ -117,7 +124,7 @@ class GroundingModel(nn.Module, metaclass=ABCMeta):
     def forward(self, feats, queries, wordlens, video_index=None, ranked=None, window_terms=False, **lengths):
         """The output for a batch (``lengths``: a clip input of variable length's ``clip_counts``, to
         ``encode_video``). In training with cross-window losses (``window_terms``), (output, their terms
-        {name: float32 scalar}) from the batch's ``ranked`` windows (tan.structures.RankedWindows, or None
+        {name: float32 scalar}) from the batch's ``ranked`` windows (tan.structures.ranked_windows.RankedWindows, or None
         when it brought none): computed in this one forward, so that DistributedDataParallel sees every
         use of every parameter, a frozen encoder's absence included."""
         output = self.ground(self.encode_video(feats, **lengths), queries, wordlens, video_index)
@@ -144,3 +151,17 @@ class GroundingModel(nn.Module, metaclass=ABCMeta):
         """True when some parameters get no gradient in some steps (a frozen
         encoder): distributed training must then look for them each step."""
         return False
+
+
+def _check_forward_takes_window_terms(cls):
+    """A model with cross-window losses computes them in its forward: one that overrides ``forward``
+    must take ``ranked`` and ``window_terms`` (or pass its keyword arguments on to the contract's)."""
+    parameters = inspect.signature(cls.forward).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return
+    missing = [name for name in ("ranked", "window_terms") if name not in parameters]
+    if missing:
+        raise TanError(f"model {cls.NAME or cls.__name__} ({cls.__module__}.{cls.__qualname__}) overrides forward "
+                       f"without {' and '.join(missing)}: with MODEL.RELEVANCE or MODEL.WINDOW_RANKING its forward "
+                       f"computes the cross-window losses; take them and call super().forward, or keep the "
+                       f"contract's forward (docs/models.md §3)")

@@ -7,7 +7,7 @@ inside a window, not which of a video's windows holds what is asked, and
 grounding an hour-long video is that second question over hundreds of
 windows. Here each training query is also scored against the windows of its
 video that its batch brought (INPUT.TRAIN_WINDOW.RANKED_WINDOWS, joined by
-tan.data.collate.collate_ranked into a tan.structures.RankedWindows: each window
+tan.data.collate.collate_ranked into a tan.structures.ranked_windows.RankedWindows: each window
 encoded once for every sentence of its video), and a listwise loss, as SOONet's over a whole movie, puts the
 window holding its moment above the others:
 
@@ -64,7 +64,7 @@ class CrossWindowLosses(NamedTuple):
 
 def cross_window_terms(model, ranked, queries, wordlens):
     """{name: float32 scalar}: the cross-window loss terms of a training batch for ``model`` (a
-    GroundingModel with ``window_losses``), from its ``ranked`` windows (a tan.structures.RankedWindows,
+    GroundingModel with ``window_losses``), from its ``ranked`` windows (a tan.structures.ranked_windows.RankedWindows,
     or None when no item of the batch brought any) and its sentences; called inside the model's forward."""
     losses, terms = model.window_losses, {}
     if ranked is not None and not len(ranked):

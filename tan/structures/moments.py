@@ -15,11 +15,11 @@ def temporal_iou(a, b):
     return torch.where(union > 0, inter / union.clamp(min=1e-12), torch.zeros_like(inter))
 
 
-def best_moment_iou(moments, windows):
-    """IoU of moments [..., 2] with the best of each query's windows [..., W, 2] (broadcast over the
-    leading dimensions): a query with several ground-truth windows is answered by any of them
+def best_moment_iou(moments, gt_moments):
+    """IoU of moments [..., 2] with the best of each query's ground-truth moments [..., W, 2] (broadcast over the
+    leading dimensions): a query with several ground-truth moments is answered by any of them
     (docs/data.md §9.2). With W = 1 this is :func:`temporal_iou`, bit for bit."""
-    return temporal_iou(moments[..., None, :], windows).amax(dim=-1)
+    return temporal_iou(moments[..., None, :], gt_moments).amax(dim=-1)
 
 
 def cell_spans(rows, cols):

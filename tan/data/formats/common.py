@@ -72,13 +72,17 @@ def register_format(name, query_ids=False, evaluators=()):
     ``query_ids``: its queries carry the file's ids (Query.qid); ``evaluators``: the names of the
     evaluators its datasets are tested with besides the recall (its benchmark's own figures and
     submission file), registered by the time a test runs."""
-    if query_ids:
-        FORMATS_WITH_QUERY_IDS.add(name)
     if isinstance(evaluators, str) or not all(isinstance(e, str) and e for e in evaluators):
         raise ValueError(f"annotation format {name!r}: evaluators must be a tuple of evaluator names, "
                          f"got {evaluators!r}")
-    FORMAT_EVALUATORS[name] = tuple(evaluators)
-    return ANNOTATION_FORMATS.register(name)
+
+    def deco(read):
+        ANNOTATION_FORMATS.register(name)(read)  # refuses a name taken, before anything of it is recorded
+        if query_ids:
+            FORMATS_WITH_QUERY_IDS.add(name)
+        FORMAT_EVALUATORS[name] = tuple(evaluators)
+        return read
+    return deco
 
 
 def format_evaluators(name):

@@ -26,11 +26,11 @@ class ScaledIoULoss(nn.Module):
     def targets(self, ious):
         return ((ious - self.min_iou) / (self.max_iou - self.min_iou)).clamp(0, 1)
 
-    def forward(self, logits, windows, durations):
-        # logits: [B, N, N]; windows: [B, W, 2], each query's ground-truth windows; durations: [B]
+    def forward(self, logits, gt_moments, durations):
+        # logits: [B, N, N]; gt_moments: [B, W, 2], each query's ground-truth moments; durations: [B]
         n = logits.shape[-1]
         unit = durations.float()[:, None, None] / n
         candidates = self.cell_bounds[None] * unit  # [B, C, 2] seconds, as candidate_moments computes them
-        ious = best_moment_iou(candidates, windows.float()[:, None, :, :])  # the best window's IoU per cell
+        ious = best_moment_iou(candidates, gt_moments.float()[:, None, :, :])  # the best moment's IoU per cell
         selected = logits.flatten(1).index_select(1, self.cell_index).float()
         return F.binary_cross_entropy_with_logits(selected, self.targets(ious))

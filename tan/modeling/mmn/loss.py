@@ -35,22 +35,22 @@ class MutualMatchingLoss(nn.Module):
         i, j = mask2d.nonzero(as_tuple=True)
         self.register_buffer("cell_bounds", cell_spans(i, j), persistent=False)  # [C, 2] clip units
 
-    def cell_ious(self, windows, durations, num_clips):
-        """[S, C]: IoU of every valid cell's moment (seconds) with the best of each sentence's windows [S, W, 2]."""
+    def cell_ious(self, gt_moments, durations, num_clips):
+        """[S, C]: IoU of every valid cell's moment (seconds) with the best of each sentence's ground-truth moments [S, W, 2]."""
         # float32 (grid x duration) / N: MMN's arithmetic, which is the reference evaluation's too
-        return best_moment_iou(cell_seconds(self.cell_bounds, durations, num_clips), windows.float()[:, None, :, :])
+        return best_moment_iou(cell_seconds(self.cell_bounds, durations, num_clips), gt_moments.float()[:, None, :, :])
 
-    def forward(self, match, iou_logits, ious, windows, video_index, epoch):
+    def forward(self, match, iou_logits, ious, gt_moments, video_index, epoch):
         """match [S, V, C]: cosine of sentence s with every cell of every video
         (matching branch); iou_logits [S, C]: 10 x the IoU-branch cosine with the
-        sentence's own video; ious [S, C]; windows [S, W, 2]; video_index [S]."""
+        sentence's own video; ious [S, C]; gt_moments [S, W, 2]; video_index [S]."""
         loss_iou = self.bce_weight * F.binary_cross_entropy_with_logits(
             iou_logits, ((ious - self.min_iou) / (self.max_iou - self.min_iou)).clamp(0, 1))
-        loss_vid, loss_sent = self.contrastive(match, ious, windows, video_index)
+        loss_vid, loss_sent = self.contrastive(match, ious, gt_moments, video_index)
         weight = self.contrastive_weight * (1.0 if epoch <= self.only_iou_after else LATE_CONTRASTIVE_SCALE)
         return {"loss_iou": loss_iou, "loss_vid": weight * loss_vid, "loss_sent": weight * loss_sent}
 
-    def contrastive(self, match, ious, windows, video_index):
+    def contrastive(self, match, ious, gt_moments, video_index):
         s = match.shape[0]
         rows = torch.arange(s, device=match.device)
         own = match[rows, video_index]  # [S, C]
@@ -65,8 +65,8 @@ class MutualMatchingLoss(nn.Module):
         cells = (video_index[:, None] * match.shape[2] + positives).flatten()
         cell_vs_sentences = take_rows(match.permute(1, 2, 0).flatten(0, 1), cells).view(s, -1, s)
         same_video = video_index[:, None] == video_index[None, :]
-        # (with several windows: the best IoU between any window of one and any of the other)
-        pair_iou = temporal_iou(windows[:, None, :, None, :], windows[None, :, None, :, :]).amax(dim=(-2, -1))
+        # (with several gt_moments: the best IoU between any window of one and any of the other)
+        pair_iou = temporal_iou(gt_moments[:, None, :, None, :], gt_moments[None, :, None, :, :]).amax(dim=(-2, -1))
         overlap = pair_iou >= self.sentence_removal_iou
         keep = ~(same_video & overlap) | torch.eye(s, dtype=torch.bool, device=match.device)
         margin = self.margin * torch.eye(s, dtype=match.dtype, device=match.device)

@@ -46,11 +46,11 @@ class RescaledIoULoss(ScaledIoULoss):
         scaled = (ious - self.min_iou) * (1 - self.bias) / (self.max_iou - self.min_iou)
         return torch.where(scaled > 0, scaled + self.bias, scaled).clamp(0, 1)
 
-    def forward(self, logits, windows, durations):
-        # logits: [B, N, N]; windows: [B, W, 2] seconds; durations: [B]
+    def forward(self, logits, gt_moments, durations):
+        # logits: [B, N, N]; gt_moments: [B, W, 2] seconds; durations: [B]
         dtype = torch.promote_types(logits.dtype, torch.float32)
         seconds = self.cell_bounds.to(dtype)[None] * durations.to(dtype)[:, None, None] / logits.shape[-1]
-        ious = best_moment_iou(seconds.double(), windows.double()[:, None, :, :]).to(dtype)
+        ious = best_moment_iou(seconds.double(), gt_moments.double()[:, None, :, :]).to(dtype)
         selected = logits.flatten(1).index_select(1, self.cell_index).to(dtype)
         return F.binary_cross_entropy_with_logits(selected, self.targets(ious))
 

@@ -1,4 +1,4 @@
-"""Moment-DETR's metrics (tan.evaluation.detr_metrics) on cases worked out by hand."""
+"""Moment-DETR's metrics (tan.evaluation.detr_metrics) and its evaluator on cases worked out by hand."""
 import numpy as np
 import torch
 import pytest
