@@ -17,10 +17,10 @@ def forward_batch(model, batch, window_terms=False):
     lengths, from a clip input of variable length, give their real lengths in
     ``clip_counts``). With ``window_terms`` (training a model with cross-window
     losses), (output, their terms), from the batch's ranked windows."""
-    lengths = {"clip_counts": batch["clip_counts"]} if "clip_counts" in batch else {}
+    options = {"clip_counts": batch["clip_counts"]} if "clip_counts" in batch else {}
     if window_terms:
-        lengths.update(ranked=batch.get("ranked"), window_terms=True)
-    return model(batch["feats"], batch["queries"], batch["wordlens"], batch.get("video_index"), **lengths)
+        options.update(ranked=batch.get("ranked"), window_terms=True)
+    return model(batch["feats"], batch["queries"], batch["wordlens"], batch.get("video_index"), **options)
 
 
 def run_step(model, batch, optimizer, grad_scaler, amp, device, clip_grad_norm=0.0):

@@ -358,7 +358,7 @@ class Trainer:
         """From ``state`` (a fresh TrainingState, or the one of a checkpoint) to SOLVER.MAX_EPOCH: the
         epochs of :meth:`run_epoch`, with the hooks before and after training."""
         self.state = state
-        self.hooks = self._wired_hooks(state)
+        self._wire_hooks(state)
         self.model.train()
         state.restore_rng()
         try:
@@ -402,9 +402,10 @@ class Trainer:
         for hook in hooks:
             hook.after_epoch(state, epoch)
 
-    def _wired_hooks(self, state):
-        """:meth:`build_hooks`, checked, each given the trainer and the state ``state`` holds for it; a
-        hook whose state no checkpoint can hold stops the run before it trains."""
+    def _wire_hooks(self, state):
+        """Set the run's hooks (``self.hooks``): :meth:`build_hooks`, checked, each given the trainer and
+        the state ``state`` holds for it; a hook whose state no checkpoint can hold stops the run before
+        it trains."""
         hooks = self._built_hooks(self.build_hooks())
         for name, hook in _named(hooks):
             hook.trainer = weakref.proxy(self)
@@ -417,7 +418,6 @@ class Trainer:
                                    f"its state_dict() gave (docs/training.md, 'Hooks')") from e
         self.hooks = hooks
         self._hook_states()
-        return hooks
 
     def _close_restored_epoch(self, state):
         """A checkpoint saved at an epoch's end before that epoch's hooks ran (its validation among them):

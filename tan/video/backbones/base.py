@@ -8,6 +8,7 @@ import os
 import numpy as np
 import torch
 
+from ...config.plugins import plugin_of
 from ...errors import TanError
 
 
@@ -84,8 +85,6 @@ def plugin_field(cls):
     """{"plugin": how PLUGINS names the plug-in that defines backbone class ``cls``} (its path, for one
     imported by path), so that a process that rebuilds the backbone from the record (prediction from a
     video file) can import it; empty for a built-in backbone, whose records stay as they were."""
-    from ...config.plugins import plugin_of  # here: importing the backbones needs no config machinery
-
     plugin = plugin_of(cls.__module__)
     return {"plugin": plugin} if plugin else {}
 
